@@ -1,0 +1,203 @@
+//! Our CRDs (`gatewright.dev/v1alpha1`): the `GatewayClassBlueprint` a GatewayClass
+//! points at (values and templates), and the two policy kinds that feed values into
+//! it: `GatewayClassConfig` (platform team) and `GatewayConfig` (app team).
+//!
+//! In: nothing. Out: Rust types, and [`crds`] for `gatewright crds` / `config/crd/`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use kube::core::CustomResourceExt;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of our CRDs.
+pub const GROUP: &str = "gatewright.dev";
+/// API version of our CRDs.
+pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` of our CRDs.
+pub const API_VERSION: &str = "gatewright.dev/v1alpha1";
+
+/// A free-form JSON value kept as the user wrote it.
+fn free_form(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+fn free_form_opt(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    free_form(g)
+}
+
+/// Values a blueprint or policy contributes to the template variable `values`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct Values {
+    /// Defaults: weakest first (blueprint), strongest last (Gateway policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form_opt")]
+    pub default: Option<serde_json::Value>,
+    /// Overrides: the blueprint's override beats every policy.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "override")]
+    #[schemars(schema_with = "free_form_opt")]
+    pub override_: Option<serde_json::Value>,
+}
+
+/// One named template of a blueprint.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateEntry {
+    /// Name of the template; `resources.<name>` in other templates reads what it rendered.
+    pub name: String,
+    /// minijinja source rendering zero or more YAML documents.
+    pub template: String,
+    /// Optional minijinja expression over `object` (the live child) that is true when the
+    /// child is ready. Without it: a `Ready` condition decides, else `status.observedGeneration`
+    /// caught up with `metadata.generation`, else the child is ready once it exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_when: Option<String>,
+}
+
+/// The optional status template: renders a YAML map with `addresses`
+/// (a list of `{type, value}`) for the Gateway's `status.addresses`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct StatusTemplate {
+    /// minijinja source rendering one YAML document.
+    pub template: String,
+}
+
+/// A group and kind.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+pub struct GroupKind {
+    /// API group, empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+}
+
+/// A GatewayClass's datapath: values and the templates of the children of every
+/// Gateway (and every route attached to one) of the class.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "gatewright.dev",
+    version = "v1alpha1",
+    kind = "GatewayClassBlueprint",
+    plural = "gatewayclassblueprints",
+    shortname = "gcbp",
+    status = "BlueprintStatus",
+    category = "gatewright"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayClassBlueprintSpec {
+    /// Template values (defaults and overrides).
+    #[serde(default)]
+    pub values: Values,
+    /// Templates rendered once per Gateway.
+    #[serde(default)]
+    pub gateway_templates: Vec<TemplateEntry>,
+    /// Templates rendered once per route attached to a Gateway (the `route` variable is set).
+    #[serde(default)]
+    pub route_templates: Vec<TemplateEntry>,
+    /// Renders the Gateway's `status.addresses`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusTemplate>,
+    /// Cluster-scoped kinds the templates may create. Every other kind is namespaced and
+    /// lands in the parent's namespace.
+    #[serde(default)]
+    pub cluster_scoped_kinds: Vec<GroupKind>,
+}
+
+/// Status of a blueprint: whether its templates compile, and which fail.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlueprintStatus {
+    /// `Accepted`: the templates parse, read only known variables, and have no cycle.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// Generation of the blueprint the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// What a policy applies to.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct PolicyTargetRef {
+    /// Group of the target (`gateway.networking.k8s.io` for GatewayClass and Gateway, empty for Namespace).
+    #[serde(default)]
+    pub group: String,
+    /// `GatewayClass`, `Gateway` or `Namespace`.
+    pub kind: String,
+    /// Name of the target.
+    pub name: String,
+}
+
+/// Values for the Gateways of a GatewayClass, or of a Namespace. In the controller
+/// namespace it applies cluster-wide; elsewhere to Gateways of its own namespace.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "gatewright.dev",
+    version = "v1alpha1",
+    kind = "GatewayClassConfig",
+    plural = "gatewayclassconfigs",
+    namespaced,
+    category = "gatewright",
+    printcolumn = r#"{"name":"Target","type":"string","jsonPath":".spec.targetRef.name"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayClassConfigSpec {
+    /// The GatewayClass or Namespace this policy configures.
+    pub target_ref: PolicyTargetRef,
+    /// Default values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form_opt")]
+    pub default: Option<serde_json::Value>,
+    /// Override values.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "override")]
+    #[schemars(schema_with = "free_form_opt")]
+    pub override_: Option<serde_json::Value>,
+}
+
+/// Values for one Gateway, or every Gateway of a Namespace.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "gatewright.dev",
+    version = "v1alpha1",
+    kind = "GatewayConfig",
+    plural = "gatewayconfigs",
+    namespaced,
+    category = "gatewright",
+    printcolumn = r#"{"name":"Target","type":"string","jsonPath":".spec.targetRef.name"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayConfigSpec {
+    /// The Gateway or Namespace this policy configures. Optional when the Gateway names
+    /// this object in `spec.infrastructure.parametersRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_ref: Option<PolicyTargetRef>,
+    /// Default values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form_opt")]
+    pub default: Option<serde_json::Value>,
+    /// Override values.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "override")]
+    #[schemars(schema_with = "free_form_opt")]
+    pub override_: Option<serde_json::Value>,
+}
+
+/// Our CRDs, in a stable order.
+#[must_use]
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    let mut out = vec![GatewayClassBlueprint::crd(), GatewayClassConfig::crd(), GatewayConfig::crd()];
+    for crd in &mut out {
+        let labels = crd.metadata.labels.get_or_insert_with(BTreeMap::new);
+        labels.insert("app.kubernetes.io/part-of".into(), "gatewright".into());
+        if crd.spec.names.kind != "GatewayClassBlueprint" {
+            // GEP-713 discovery convention for policy CRDs.
+            labels.insert("gateway.networking.k8s.io/policy".into(), "Inherited".into());
+        }
+    }
+    out
+}

@@ -1,0 +1,13 @@
+//! gatewright: a Gateway API controller-of-controllers.
+//!
+//! Data flow: [`snapshot`] (what the cluster or the YAML files hold) ->
+//! [`plan`] (pure: children, prune list, readiness, status) -> the cluster executor
+//! (`gatewright run`) or the printer (`gatewright render`). [`gateway`] holds the pure
+//! Gateway API semantics and [`render`] the template engine.
+
+pub mod api;
+pub mod cli;
+pub mod gateway;
+pub mod plan;
+pub mod render;
+pub mod snapshot;

@@ -1,0 +1,81 @@
+//! `plan_class`: the status of a GatewayClass with our controllerName, and the blueprint
+//! it resolves to.
+
+use std::sync::Arc;
+
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+
+use super::gateway::BLUEPRINT_KIND;
+use super::prepared::Prepared;
+use crate::gateway::CONTROLLER_NAME;
+use crate::gateway::conditions::{Cond, reasons, types};
+use crate::snapshot::Snapshot;
+
+/// The finalizer a GatewayClass carries while Gateways use it.
+pub const GATEWAY_EXISTS_FINALIZER: &str = "gateway-exists-finalizer.gateway.networking.k8s.io";
+
+/// Core and extended features we implement and pass, sorted.
+pub const SUPPORTED_FEATURES: &[&str] = &["Gateway", "HTTPRoute", "ReferenceGrant"];
+
+/// What a GatewayClass of ours should look like.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassPlan {
+    /// Class name.
+    pub name: String,
+    /// `Accepted` condition.
+    pub accepted: Cond,
+    /// `status.supportedFeatures`, sorted.
+    pub supported_features: Vec<String>,
+    /// Whether Gateways use the class (so it carries the gateway-exists finalizer).
+    pub in_use: bool,
+    /// The blueprint it names, when it resolved.
+    pub blueprint: Option<String>,
+}
+
+/// Plans a GatewayClass; `None` when it is not ours (never touch it then).
+#[must_use]
+pub fn plan_class(snap: &Snapshot, name: &str) -> Option<ClassPlan> {
+    let class = snap.class(name)?;
+    if class.spec.controller_name != CONTROLLER_NAME {
+        return None;
+    }
+    let accepted = match resolve_blueprint(snap, class) {
+        Ok(p) => Cond::t(types::ACCEPTED, reasons::ACCEPTED, &format!("GatewayClassBlueprint {} is valid", p.name)),
+        Err(msg) => Cond::f(types::ACCEPTED, reasons::INVALID_PARAMETERS, &msg),
+    };
+    let in_use = snap.gateways().any(|(_, g)| g.typed.spec.gateway_class_name == name && g.typed.metadata.deletion_timestamp.is_none());
+    Some(ClassPlan {
+        name: name.to_owned(),
+        accepted,
+        supported_features: SUPPORTED_FEATURES.iter().map(|s| (*s).to_owned()).collect(),
+        in_use,
+        blueprint: class.spec.parameters_ref.as_ref().map(|p| p.name.clone()),
+    })
+}
+
+/// The prepared blueprint of a class, or why there is none.
+///
+/// # Errors
+/// A message for `Accepted=False/InvalidParameters`.
+pub fn resolve_blueprint(snap: &Snapshot, class: &GatewayClass) -> Result<Arc<Prepared>, String> {
+    let Some(p) = &class.spec.parameters_ref else {
+        return Err(format!("spec.parametersRef must name a {}/{BLUEPRINT_KIND}", crate::api::GROUP));
+    };
+    if p.group != crate::api::GROUP || p.kind != BLUEPRINT_KIND {
+        return Err(format!("spec.parametersRef must name a {}/{BLUEPRINT_KIND}, not {}/{}", crate::api::GROUP, p.group, p.kind));
+    }
+    if p.namespace.as_deref().is_some_and(|n| !n.is_empty()) {
+        return Err(format!("spec.parametersRef: {BLUEPRINT_KIND} is cluster-scoped; remove the namespace"));
+    }
+    let Some(entry) = snap.blueprint(&p.name) else {
+        return Err(format!("{BLUEPRINT_KIND} {} not found", p.name));
+    };
+    match &entry.prepared {
+        Ok(prep) => Ok(prep.clone()),
+        Err(errors) => {
+            let shown: Vec<String> = errors.iter().take(3).map(ToString::to_string).collect();
+            let more = if errors.len() > 3 { format!(" (and {} more)", errors.len() - 3) } else { String::new() };
+            Err(format!("{BLUEPRINT_KIND} {} is invalid: {}{more}", p.name, shown.join("; ")))
+        }
+    }
+}

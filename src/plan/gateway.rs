@@ -1,0 +1,486 @@
+//! `plan_gateway`: everything that must be true for one Gateway of our classes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use gateway_api::apis::standard::gateways::{
+    GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners, GatewayStatusListenersSupportedKinds,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::Value;
+
+use super::labels::Owner;
+use super::prepared::Prepared;
+use super::templates::{ChildState, DesiredChild, Held, SetInput, prune_list, render_set};
+use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
+use crate::gateway::hostnames;
+use crate::gateway::listeners::{GatewayEval, evaluate_gateway, gateway_owned_types};
+use crate::gateway::routes::{ParentAttachment, attach_route, count_attached_routes};
+use crate::gateway::{CONTROLLER_NAME, ListenerEval};
+use crate::render::context::{AttachedRouteVar, HostnamesVar, ListenerVar, NamespacedName, TemplateContext};
+use crate::render::engine::STATUS_TEMPLATE;
+use crate::render::output::parse_documents;
+use crate::render::values::{Layer, merge_layers};
+use crate::render::{RenderError, TemplateSet};
+use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot};
+
+/// The kind of our blueprint in a GatewayClass `parametersRef`.
+pub const BLUEPRINT_KIND: &str = "GatewayClassBlueprint";
+/// The kind of our Gateway policy in `spec.infrastructure.parametersRef`.
+pub const GATEWAY_CONFIG_KIND: &str = "GatewayConfig";
+
+/// What the Gateway templates saw; route templates of the same Gateway see the same.
+#[derive(Debug, Default)]
+pub struct GatewayContext {
+    /// The Gateway as JSON.
+    pub gateway: Value,
+    /// The GatewayClass as JSON.
+    pub class: Value,
+    /// Merged values.
+    pub values: Value,
+    /// Normalized listeners.
+    pub listeners: Vec<ListenerVar>,
+    /// Routes accepted by the Gateway.
+    pub routes: Vec<RouteKey>,
+    /// Accepted hostnames.
+    pub hostnames: HostnamesVar,
+}
+
+/// The status of a Gateway, without timestamps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GatewayStatusPlan {
+    /// Gateway conditions (Accepted, Programmed).
+    pub conditions: Vec<Cond>,
+    /// One entry per spec listener.
+    pub listeners: Vec<(ListenerEval, Vec<Cond>)>,
+    /// `status.addresses`.
+    pub addresses: Vec<GatewayStatusAddresses>,
+}
+
+impl GatewayStatusPlan {
+    /// The status to write: conditions merged with `existing` (keeping lastTransitionTime
+    /// where nothing changed and conditions of other owners), `observedGeneration` set.
+    #[must_use]
+    pub fn to_status(&self, existing: Option<&GatewayStatus>, generation: Option<i64>, now: &Time) -> GatewayStatus {
+        let empty = Vec::new();
+        let old_conds = existing.and_then(|s| s.conditions.as_ref()).unwrap_or(&empty);
+        let old_listeners = existing.and_then(|s| s.listeners.as_ref());
+        let listeners = self
+            .listeners
+            .iter()
+            .map(|(l, conds)| {
+                let old = old_listeners.and_then(|ls| ls.iter().find(|o| o.name == l.name)).map(|o| o.conditions.as_slice()).unwrap_or_default();
+                GatewayStatusListeners {
+                    name: l.name.clone(),
+                    attached_routes: l.attached_routes,
+                    supported_kinds: Some(
+                        l.supported_kinds
+                            .iter()
+                            .map(|k| GatewayStatusListenersSupportedKinds { group: Some(k.group.clone()), kind: k.kind.clone() })
+                            .collect(),
+                    ),
+                    conditions: merge_conditions(old, conds, ListenerEval::owned_types(), generation, now),
+                }
+            })
+            .collect();
+        GatewayStatus {
+            addresses: if self.addresses.is_empty() { None } else { Some(self.addresses.clone()) },
+            conditions: Some(merge_conditions(old_conds, &self.conditions, gateway_owned_types(), generation, now)),
+            listeners: Some(listeners),
+            ..existing.cloned().unwrap_or_default()
+        }
+    }
+}
+
+/// Everything the controller must make true for one Gateway.
+#[derive(Debug)]
+pub struct GatewayPlan {
+    /// Namespace and name.
+    pub key: Key,
+    /// UID (or a stable stand-in offline).
+    pub uid: String,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// The blueprint used, when the class resolved to one.
+    pub blueprint: Option<Arc<Prepared>>,
+    /// Children to apply, in dependency order.
+    pub children: Vec<DesiredChild>,
+    /// Templates held back waiting for a dependency.
+    pub held: Vec<Held>,
+    /// Template errors.
+    pub errors: Vec<RenderError>,
+    /// Live children to delete, in deletion order (dependents first).
+    pub prune: Vec<ObjectKey>,
+    /// Readiness of each desired child.
+    pub states: Vec<ChildState>,
+    /// The status to write.
+    pub status: GatewayStatusPlan,
+    /// Route attachments this Gateway decided, per route.
+    pub attachments: Vec<(RouteKey, Vec<ParentAttachment>)>,
+    /// Live children of routes this Gateway no longer accepts: delete them.
+    pub orphaned_route_children: Vec<ObjectKey>,
+    /// What the templates saw (route templates use it too).
+    pub context: GatewayContext,
+    /// Whether the Gateway is accepted (only then are children applied or pruned).
+    pub accepted: bool,
+}
+
+impl GatewayPlan {
+    /// Whether every desired child is ready and nothing is held or failed.
+    #[must_use]
+    pub fn converged(&self) -> bool {
+        self.errors.is_empty() && self.held.is_empty() && self.states.iter().all(|s| s.readiness.is_ready())
+    }
+}
+
+/// A stand-in UID for objects read from files, stable across runs.
+#[must_use]
+pub fn offline_uid(kind: &str, ns: &str, name: &str) -> String {
+    let h = crate::render::safe_name(&format!("{kind}/{ns}/{name}"), 253);
+    let digest = &h[h.len().saturating_sub(8)..];
+    format!("offline-{}", digest)
+}
+
+/// UID of an object, or a stable stand-in.
+pub(crate) fn uid_of(json: &Value, kind: &str) -> String {
+    json["metadata"]["uid"].as_str().map_or_else(
+        || offline_uid(kind, json["metadata"]["namespace"].as_str().unwrap_or_default(), json["metadata"]["name"].as_str().unwrap_or_default()),
+        str::to_owned,
+    )
+}
+
+/// Why a Gateway is out of our hands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OutOfScope {
+    /// No such Gateway in the snapshot.
+    NoGateway,
+    /// Its class does not exist.
+    NoClass(String),
+    /// Its class belongs to another controller.
+    NotOurs,
+}
+
+/// Plans one Gateway. Returns `Err` when the Gateway is not ours to touch.
+///
+/// # Errors
+/// See [`OutOfScope`].
+pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScope> {
+    let entry = snap.gateway(key).ok_or(OutOfScope::NoGateway)?;
+    let gw = &entry.typed;
+    let class_name = &gw.spec.gateway_class_name;
+    let class = snap.class(class_name).ok_or_else(|| OutOfScope::NoClass(class_name.clone()))?;
+    if class.spec.controller_name != CONTROLLER_NAME {
+        return Err(OutOfScope::NotOurs);
+    }
+    let generation = gw.metadata.generation;
+    let uid = uid_of(&entry.json, "Gateway");
+
+    let mut eval = evaluate_gateway(gw, snap);
+    let class_json = serde_json::to_value(class.as_ref()).unwrap_or(Value::Null);
+    let blueprint = super::class::resolve_blueprint(snap, class);
+
+    // Route attachment (independent of the blueprint).
+    let mut attachments = Vec::new();
+    for (rkey, route) in snap.routes_referencing(key) {
+        let a = attach_route(&route.view, gw, &eval, snap);
+        if !a.is_empty() {
+            attachments.push((rkey.clone(), a));
+        }
+    }
+    let all: Vec<ParentAttachment> = attachments.iter().flat_map(|(_, a)| a.iter().cloned()).collect();
+    count_attached_routes(&mut eval, &all);
+
+    let mut accepted_cond = eval.accepted.clone();
+    let params = infrastructure_values(snap, gw);
+    if let Err(msg) = &params {
+        accepted_cond = Cond::f(types::ACCEPTED, reasons::INVALID_PARAMETERS, msg);
+    }
+    let blueprint = match blueprint {
+        Ok(b) => Some(b),
+        Err(msg) => {
+            if accepted_cond.status.is_true() {
+                accepted_cond = Cond::f(types::ACCEPTED, reasons::INVALID, &format!("GatewayClass {class_name} is not accepted: {msg}"));
+            }
+            None
+        }
+    };
+    let accepted = accepted_cond.status.is_true();
+
+    let context = build_context(snap, entry.json.clone(), class_json, &eval, &attachments, params.as_ref().ok().cloned(), key, class_name);
+    let live: Vec<Arc<Value>> = snap.children_of(&uid).cloned().collect();
+
+    let mut plan = GatewayPlan {
+        key: key.clone(),
+        uid: uid.clone(),
+        generation,
+        blueprint: blueprint.clone(),
+        children: Vec::new(),
+        held: Vec::new(),
+        errors: Vec::new(),
+        prune: Vec::new(),
+        states: Vec::new(),
+        status: GatewayStatusPlan { conditions: Vec::new(), listeners: Vec::new(), addresses: Vec::new() },
+        attachments,
+        orphaned_route_children: Vec::new(),
+        context,
+        accepted,
+    };
+
+    let mut addresses = Vec::new();
+    let mut address_wait: Option<String> = None;
+    if let (true, Some(prepared)) = (accepted, blueprint.as_deref()) {
+        let route_values: Vec<&Value> = plan.context.routes.iter().filter_map(|k| snap.route(k)).map(|r| &r.json).collect();
+        let base = TemplateContext {
+            gateway: &plan.context.gateway,
+            route: None,
+            class: &plan.context.class,
+            values: &plan.context.values,
+            listeners: &plan.context.listeners,
+            routes: &route_values,
+            hostnames: &plan.context.hostnames,
+            resources: &BTreeMap::new(),
+        };
+        let input = SetInput {
+            prepared,
+            set: TemplateSet::Gateway,
+            namespace: &key.0,
+            owner: Owner { parent: &plan.context.gateway, gateway: &plan.context.gateway, parent_uid: &uid, gateway_uid: &uid },
+            live: &live,
+        };
+        let result = render_set(&input, &base);
+        plan.prune = prune_list(Some(prepared), TemplateSet::Gateway, &live, &result);
+        match &prepared.spec.status {
+            Some(_) => match prepared.status_deps.iter().find(|d| !result.resources.contains_key(*d)) {
+                Some(missing) => address_wait = Some(format!("the status template waits for template {missing}")),
+                None => {
+                    let ctx = TemplateContext { resources: &result.resources, ..base };
+                    match render_addresses(prepared, &ctx) {
+                        Ok(a) => addresses = a,
+                        Err(e) if e.category == "UndefinedVariable" => address_wait = Some(format!("the status template waits: {}", e.message)),
+                        Err(e) => plan.errors.push(e),
+                    }
+                }
+            },
+            None => addresses = spec_addresses(gw),
+        }
+        plan.children = result.children;
+        plan.held = result.held;
+        plan.errors.extend(result.errors);
+        plan.states = result.states;
+        // Route children of routes this Gateway no longer accepts.
+        let accepted_routes: std::collections::BTreeSet<String> = plan
+            .context
+            .routes
+            .iter()
+            .filter_map(|k| snap.route(k))
+            .map(|r| uid_of(&r.json, &r.view.kind.kind))
+            .collect();
+        plan.orphaned_route_children = snap
+            .children_by_gateway(&uid)
+            .filter(|c| {
+                let p = super::labels::parent_uid(c).unwrap_or_default();
+                p != uid && !accepted_routes.contains(p)
+            })
+            .map(|c| ObjectKey::of(c))
+            .collect();
+    }
+
+    let programmed = programmed_cond(&plan, accepted, &addresses, address_wait.as_deref(), &eval);
+    plan.status = GatewayStatusPlan {
+        conditions: vec![accepted_cond, programmed.clone()],
+        listeners: eval.listeners.iter().map(|l| (l.clone(), l.status_conds(&programmed))).collect(),
+        addresses,
+    };
+    Ok(plan)
+}
+
+fn programmed_cond(plan: &GatewayPlan, accepted: bool, addresses: &[GatewayStatusAddresses], address_wait: Option<&str>, eval: &GatewayEval) -> Cond {
+    let p = types::PROGRAMMED;
+    if !accepted {
+        return Cond::f(p, reasons::INVALID, "the Gateway is not accepted");
+    }
+    if !eval.listeners.iter().any(ListenerEval::is_valid) {
+        return Cond::f(p, reasons::INVALID, "no listener is valid");
+    }
+    if let Some(e) = plan.errors.first() {
+        let more = if plan.errors.len() > 1 { format!(" (and {} more errors)", plan.errors.len() - 1) } else { String::new() };
+        return Cond::f(p, reasons::INVALID, &format!("{e}{more}"));
+    }
+    if let Some(h) = plan.held.first() {
+        return Cond::f(p, reasons::PENDING, &format!("template {} is {}", h.template, h.reason));
+    }
+    let not_ready: Vec<String> = plan
+        .states
+        .iter()
+        .filter(|s| !s.readiness.is_ready())
+        .map(|s| match &s.readiness {
+            super::readiness::Readiness::NotReady(why) => format!("{} ({why})", s.key),
+            _ => format!("{} (not created yet)", s.key),
+        })
+        .collect();
+    if !not_ready.is_empty() {
+        return Cond::f(p, reasons::PENDING, &format!("waiting for children to be ready: {}", not_ready.join("; ")));
+    }
+    if addresses.is_empty() {
+        let why = address_wait.unwrap_or("no address is known yet");
+        return Cond::f(p, reasons::ADDRESS_NOT_ASSIGNED, why);
+    }
+    Cond::t(p, reasons::PROGRAMMED, "all children are ready and the Gateway has an address")
+}
+
+/// The values layers of a Gateway, merged; `Err` names a bad `infrastructure.parametersRef`.
+fn infrastructure_values(snap: &Snapshot, gw: &gateway_api::apis::standard::gateways::Gateway) -> Result<Value, String> {
+    let ns = gw.metadata.namespace.clone().unwrap_or_default();
+    let name = gw.metadata.name.clone().unwrap_or_default();
+    let class_name = &gw.spec.gateway_class_name;
+    let mut layers = Vec::new();
+    if let Some(prepared) = snap.class(class_name).and_then(|c| super::class::resolve_blueprint(snap, c).ok()) {
+        layers.push(Layer { source: format!("GatewayClassBlueprint {}", prepared.name), default: prepared.spec.values.default.clone(), override_: prepared.spec.values.override_.clone() });
+    }
+    let targets = |t: &crate::api::PolicyTargetRef, kind: &str, name: &str| t.kind == kind && t.name == *name;
+    let global = snap.controller_namespace().to_owned();
+    for c in snap.class_configs_in(&global) {
+        if targets(&c.spec.target_ref, "GatewayClass", class_name) {
+            layers.push(layer("GatewayClassConfig", &c.metadata, c.spec.default.clone(), c.spec.override_.clone()));
+        }
+    }
+    if ns != global {
+        for kind_name in [("Namespace", ns.as_str()), ("GatewayClass", class_name.as_str())] {
+            for c in snap.class_configs_in(&ns) {
+                if targets(&c.spec.target_ref, kind_name.0, kind_name.1) {
+                    layers.push(layer("GatewayClassConfig", &c.metadata, c.spec.default.clone(), c.spec.override_.clone()));
+                }
+            }
+        }
+    }
+    let param_name = match gw.spec.infrastructure.as_ref().and_then(|i| i.parameters_ref.as_ref()) {
+        Some(p) if p.group == crate::api::GROUP && p.kind == GATEWAY_CONFIG_KIND => {
+            if snap.gateway_config(&(ns.clone(), p.name.clone())).is_none() {
+                return Err(format!("spec.infrastructure.parametersRef: GatewayConfig {ns}/{} not found", p.name));
+            }
+            Some(p.name.clone())
+        }
+        Some(p) => {
+            return Err(format!(
+                "spec.infrastructure.parametersRef must name a {}/{GATEWAY_CONFIG_KIND}, not {}/{}",
+                crate::api::GROUP,
+                p.group,
+                p.kind
+            ));
+        }
+        None => None,
+    };
+    for kind_name in [("Namespace", ns.as_str()), ("Gateway", name.as_str())] {
+        for c in snap.gateway_configs_in(&ns) {
+            let by_target = c.spec.target_ref.as_ref().is_some_and(|t| targets(t, kind_name.0, kind_name.1));
+            let by_param = kind_name.0 == "Gateway" && param_name.as_deref() == c.metadata.name.as_deref();
+            if by_target || by_param {
+                layers.push(layer("GatewayConfig", &c.metadata, c.spec.default.clone(), c.spec.override_.clone()));
+            }
+        }
+    }
+    Ok(merge_layers(&layers))
+}
+
+fn layer(kind: &str, meta: &kube::api::ObjectMeta, default: Option<Value>, override_: Option<Value>) -> Layer {
+    Layer {
+        source: format!("{kind} {}/{}", meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default()),
+        default,
+        override_,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_context(
+    snap: &Snapshot,
+    gateway: Value,
+    class: Value,
+    eval: &GatewayEval,
+    attachments: &[(RouteKey, Vec<ParentAttachment>)],
+    values: Option<Value>,
+    _key: &Key,
+    _class_name: &str,
+) -> GatewayContext {
+    let spec_listeners = gateway["spec"]["listeners"].as_array().cloned().unwrap_or_default();
+    let mut listeners: Vec<ListenerVar> = eval
+        .listeners
+        .iter()
+        .map(|l| ListenerVar {
+            name: l.name.clone(),
+            port: l.port,
+            protocol: l.protocol.clone(),
+            hostname: l.hostname.clone(),
+            tls: spec_listeners.iter().find(|s| s["name"] == l.name.as_str()).and_then(|s| s.get("tls").cloned()),
+            certificate_refs: l.certificate_refs.iter().map(|(namespace, name)| NamespacedName { namespace: namespace.clone(), name: name.clone() }).collect(),
+            valid: l.is_valid(),
+            routes: Vec::new(),
+            attached_routes: l.attached_routes,
+        })
+        .collect();
+    let mut routes = Vec::new();
+    let mut names = Vec::new();
+    for (rkey, parents) in attachments {
+        let mut any = false;
+        for p in parents.iter().filter(|p| p.is_accepted()) {
+            any = true;
+            for la in &p.listeners {
+                if let Some(l) = listeners.iter_mut().find(|l| l.name == la.listener) {
+                    if l.valid {
+                        names.extend(la.hostnames.iter().cloned());
+                    }
+                    if !l.routes.iter().any(|r| r.kind == rkey.0 && r.namespace == rkey.1 && r.name == rkey.2) {
+                        l.routes.push(AttachedRouteVar { kind: rkey.0.clone(), namespace: rkey.1.clone(), name: rkey.2.clone(), hostnames: la.hostnames.clone() });
+                    }
+                }
+            }
+        }
+        if any && snap.route(rkey).is_some() {
+            routes.push(rkey.clone());
+        }
+    }
+    let union = hostnames::dedupe_sorted(names);
+    let intersection = hostnames::drop_covered(&union);
+    GatewayContext { gateway, class, values: values.unwrap_or_else(|| Value::Object(serde_json::Map::new())), listeners, routes, hostnames: HostnamesVar { union, intersection } }
+}
+
+fn render_addresses(prepared: &Prepared, ctx: &TemplateContext<'_>) -> Result<Vec<GatewayStatusAddresses>, RenderError> {
+    let text = prepared.compiled.render(TemplateSet::Status, STATUS_TEMPLATE, &ctx.to_value())?;
+    let err = |m: String| RenderError::new(&prepared.name, STATUS_TEMPLATE, None, m).with_category("InvalidOutput");
+    let docs = parse_documents(&text).map_err(|e| err(format!("rendered output is not valid YAML: {e}")))?;
+    let Some(doc) = docs.first() else { return Ok(Vec::new()) };
+    let list = match doc.get("addresses") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(err("`addresses` must be a list of {type, value}".into())),
+    };
+    let mut out = Vec::new();
+    for a in list {
+        let value = a["value"].as_str().unwrap_or_default().trim().to_owned();
+        if value.is_empty() {
+            continue;
+        }
+        let kind = a["type"].as_str().unwrap_or("IPAddress").to_owned();
+        match kind.as_str() {
+            "IPAddress" if value.parse::<std::net::IpAddr>().is_err() => return Err(err(format!("address {value:?} is not an IP address"))),
+            "Hostname" => hostnames::validate_hostname(&value).map_err(|e| err(format!("address {value:?}: {e}")))?,
+            _ => {}
+        }
+        out.push(GatewayStatusAddresses { r#type: Some(kind), value });
+    }
+    if out.len() > 16 {
+        return Err(err(format!("{} addresses, more than the 16 the API allows", out.len())));
+    }
+    Ok(out)
+}
+
+fn spec_addresses(gw: &gateway_api::apis::standard::gateways::Gateway) -> Vec<GatewayStatusAddresses> {
+    gw.spec
+        .addresses
+        .iter()
+        .flatten()
+        .filter_map(|a| {
+            let v = a.value.clone().unwrap_or_default();
+            (!v.is_empty()).then(|| GatewayStatusAddresses { r#type: Some(a.r#type.clone().unwrap_or_else(|| "IPAddress".into())), value: v })
+        })
+        .collect()
+}

@@ -1,0 +1,149 @@
+//! Labels, annotations and owner references the planner puts on every child, and the
+//! label values it reads back (which parent a live child belongs to).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+/// `app.kubernetes.io/managed-by`.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY`] on our children.
+pub const MANAGED_BY_VALUE: &str = "gatewright";
+/// GEP-1762 label naming the Gateway (hash-truncated to 63 characters).
+pub const GATEWAY_NAME: &str = "gateway.networking.k8s.io/gateway-name";
+/// GEP-1762 label naming the GatewayClass.
+pub const GATEWAY_CLASS_NAME: &str = "gateway.networking.k8s.io/gateway-class-name";
+/// UID of the direct parent (a Gateway, or a route for route templates).
+pub const PARENT_UID: &str = "gatewright.dev/parent-uid";
+/// UID of the Gateway the child serves (also on route children).
+pub const GATEWAY_UID: &str = "gatewright.dev/gateway-uid";
+/// Name of the template that rendered the child.
+pub const TEMPLATE: &str = "gatewright.dev/template";
+/// Label selector matching every child we manage.
+pub const SELECTOR: &str = "app.kubernetes.io/managed-by=gatewright,gatewright.dev/parent-uid";
+
+/// A label value safe for the API: at most 63 characters of `[A-Za-z0-9-_.]`, alphanumeric
+/// at both ends; longer or unsafe values are hash-truncated.
+#[must_use]
+pub fn label_value(v: &str) -> String {
+    let ok = v.len() <= 63
+        && v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && (v.is_empty() || (v.starts_with(|c: char| c.is_ascii_alphanumeric()) && v.ends_with(|c: char| c.is_ascii_alphanumeric())));
+    if ok { v.to_owned() } else { crate::render::safe_name(v, 63) }
+}
+
+/// The GEP-1762 labels for a Gateway's children, plus `spec.infrastructure.labels`.
+#[must_use]
+pub fn gateway_labels(gateway: &Value) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if let Some(infra) = gateway["spec"]["infrastructure"]["labels"].as_object() {
+        for (k, v) in infra {
+            if let Some(v) = v.as_str() {
+                out.insert(k.clone(), v.to_owned());
+            }
+        }
+    }
+    out.insert(GATEWAY_NAME.into(), label_value(gateway["metadata"]["name"].as_str().unwrap_or_default()));
+    out.insert(GATEWAY_CLASS_NAME.into(), label_value(gateway["spec"]["gatewayClassName"].as_str().unwrap_or_default()));
+    out
+}
+
+/// The parent uid label of a live object.
+#[must_use]
+pub fn parent_uid(obj: &Value) -> Option<&str> {
+    obj["metadata"]["labels"][PARENT_UID].as_str()
+}
+
+/// The gateway uid label of a live object.
+#[must_use]
+pub fn gateway_uid(obj: &Value) -> Option<&str> {
+    obj["metadata"]["labels"][GATEWAY_UID].as_str()
+}
+
+/// The template label of a live object.
+#[must_use]
+pub fn template(obj: &Value) -> Option<&str> {
+    obj["metadata"]["labels"][TEMPLATE].as_str()
+}
+
+/// The parent a child is decorated for.
+#[derive(Clone, Debug)]
+pub struct Owner<'a> {
+    /// The parent as JSON (Gateway or route).
+    pub parent: &'a Value,
+    /// The Gateway (same as `parent` for Gateway templates).
+    pub gateway: &'a Value,
+    /// UID of the parent.
+    pub parent_uid: &'a str,
+    /// UID of the Gateway.
+    pub gateway_uid: &'a str,
+}
+
+/// Adds our labels, the Gateway's infrastructure labels and annotations, and (for
+/// namespaced children) a controller owner reference to the parent.
+pub fn decorate(obj: &mut Value, owner: &Owner<'_>, template_name: &str) {
+    let namespaced = obj["metadata"].get("namespace").is_some();
+    let mut labels = gateway_labels(owner.gateway);
+    labels.insert(MANAGED_BY.into(), MANAGED_BY_VALUE.into());
+    labels.insert(PARENT_UID.into(), label_value(owner.parent_uid));
+    labels.insert(GATEWAY_UID.into(), label_value(owner.gateway_uid));
+    labels.insert(TEMPLATE.into(), label_value(template_name));
+    let meta = &mut obj["metadata"];
+    let mut merged: BTreeMap<String, String> = meta["labels"]
+        .as_object()
+        .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned()))).collect())
+        .unwrap_or_default();
+    merged.extend(labels);
+    meta["labels"] = json!(merged);
+    if let Some(infra) = owner.gateway["spec"]["infrastructure"]["annotations"].as_object() {
+        let ann = meta.as_object_mut().map(|m| m.entry("annotations").or_insert_with(|| json!({})));
+        if let Some(Value::Object(ann)) = ann {
+            for (k, v) in infra {
+                ann.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+    }
+    if namespaced {
+        meta["ownerReferences"] = json!([{
+            "apiVersion": owner.parent["apiVersion"],
+            "kind": owner.parent["kind"],
+            "name": owner.parent["metadata"]["name"],
+            "uid": owner.parent_uid,
+            "controller": true,
+            "blockOwnerDeletion": true,
+        }]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_gateway_names_are_hash_truncated() {
+        let long = "g".repeat(253);
+        let v = label_value(&long);
+        assert!(v.len() <= 63);
+        assert_ne!(label_value(&format!("{long}x")), v);
+        assert_eq!(label_value("short"), "short");
+    }
+
+    #[test]
+    fn decorate_sets_labels_owner_and_infrastructure() {
+        let gw = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "gw", "namespace": "ns", "uid": "u1"},
+            "spec": {"gatewayClassName": "c", "infrastructure": {"labels": {"team": "a"}, "annotations": {"note": "x"}}}});
+        let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "ns", "labels": {"mine": "1", MANAGED_BY: "someone"}}});
+        decorate(&mut obj, &Owner { parent: &gw, gateway: &gw, parent_uid: "u1", gateway_uid: "u1" }, "cm");
+        let l = &obj["metadata"]["labels"];
+        assert_eq!(l["mine"], "1");
+        assert_eq!(l[MANAGED_BY], "gatewright");
+        assert_eq!(l["team"], "a");
+        assert_eq!(l[TEMPLATE], "cm");
+        assert_eq!(obj["metadata"]["annotations"]["note"], "x");
+        assert_eq!(obj["metadata"]["ownerReferences"][0]["uid"], "u1");
+        let mut cluster = json!({"apiVersion": "x/v1", "kind": "LB", "metadata": {"name": "lb"}});
+        decorate(&mut cluster, &Owner { parent: &gw, gateway: &gw, parent_uid: "u1", gateway_uid: "u1" }, "lb");
+        assert!(cluster["metadata"].get("ownerReferences").is_none());
+    }
+}

@@ -1,0 +1,77 @@
+//! A blueprint made ready to plan with: compiled templates and their dependency graphs,
+//! built once per blueprint change.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::api::{GatewayClassBlueprintSpec, TemplateEntry};
+use crate::render::graph::Graph;
+use crate::render::{Compiled, RenderError, TemplateSet};
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Prepared {
+    /// Blueprint name.
+    pub name: String,
+    /// The compiled environment.
+    pub compiled: Compiled,
+    /// The spec it was built from.
+    pub spec: GatewayClassBlueprintSpec,
+    /// Order of the Gateway templates.
+    pub gateway_graph: Graph,
+    /// Order of the route templates.
+    pub route_graph: Graph,
+    /// Gateway templates the status template reads.
+    pub status_deps: BTreeSet<String>,
+    entries: BTreeMap<(TemplateSet, String), TemplateEntry>,
+}
+
+impl Prepared {
+    /// Compiles and orders a blueprint's templates.
+    ///
+    /// # Errors
+    /// Every syntax error, unknown variable, unknown template and cycle found.
+    pub fn new(name: &str, spec: &GatewayClassBlueprintSpec) -> Result<Self, Vec<RenderError>> {
+        let compiled = Compiled::compile(name, spec)?;
+        let mut errors = Vec::new();
+        let gateway_graph = Graph::build(&compiled, TemplateSet::Gateway, &spec.gateway_templates).unwrap_or_else(|e| {
+            errors.extend(e);
+            Graph::default()
+        });
+        let route_graph = Graph::build(&compiled, TemplateSet::Route, &spec.route_templates).unwrap_or_else(|e| {
+            errors.extend(e);
+            Graph::default()
+        });
+        let status_deps = match &spec.status {
+            Some(s) => Graph::status_deps(&compiled, &s.template, &spec.gateway_templates).unwrap_or_else(|e| {
+                errors.extend(e);
+                BTreeSet::new()
+            }),
+            None => BTreeSet::new(),
+        };
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let entries = spec
+            .gateway_templates
+            .iter()
+            .map(|e| ((TemplateSet::Gateway, e.name.clone()), e.clone()))
+            .chain(spec.route_templates.iter().map(|e| ((TemplateSet::Route, e.name.clone()), e.clone())))
+            .collect();
+        Ok(Self { name: name.to_owned(), compiled, spec: spec.clone(), gateway_graph, route_graph, status_deps, entries })
+    }
+
+    /// A template entry.
+    #[must_use]
+    pub fn entry(&self, set: TemplateSet, name: &str) -> Option<&TemplateEntry> {
+        self.entries.get(&(set, name.to_owned()))
+    }
+
+    /// The graph of a set.
+    #[must_use]
+    pub fn graph(&self, set: TemplateSet) -> &Graph {
+        match set {
+            TemplateSet::Route => &self.route_graph,
+            _ => &self.gateway_graph,
+        }
+    }
+}

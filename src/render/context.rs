@@ -1,0 +1,96 @@
+//! The template variables (ARCHITECTURE.md, "The template contract"): `gateway`, `route`,
+//! `class`, `values`, `listeners`, `routes`, `hostnames.union`/`hostnames.intersection`
+//! and `resources.<template>`.
+//!
+//! In: what the planner computed. Out: one minijinja value per render.
+
+use std::collections::BTreeMap;
+
+use minijinja::Value;
+use serde::Serialize;
+
+/// A listener as templates see it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ListenerVar {
+    /// Listener name.
+    pub name: String,
+    /// Port.
+    pub port: i32,
+    /// Protocol (`HTTP`, `HTTPS`, ...).
+    pub protocol: String,
+    /// Hostname, or none for a catch-all listener.
+    pub hostname: Option<String>,
+    /// The listener's `tls` as written, or none.
+    pub tls: Option<serde_json::Value>,
+    /// Resolved certificate Secrets as `{namespace, name}`.
+    #[serde(rename = "certificateRefs")]
+    pub certificate_refs: Vec<NamespacedName>,
+    /// Whether the listener is valid (accepted, refs resolved, no conflict).
+    pub valid: bool,
+    /// Routes attached to this listener.
+    pub routes: Vec<AttachedRouteVar>,
+    /// How many routes are attached.
+    #[serde(rename = "attachedRoutes")]
+    pub attached_routes: i32,
+}
+
+/// A namespace and name.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NamespacedName {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+/// A route attached to a listener.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct AttachedRouteVar {
+    /// Kind (`HTTPRoute`).
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Hostnames after intersection with the listener; empty for a catch-all.
+    pub hostnames: Vec<String>,
+}
+
+/// `hostnames.union` and `hostnames.intersection`.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct HostnamesVar {
+    /// Every accepted, intersected hostname, sorted, without duplicates.
+    pub union: Vec<String>,
+    /// The union without the names a wildcard of the union already covers.
+    pub intersection: Vec<String>,
+}
+
+/// Everything a render sees, borrowed from the planner.
+#[derive(Serialize)]
+pub struct TemplateContext<'a> {
+    /// The parent Gateway as the API returns it.
+    pub gateway: &'a serde_json::Value,
+    /// The route being rendered (route templates only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<&'a serde_json::Value>,
+    /// The GatewayClass.
+    pub class: &'a serde_json::Value,
+    /// Merged values.
+    pub values: &'a serde_json::Value,
+    /// Normalized listeners.
+    pub listeners: &'a [ListenerVar],
+    /// Routes accepted by the Gateway, as the API returns them.
+    pub routes: &'a [&'a serde_json::Value],
+    /// Accepted hostnames.
+    pub hostnames: &'a HostnamesVar,
+    /// Live children per template of the same set.
+    pub resources: &'a BTreeMap<String, Vec<serde_json::Value>>,
+}
+
+impl TemplateContext<'_> {
+    /// As a minijinja value.
+    #[must_use]
+    pub fn to_value(&self) -> Value {
+        Value::from_serialize(self)
+    }
+}

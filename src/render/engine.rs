@@ -1,0 +1,343 @@
+//! The minijinja environment of one blueprint: strict undefined, fuel and recursion
+//! limits, templates held in memory only, JSON-escaped output (so a value a user wrote
+//! cannot change the YAML structure), and the filters and functions blueprint authors use.
+//!
+//! In: a blueprint's template sources. Out: a [`Compiled`] blueprint that renders a
+//! template with a context into text, evaluates readiness expressions, and reports what
+//! each template reads.
+
+use std::collections::BTreeSet;
+
+use base64::Engine as _;
+use minijinja::value::{Kwargs, Value};
+use minijinja::{AutoEscape, Environment, ErrorKind, UndefinedBehavior};
+use sha2::{Digest, Sha256};
+
+use super::RenderError;
+use crate::api::GatewayClassBlueprintSpec;
+
+/// Instructions one render may execute before it is stopped.
+pub const FUEL: u64 = 2_000_000;
+/// Nesting depth of calls, includes and blocks.
+pub const RECURSION_LIMIT: usize = 64;
+/// Name under which the built-in library is importable.
+pub const LIBRARY_NAME: &str = "gatewright/lib.yaml";
+const LIBRARY_SOURCE: &str = include_str!("../../templates/lib.yaml");
+/// Name of the status template inside the environment.
+pub const STATUS_TEMPLATE: &str = "status";
+
+/// The variables a template may read (ARCHITECTURE.md, "The template contract").
+pub const CONTEXT_VARIABLES: &[&str] = &[
+    "gateway",
+    "route",
+    "class",
+    "values",
+    "listeners",
+    "routes",
+    "hostnames",
+    "resources",
+];
+/// Functions we add, and minijinja's own global functions.
+const FUNCTIONS: &[&str] = &[
+    "safe_name",
+    "gateway_labels",
+    "fail",
+    "range",
+    "dict",
+    "namespace",
+    "debug",
+];
+
+/// Which list of a blueprint a template comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TemplateSet {
+    /// `gatewayTemplates`.
+    Gateway,
+    /// `routeTemplates`.
+    Route,
+    /// The `status` template.
+    Status,
+}
+
+impl TemplateSet {
+    fn prefix(self) -> &'static str {
+        match self {
+            Self::Gateway => "gateway",
+            Self::Route => "route",
+            Self::Status => "status",
+        }
+    }
+
+    /// The environment's name of a template of this set.
+    #[must_use]
+    pub fn env_name(self, template: &str) -> String {
+        format!("{}/{template}.yaml", self.prefix())
+    }
+}
+
+/// A blueprint whose templates compiled.
+pub struct Compiled {
+    /// Blueprint name, for messages.
+    pub blueprint: String,
+    env: Environment<'static>,
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled").field("blueprint", &self.blueprint).finish_non_exhaustive()
+    }
+}
+
+/// Builds the environment every blueprint shares, without templates.
+fn base_environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_fuel(Some(FUEL));
+    env.set_recursion_limit(RECURSION_LIMIT);
+    // Every template is YAML: values are emitted as JSON, which is valid YAML and cannot
+    // break out of the scalar it stands in.
+    env.set_auto_escape_callback(|_| AutoEscape::Json);
+    // No path loader: a template can only include what the blueprint holds.
+    env.add_filter("to_yaml", to_yaml);
+    env.add_filter("to_json", to_json);
+    env.add_filter("nindent", nindent);
+    env.add_filter("quote", quote);
+    env.add_filter("b64encode", b64encode);
+    env.add_filter("b64decode", b64decode);
+    env.add_filter("sha256", sha256);
+    env.add_filter("safe_name", safe_name_filter);
+    env.add_function("safe_name", safe_name_filter);
+    env.add_function("gateway_labels", gateway_labels);
+    env.add_function("fail", fail);
+    env
+}
+
+impl Compiled {
+    /// Compiles every template of `spec`. All errors are returned, not just the first.
+    ///
+    /// # Errors
+    /// One [`RenderError`] per template that does not parse or has a duplicate name.
+    pub fn compile(blueprint: &str, spec: &GatewayClassBlueprintSpec) -> Result<Self, Vec<RenderError>> {
+        let mut env = base_environment();
+        let mut errors = Vec::new();
+        if let Err(e) = env.add_template_owned(LIBRARY_NAME, LIBRARY_SOURCE) {
+            errors.push(RenderError::from_minijinja(blueprint, LIBRARY_NAME, &e));
+        }
+        for (set, entries) in [
+            (TemplateSet::Gateway, &spec.gateway_templates),
+            (TemplateSet::Route, &spec.route_templates),
+        ] {
+            let mut seen = BTreeSet::new();
+            for entry in entries {
+                if !seen.insert(entry.name.as_str()) {
+                    errors.push(RenderError::new(
+                        blueprint,
+                        &entry.name,
+                        None,
+                        format!("duplicate template name {:?}", entry.name),
+                    ));
+                    continue;
+                }
+                if !is_template_name(&entry.name) {
+                    errors.push(RenderError::new(
+                        blueprint,
+                        &entry.name,
+                        None,
+                        "template names must be letters, digits, '_' or '-', and start with a letter".into(),
+                    ));
+                    continue;
+                }
+                if let Err(e) = env.add_template_owned(set.env_name(&entry.name), entry.template.clone()) {
+                    errors.push(RenderError::from_minijinja(blueprint, &entry.name, &e));
+                }
+                if let Some(expr) = &entry.ready_when {
+                    if let Err(e) = env.compile_expression(expr) {
+                        let mut err = RenderError::from_minijinja(blueprint, &entry.name, &e);
+                        err.message = format!("readyWhen: {}", err.message);
+                        errors.push(err);
+                    }
+                }
+            }
+        }
+        if let Some(status) = &spec.status {
+            if let Err(e) = env.add_template_owned(TemplateSet::Status.env_name(STATUS_TEMPLATE), status.template.clone()) {
+                errors.push(RenderError::from_minijinja(blueprint, STATUS_TEMPLATE, &e));
+            }
+        }
+        if errors.is_empty() {
+            Ok(Self { blueprint: blueprint.to_owned(), env })
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Whether the environment holds template `name` of `set`.
+    #[must_use]
+    pub fn has(&self, set: TemplateSet, name: &str) -> bool {
+        self.env.get_template(&set.env_name(name)).is_ok()
+    }
+
+    /// Renders template `name` of `set` with `ctx`.
+    ///
+    /// # Errors
+    /// The template failed: undefined variable, out of fuel, `fail()`, bad filter input...
+    pub fn render(&self, set: TemplateSet, name: &str, ctx: &Value) -> Result<String, RenderError> {
+        let tmpl = self
+            .env
+            .get_template(&set.env_name(name))
+            .map_err(|e| RenderError::from_minijinja(&self.blueprint, name, &e))?;
+        tmpl.render(ctx).map_err(|e| RenderError::from_minijinja(&self.blueprint, name, &e))
+    }
+
+    /// Evaluates a readiness expression with `object` bound to the live child.
+    ///
+    /// # Errors
+    /// The expression failed to evaluate.
+    pub fn eval_ready(&self, template: &str, expr: &str, object: &serde_json::Value) -> Result<bool, RenderError> {
+        let compiled = self
+            .env
+            .compile_expression(expr)
+            .map_err(|e| RenderError::from_minijinja(&self.blueprint, template, &e))?;
+        let ctx = minijinja::context! { object => Value::from_serialize(object) };
+        match compiled.eval(ctx) {
+            Ok(v) => Ok(v.is_true()),
+            // A field that is not there yet means "not ready", not a broken blueprint.
+            Err(e) if e.kind() == ErrorKind::UndefinedError => Ok(false),
+            Err(e) => {
+                let mut err = RenderError::from_minijinja(&self.blueprint, template, &e);
+                err.message = format!("readyWhen: {}", err.message);
+                Err(err)
+            }
+        }
+    }
+
+    /// The variables template `name` of `set` reads, as dotted paths (`resources.LB`).
+    #[must_use]
+    pub fn reads(&self, set: TemplateSet, name: &str, source: &str) -> BTreeSet<String> {
+        let mut out: BTreeSet<String> = self
+            .env
+            .get_template(&set.env_name(name))
+            .map(|t| t.undeclared_variables(true).into_iter().collect())
+            .unwrap_or_default();
+        // `resources["X"]` and `resources['X']` are not reported as nested paths.
+        for quote in ['"', '\''] {
+            let pat = format!("resources[{quote}");
+            let mut rest = source;
+            while let Some(i) = rest.find(&pat) {
+                rest = &rest[i + pat.len()..];
+                if let Some(end) = rest.find(quote) {
+                    out.insert(format!("resources.{}", &rest[..end]));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Whether a variable a template reads is one we provide.
+#[must_use]
+pub fn is_known_variable(path: &str) -> bool {
+    let top = path.split('.').next().unwrap_or(path);
+    CONTEXT_VARIABLES.contains(&top) || FUNCTIONS.contains(&top)
+}
+
+fn is_template_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && name.len() <= 63
+}
+
+fn to_yaml(value: &Value) -> Result<Value, minijinja::Error> {
+    let json: serde_json::Value = serde_json::to_value(value)
+        .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
+    let text = serde_saphyr::to_string(&json)
+        .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
+    // The serializer quotes and escapes every scalar, so its output is safe as YAML.
+    Ok(Value::from_safe_string(text.trim_end_matches('\n').to_owned()))
+}
+
+fn to_json(value: &Value) -> Result<Value, minijinja::Error> {
+    let text = serde_json::to_string(value)
+        .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
+    Ok(Value::from_safe_string(text))
+}
+
+fn nindent(value: &Value, width: usize) -> Value {
+    let pad = " ".repeat(width);
+    let text = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+    let body: Vec<String> = text.lines().map(|l| if l.is_empty() { String::new() } else { format!("{pad}{l}") }).collect();
+    let out = format!("\n{}", body.join("\n"));
+    if value.is_safe() { Value::from_safe_string(out) } else { Value::from(out) }
+}
+
+fn quote(value: &Value) -> Result<Value, minijinja::Error> {
+    let s = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+    let text = serde_json::to_string(&s)
+        .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
+    Ok(Value::from_safe_string(text))
+}
+
+fn b64encode(value: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(value.as_bytes())
+}
+
+fn b64decode(value: &str) -> Result<String, minijinja::Error> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(value.trim())
+        .map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, format!("b64decode: {e}")))?;
+    String::from_utf8(bytes).map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, format!("b64decode: {e}")))
+}
+
+fn sha256(value: &str) -> String {
+    hex(&Sha256::digest(value.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+fn safe_name_filter(value: &str, max: Option<usize>) -> String {
+    safe_name(value, max.unwrap_or(63))
+}
+
+/// A Kubernetes-safe name from `value`: lowercase, only `[a-z0-9-]` (and `.` when `max > 63`),
+/// starting and ending alphanumeric, at most `max` characters. A name that had to be
+/// shortened ends in `-` and 8 hex characters of its SHA-256, so distinct inputs stay distinct.
+#[must_use]
+pub fn safe_name(value: &str, max: usize) -> String {
+    let max = max.clamp(16, 253);
+    let allow_dot = max > 63;
+    let mut cleaned: String = value
+        .chars()
+        .map(|c| c.to_ascii_lowercase())
+        .map(|c| if c.is_ascii_alphanumeric() || (allow_dot && c == '.') { c } else { '-' })
+        .collect();
+    cleaned = cleaned.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned();
+    if cleaned == value && cleaned.len() <= max && !cleaned.is_empty() {
+        return cleaned;
+    }
+    let hash = &sha256(value)[..8];
+    if cleaned.is_empty() {
+        return format!("x-{hash}");
+    }
+    let keep = max.saturating_sub(9).min(cleaned.len());
+    let head = cleaned[..keep].trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    format!("{head}-{hash}")
+}
+
+/// The GEP-1762 labels of a Gateway's children: `gateway.networking.k8s.io/gateway-name`
+/// and `gateway-class-name`, plus `spec.infrastructure.labels`.
+fn gateway_labels(gateway: &Value) -> Result<Value, minijinja::Error> {
+    let gw: serde_json::Value = serde_json::to_value(gateway)
+        .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
+    Ok(Value::from_serialize(crate::plan::labels::gateway_labels(&gw)))
+}
+
+fn fail(message: &str, _kw: Kwargs) -> Result<Value, minijinja::Error> {
+    Err(minijinja::Error::new(ErrorKind::InvalidOperation, format!("fail(): {message}")))
+}

@@ -1,0 +1,386 @@
+//! The read-only world the planner sees: GatewayClasses, blueprints (compiled once per
+//! change), policies, Gateways, routes, Namespaces (labels), ReferenceGrants, Secrets
+//! (only what TLS validation needs), Services (existence) and the live children that
+//! carry our labels, with the indexes the planner and the controller need.
+//!
+//! One type fed by two sources: `gatewright render` inserts the objects of YAML files
+//! ([`files`]); the controller inserts and removes what its watches report. Both plan
+//! through the same [`Snapshot`], so the offline render cannot drift from the controller.
+
+pub mod files;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::standard::referencegrants::ReferenceGrant;
+use k8s_openapi::api::core::v1::Secret;
+use serde_json::Value;
+
+use crate::api::{GatewayClassBlueprint, GatewayClassConfig, GatewayConfig};
+use crate::gateway::{Lookup, SecretInfo, routes::RouteView};
+use crate::plan::labels;
+use crate::plan::prepared::Prepared;
+use crate::render::RenderError;
+
+/// Namespace and name.
+pub type Key = (String, String);
+
+/// Identity of any object: apiVersion, kind, namespace ("" when cluster-scoped), name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    /// `apiVersion`.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace, empty for cluster-scoped objects.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of a JSON object.
+    #[must_use]
+    pub fn of(obj: &Value) -> Self {
+        let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        Self {
+            api_version: s(&obj["apiVersion"]),
+            kind: s(&obj["kind"]),
+            namespace: s(&obj["metadata"]["namespace"]),
+            name: s(&obj["metadata"]["name"]),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// A blueprint and what compiling it gave.
+#[derive(Debug)]
+pub struct BlueprintEntry {
+    /// The object.
+    pub object: GatewayClassBlueprint,
+    /// Compiled templates and graphs, or every error found.
+    pub prepared: Result<Arc<Prepared>, Vec<RenderError>>,
+}
+
+/// A Gateway, typed and as JSON (templates read the JSON).
+#[derive(Debug)]
+pub struct GatewayEntry {
+    /// Typed.
+    pub typed: Gateway,
+    /// As the API returns it.
+    pub json: Value,
+}
+
+/// A route of any supported kind, as the semantics see it and as JSON.
+#[derive(Debug)]
+pub struct RouteEntry {
+    /// Route-kind independent view.
+    pub view: RouteView,
+    /// As the API returns it.
+    pub json: Value,
+}
+
+/// Identity of a route: kind, namespace, name.
+pub type RouteKey = (String, String, String);
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    controller_namespace: String,
+    classes: BTreeMap<String, Arc<GatewayClass>>,
+    blueprints: BTreeMap<String, Arc<BlueprintEntry>>,
+    class_configs: BTreeMap<Key, Arc<GatewayClassConfig>>,
+    gateway_configs: BTreeMap<Key, Arc<GatewayConfig>>,
+    gateways: BTreeMap<Key, Arc<GatewayEntry>>,
+    routes: BTreeMap<RouteKey, Arc<RouteEntry>>,
+    routes_by_gateway: BTreeMap<Key, BTreeSet<RouteKey>>,
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    grants: BTreeMap<String, BTreeMap<String, ReferenceGrant>>,
+    secrets: BTreeMap<Key, SecretInfo>,
+    services: Option<BTreeSet<Key>>,
+    children: BTreeMap<ObjectKey, Arc<Value>>,
+    children_by_parent: BTreeMap<String, BTreeSet<ObjectKey>>,
+    children_by_gateway: BTreeMap<String, BTreeSet<ObjectKey>>,
+}
+
+fn key_of(meta: &kube::api::ObjectMeta) -> Key {
+    (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
+}
+
+impl Snapshot {
+    /// An empty snapshot; `controller_namespace` holds the cluster-wide GatewayClassConfigs.
+    #[must_use]
+    pub fn new(controller_namespace: &str) -> Self {
+        Self { controller_namespace: controller_namespace.to_owned(), ..Self::default() }
+    }
+
+    /// The controller namespace.
+    #[must_use]
+    pub fn controller_namespace(&self) -> &str {
+        &self.controller_namespace
+    }
+
+    /// Starts tracking Services, so backend refs to missing Services are reported.
+    /// Without it, backends are assumed to exist (offline render of routes alone).
+    pub fn track_services(&mut self) {
+        self.services.get_or_insert_with(BTreeSet::new);
+    }
+
+    // ---- writers -------------------------------------------------------------
+
+    /// Inserts or replaces a GatewayClass.
+    pub fn put_class(&mut self, c: GatewayClass) {
+        self.classes.insert(c.metadata.name.clone().unwrap_or_default(), Arc::new(c));
+    }
+    /// Removes a GatewayClass.
+    pub fn remove_class(&mut self, name: &str) {
+        self.classes.remove(name);
+    }
+    /// Inserts or replaces a blueprint, compiling it.
+    pub fn put_blueprint(&mut self, b: GatewayClassBlueprint) {
+        let name = b.metadata.name.clone().unwrap_or_default();
+        let prepared = Prepared::new(&name, &b.spec).map(Arc::new);
+        self.blueprints.insert(name, Arc::new(BlueprintEntry { object: b, prepared }));
+    }
+    /// Removes a blueprint.
+    pub fn remove_blueprint(&mut self, name: &str) {
+        self.blueprints.remove(name);
+    }
+    /// Inserts or replaces a GatewayClassConfig.
+    pub fn put_class_config(&mut self, c: GatewayClassConfig) {
+        self.class_configs.insert(key_of(&c.metadata), Arc::new(c));
+    }
+    /// Removes a GatewayClassConfig.
+    pub fn remove_class_config(&mut self, key: &Key) {
+        self.class_configs.remove(key);
+    }
+    /// Inserts or replaces a GatewayConfig.
+    pub fn put_gateway_config(&mut self, c: GatewayConfig) {
+        self.gateway_configs.insert(key_of(&c.metadata), Arc::new(c));
+    }
+    /// Removes a GatewayConfig.
+    pub fn remove_gateway_config(&mut self, key: &Key) {
+        self.gateway_configs.remove(key);
+    }
+    /// Inserts or replaces a Gateway.
+    pub fn put_gateway(&mut self, g: Gateway) {
+        let json = serde_json::to_value(&g).unwrap_or(Value::Null);
+        self.gateways.insert(key_of(&g.metadata), Arc::new(GatewayEntry { typed: g, json }));
+    }
+    /// Removes a Gateway.
+    pub fn remove_gateway(&mut self, key: &Key) {
+        self.gateways.remove(key);
+    }
+    /// Inserts or replaces an HTTPRoute.
+    pub fn put_http_route(&mut self, r: &HttpRoute) {
+        let json = serde_json::to_value(r).unwrap_or(Value::Null);
+        let view = RouteView::from_http_route(r);
+        self.put_route(view, json);
+    }
+    fn put_route(&mut self, view: RouteView, json: Value) {
+        let key: RouteKey = (view.kind.kind.clone(), view.namespace.clone(), view.name.clone());
+        self.remove_route(&key);
+        for p in &view.parent_refs {
+            if p.group == crate::gateway::GATEWAY_API_GROUP && p.kind == "Gateway" {
+                self.routes_by_gateway.entry((p.namespace.clone(), p.name.clone())).or_default().insert(key.clone());
+            }
+        }
+        self.routes.insert(key, Arc::new(RouteEntry { view, json }));
+    }
+    /// Removes a route.
+    pub fn remove_route(&mut self, key: &RouteKey) {
+        if let Some(old) = self.routes.remove(key) {
+            for p in &old.view.parent_refs {
+                let gk = (p.namespace.clone(), p.name.clone());
+                if let Some(set) = self.routes_by_gateway.get_mut(&gk) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        self.routes_by_gateway.remove(&gk);
+                    }
+                }
+            }
+        }
+    }
+    /// Inserts or replaces a Namespace's labels.
+    pub fn put_namespace(&mut self, name: &str, labels: BTreeMap<String, String>) {
+        self.namespaces.insert(name.to_owned(), labels);
+    }
+    /// Removes a Namespace.
+    pub fn remove_namespace(&mut self, name: &str) {
+        self.namespaces.remove(name);
+    }
+    /// Inserts or replaces a ReferenceGrant.
+    pub fn put_grant(&mut self, g: ReferenceGrant) {
+        let (ns, name) = key_of(&g.metadata);
+        self.grants.entry(ns).or_default().insert(name, g);
+    }
+    /// Removes a ReferenceGrant.
+    pub fn remove_grant(&mut self, key: &Key) {
+        if let Some(m) = self.grants.get_mut(&key.0) {
+            m.remove(&key.1);
+        }
+    }
+    /// Inserts or replaces a Secret (only its type and TLS validity are kept).
+    pub fn put_secret(&mut self, s: &Secret) {
+        self.secrets.insert(key_of(&s.metadata), SecretInfo::from_secret(s));
+    }
+    /// Removes a Secret.
+    pub fn remove_secret(&mut self, key: &Key) {
+        self.secrets.remove(key);
+    }
+    /// Records that a Service exists (turns Service tracking on).
+    pub fn put_service(&mut self, key: Key) {
+        self.services.get_or_insert_with(BTreeSet::new).insert(key);
+    }
+    /// Records that a Service is gone.
+    pub fn remove_service(&mut self, key: &Key) {
+        if let Some(s) = &mut self.services {
+            s.remove(key);
+        }
+    }
+    /// Inserts or replaces a live child (an object carrying our parent-uid label).
+    pub fn put_child(&mut self, obj: Value) {
+        let key = ObjectKey::of(&obj);
+        self.remove_child(&key);
+        if let Some(uid) = labels::parent_uid(&obj) {
+            self.children_by_parent.entry(uid.to_owned()).or_default().insert(key.clone());
+        }
+        if let Some(uid) = labels::gateway_uid(&obj) {
+            self.children_by_gateway.entry(uid.to_owned()).or_default().insert(key.clone());
+        }
+        self.children.insert(key, Arc::new(obj));
+    }
+    /// Removes a live child.
+    pub fn remove_child(&mut self, key: &ObjectKey) {
+        if let Some(old) = self.children.remove(key) {
+            if let Some(uid) = labels::parent_uid(&old) {
+                if let Some(set) = self.children_by_parent.get_mut(uid) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        self.children_by_parent.remove(uid);
+                    }
+                }
+            }
+            if let Some(uid) = labels::gateway_uid(&old) {
+                if let Some(set) = self.children_by_gateway.get_mut(uid) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        self.children_by_gateway.remove(uid);
+                    }
+                }
+            }
+        }
+    }
+
+    // ---- readers -------------------------------------------------------------
+
+    /// A GatewayClass by name.
+    #[must_use]
+    pub fn class(&self, name: &str) -> Option<&Arc<GatewayClass>> {
+        self.classes.get(name)
+    }
+    /// Every GatewayClass.
+    pub fn classes(&self) -> impl Iterator<Item = &Arc<GatewayClass>> {
+        self.classes.values()
+    }
+    /// A blueprint by name.
+    #[must_use]
+    pub fn blueprint(&self, name: &str) -> Option<&Arc<BlueprintEntry>> {
+        self.blueprints.get(name)
+    }
+    /// Every blueprint.
+    pub fn blueprints(&self) -> impl Iterator<Item = &Arc<BlueprintEntry>> {
+        self.blueprints.values()
+    }
+    /// GatewayClassConfigs of a namespace.
+    pub fn class_configs_in<'a>(&'a self, ns: &'a str) -> impl Iterator<Item = &'a Arc<GatewayClassConfig>> + 'a {
+        self.class_configs.range((ns.to_owned(), String::new())..).take_while(move |((n, _), _)| n == ns).map(|(_, v)| v)
+    }
+    /// GatewayConfigs of a namespace.
+    pub fn gateway_configs_in<'a>(&'a self, ns: &'a str) -> impl Iterator<Item = &'a Arc<GatewayConfig>> + 'a {
+        self.gateway_configs.range((ns.to_owned(), String::new())..).take_while(move |((n, _), _)| n == ns).map(|(_, v)| v)
+    }
+    /// A GatewayConfig by key.
+    #[must_use]
+    pub fn gateway_config(&self, key: &Key) -> Option<&Arc<GatewayConfig>> {
+        self.gateway_configs.get(key)
+    }
+    /// A Gateway by key.
+    #[must_use]
+    pub fn gateway(&self, key: &Key) -> Option<&Arc<GatewayEntry>> {
+        self.gateways.get(key)
+    }
+    /// Every Gateway in (namespace, name) order.
+    pub fn gateways(&self) -> impl Iterator<Item = (&Key, &Arc<GatewayEntry>)> {
+        self.gateways.iter()
+    }
+    /// A route by key.
+    #[must_use]
+    pub fn route(&self, key: &RouteKey) -> Option<&Arc<RouteEntry>> {
+        self.routes.get(key)
+    }
+    /// Every route.
+    pub fn routes(&self) -> impl Iterator<Item = (&RouteKey, &Arc<RouteEntry>)> {
+        self.routes.iter()
+    }
+    /// Routes with a parentRef naming this Gateway, in (kind, namespace, name) order.
+    pub fn routes_referencing<'a>(&'a self, gw: &Key) -> impl Iterator<Item = (&'a RouteKey, &'a Arc<RouteEntry>)> + 'a {
+        self.routes_by_gateway
+            .get(gw)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.routes.get(k).map(|r| (k, r)))
+    }
+    /// Live children labelled with this parent uid.
+    pub fn children_of<'a>(&'a self, parent_uid: &str) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
+        self.children_by_parent
+            .get(parent_uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.children.get(k))
+    }
+    /// Live children labelled with this Gateway uid (its own and its routes').
+    pub fn children_by_gateway<'a>(&'a self, gateway_uid: &str) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
+        self.children_by_gateway
+            .get(gateway_uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.children.get(k))
+    }
+    /// A live child by key.
+    #[must_use]
+    pub fn child(&self, key: &ObjectKey) -> Option<&Arc<Value>> {
+        self.children.get(key)
+    }
+    /// Every live child.
+    pub fn children(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<Value>)> {
+        self.children.iter()
+    }
+}
+
+impl Lookup for Snapshot {
+    fn namespace_labels(&self, namespace: &str) -> Option<&BTreeMap<String, String>> {
+        self.namespaces.get(namespace)
+    }
+    fn secret(&self, namespace: &str, name: &str) -> Option<&SecretInfo> {
+        self.secrets.get(&(namespace.to_owned(), name.to_owned()))
+    }
+    fn reference_grants(&self, namespace: &str) -> Vec<&ReferenceGrant> {
+        self.grants.get(namespace).map(|m| m.values().collect()).unwrap_or_default()
+    }
+    fn service_exists(&self, namespace: &str, name: &str) -> Option<bool> {
+        self.services.as_ref().map(|s| s.contains(&(namespace.to_owned(), name.to_owned())))
+    }
+}
