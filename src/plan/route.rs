@@ -88,3 +88,42 @@ pub fn route_status<'a>(route: &RouteKey, gateway_plans: impl IntoIterator<Item 
     out.dedup_by_key(|a| a.parent_index);
     out
 }
+
+/// The route's `status.parents` after our write: other controllers' entries kept as they
+/// are and in order, ours replaced by `ours` (one per parentRef, lastTransitionTime kept
+/// where a condition did not change), stale entries of ours dropped.
+#[must_use]
+pub fn merge_route_parents(existing: Option<&Value>, ours: &[ParentAttachment], generation: Option<i64>, now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Vec<Value> {
+    use crate::gateway::CONTROLLER_NAME;
+    use crate::gateway::conditions::merge_conditions;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    let old: Vec<Value> = existing.and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut out: Vec<Value> = old.iter().filter(|p| p["controllerName"] != CONTROLLER_NAME).cloned().collect();
+    for a in ours {
+        let previous: Vec<Condition> = old
+            .iter()
+            .find(|p| p["controllerName"] == CONTROLLER_NAME && same_parent(&p["parentRef"], &a.status_ref))
+            .and_then(|p| serde_json::from_value(p["conditions"].clone()).ok())
+            .unwrap_or_default();
+        let conds = merge_conditions(&previous, &a.status_conds(), ParentAttachment::owned_types(), generation, now);
+        out.push(serde_json::json!({
+            "parentRef": a.status_ref,
+            "controllerName": CONTROLLER_NAME,
+            "conditions": conds,
+        }));
+    }
+    out
+}
+
+/// Parent references are equal when every field either sets is equal, with the API defaults.
+fn same_parent(a: &Value, b: &Value) -> bool {
+    let norm = |v: &Value, f: &str, d: &str| v[f].as_str().map_or_else(|| d.to_owned(), str::to_owned);
+    ["group", "kind", "namespace", "name", "sectionName"].iter().all(|f| {
+        let d = match *f {
+            "group" => crate::gateway::GATEWAY_API_GROUP,
+            "kind" => "Gateway",
+            _ => "",
+        };
+        norm(a, f, d) == norm(b, f, d)
+    }) && a["port"] == b["port"]
+}

@@ -91,6 +91,6 @@ impl TemplateContext<'_> {
     /// As a minijinja value.
     #[must_use]
     pub fn to_value(&self) -> Value {
-        Value::from_serialize(self)
+        Value::from(minijinja::value::Serde(self))
     }
 }

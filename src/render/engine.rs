@@ -42,6 +42,7 @@ const FUNCTIONS: &[&str] = &[
     "safe_name",
     "gateway_labels",
     "fail",
+    "dig",
     "range",
     "dict",
     "namespace",
@@ -94,6 +95,9 @@ fn base_environment() -> Environment<'static> {
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_fuel(Some(FUEL));
     env.set_recursion_limit(RECURSION_LIMIT);
+    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build() {
+        env.set_syntax(syntax);
+    }
     // Every template is YAML: values are emitted as JSON, which is valid YAML and cannot
     // break out of the scalar it stands in.
     env.set_auto_escape_callback(|_| AutoEscape::Json);
@@ -109,6 +113,7 @@ fn base_environment() -> Environment<'static> {
     env.add_function("safe_name", safe_name_filter);
     env.add_function("gateway_labels", gateway_labels);
     env.add_function("fail", fail);
+    env.add_function("dig", dig);
     env
 }
 
@@ -198,7 +203,7 @@ impl Compiled {
             .env
             .compile_expression(expr)
             .map_err(|e| RenderError::from_minijinja(&self.blueprint, template, &e))?;
-        let ctx = minijinja::context! { object => Value::from_serialize(object) };
+        let ctx = minijinja::context! { object => Value::from(minijinja::value::Serde(object)) };
         match compiled.eval(ctx) {
             Ok(v) => Ok(v.is_true()),
             // A field that is not there yet means "not ready", not a broken blueprint.
@@ -335,7 +340,25 @@ pub fn safe_name(value: &str, max: usize) -> String {
 fn gateway_labels(gateway: &Value) -> Result<Value, minijinja::Error> {
     let gw: serde_json::Value = serde_json::to_value(gateway)
         .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
-    Ok(Value::from_serialize(crate::plan::labels::gateway_labels(&gw)))
+    Ok(Value::from(minijinja::value::Serde(crate::plan::labels::gateway_labels(&gw))))
+}
+
+/// `dig(obj, "status.atProvider.arn", default)`: the value at a dotted path, or `default`
+/// (none when not given) when any step is missing. Lets a template read status fields that
+/// a downstream controller has not written yet without tripping strict undefined.
+fn dig(value: &Value, path: &str, default: Option<Value>) -> Value {
+    let mut cur = value.clone();
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let next = match part.parse::<usize>() {
+            Ok(i) if cur.kind() == minijinja::value::ValueKind::Seq => cur.get_item(&Value::from(i)).ok(),
+            _ => cur.get_attr(part).ok().filter(|v| !v.is_undefined()),
+        };
+        match next {
+            Some(v) if !v.is_undefined() && !v.is_none() => cur = v,
+            _ => return default.unwrap_or_else(|| Value::from(())),
+        }
+    }
+    cur
 }
 
 fn fail(message: &str, _kw: Kwargs) -> Result<Value, minijinja::Error> {

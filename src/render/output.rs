@@ -77,8 +77,8 @@ fn check_object(mut doc: Value, at: Placement<'_>) -> Result<Value, String> {
     if meta.contains_key("generateName") {
         return Err(format!("{kind}: generateName is not supported; children need stable names"));
     }
-    let name = meta.get("name").and_then(Value::as_str).unwrap_or_default();
-    validate_name(name).map_err(|e| format!("{kind} {name:?}: {e}"))?;
+    let name = meta.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    validate_name(&name).map_err(|e| format!("{kind} {name:?}: {e}"))?;
     let gk = GroupKind { group: api_group(&api_version).to_owned(), kind: kind.clone() };
     let cluster_scoped = at.cluster_scoped.contains(&gk);
     match (cluster_scoped, meta.get("namespace").and_then(Value::as_str)) {

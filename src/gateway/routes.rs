@@ -1,0 +1,451 @@
+//! Routes, kind-independent: parentRef matching, allowedRoutes, hostname intersection
+//! (GATEWAY-API.md 4.1-4.4), backend reference resolution, attachedRoutes counting.
+
+use std::collections::BTreeMap;
+
+use gateway_api::apis::standard::gateways::{Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom};
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use serde_json::Value;
+
+use super::conditions::{Cond, reasons, types};
+use super::listeners::{GatewayEval, RouteGroupKind};
+use super::refs::grant_allows;
+use super::{GATEWAY_API_GROUP, Lookup, hostnames};
+
+/// A parentRef with the API defaults filled in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParentRef {
+    /// Group (default `gateway.networking.k8s.io`).
+    pub group: String,
+    /// Kind (default `Gateway`).
+    pub kind: String,
+    /// Namespace (default: the route's).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Listener name.
+    pub section_name: Option<String>,
+    /// Listener port.
+    pub port: Option<i32>,
+    /// The spec parentRef as written, with group and kind defaulted, for `status.parents`.
+    pub status_ref: Value,
+}
+
+impl ParentRef {
+    /// Whether it names the Gateway `gw_namespace/gw_name`.
+    #[must_use]
+    pub fn targets(&self, gw_namespace: &str, gw_name: &str) -> bool {
+        self.group == GATEWAY_API_GROUP && self.kind == "Gateway" && self.namespace == gw_namespace && self.name == gw_name
+    }
+}
+
+/// A backendRef with defaults filled in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackendRef {
+    /// Group (default core).
+    pub group: String,
+    /// Kind (default `Service`).
+    pub kind: String,
+    /// Namespace (default: the route's).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Port.
+    pub port: Option<i32>,
+}
+
+/// What the semantics need of a route of any kind.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RouteView {
+    /// Group and kind.
+    pub kind: RouteGroupKind,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// Parent references.
+    pub parent_refs: Vec<ParentRef>,
+    /// `spec.hostnames`.
+    pub hostnames: Vec<String>,
+    /// Backends of every rule.
+    pub backend_refs: Vec<BackendRef>,
+}
+
+impl RouteView {
+    /// From an HTTPRoute.
+    #[must_use]
+    pub fn from_http_route(r: &HttpRoute) -> Self {
+        let namespace = r.metadata.namespace.clone().unwrap_or_default();
+        let parent_refs = r
+            .spec
+            .parent_refs
+            .iter()
+            .flatten()
+            .map(|p| {
+                let mut status_ref = serde_json::to_value(p).unwrap_or(Value::Null);
+                if let Some(o) = status_ref.as_object_mut() {
+                    o.entry("group").or_insert_with(|| GATEWAY_API_GROUP.into());
+                    o.entry("kind").or_insert_with(|| "Gateway".into());
+                }
+                ParentRef {
+                    group: p.group.clone().unwrap_or_else(|| GATEWAY_API_GROUP.to_owned()),
+                    kind: p.kind.clone().unwrap_or_else(|| "Gateway".to_owned()),
+                    namespace: p.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| namespace.clone()),
+                    name: p.name.clone(),
+                    section_name: p.section_name.clone().filter(|s| !s.is_empty()),
+                    port: p.port,
+                    status_ref,
+                }
+            })
+            .collect();
+        let backend_refs = r
+            .spec
+            .rules
+            .iter()
+            .flatten()
+            .flat_map(|rule| rule.backend_refs.iter().flatten())
+            .map(|b| BackendRef {
+                group: b.group.clone().unwrap_or_default(),
+                kind: b.kind.clone().unwrap_or_else(|| "Service".to_owned()),
+                namespace: b.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| namespace.clone()),
+                name: b.name.clone(),
+                port: b.port,
+            })
+            .collect();
+        Self {
+            kind: RouteGroupKind { group: GATEWAY_API_GROUP.to_owned(), kind: "HTTPRoute".to_owned() },
+            namespace,
+            name: r.metadata.name.clone().unwrap_or_default(),
+            generation: r.metadata.generation.unwrap_or(0),
+            parent_refs,
+            hostnames: r.spec.hostnames.clone().unwrap_or_default(),
+            backend_refs,
+        }
+    }
+}
+
+/// A listener a route attached to, with the hostnames traffic is accepted for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerAttachment {
+    /// Listener name.
+    pub listener: String,
+    /// Intersected hostnames; empty when neither side names one (catch-all).
+    pub hostnames: Vec<String>,
+}
+
+/// The outcome of one parentRef naming one Gateway.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParentAttachment {
+    /// Index of the parentRef in the route's spec.
+    pub parent_index: usize,
+    /// The parentRef to echo in status.
+    pub status_ref: Value,
+    /// `Accepted`.
+    pub accepted: Cond,
+    /// `ResolvedRefs`.
+    pub resolved_refs: Cond,
+    /// Listeners attached to (empty unless accepted).
+    pub listeners: Vec<ListenerAttachment>,
+}
+
+const PARENT_OWNED: &[&str] = &[types::ACCEPTED, types::RESOLVED_REFS, types::PARTIALLY_INVALID];
+
+impl ParentAttachment {
+    /// Whether accepted.
+    #[must_use]
+    pub fn is_accepted(&self) -> bool {
+        self.accepted.status.is_true()
+    }
+    /// The conditions of the status entry.
+    #[must_use]
+    pub fn status_conds(&self) -> Vec<Cond> {
+        vec![self.accepted.clone(), self.resolved_refs.clone()]
+    }
+    /// Condition types of a route parent entry we own.
+    #[must_use]
+    pub fn owned_types() -> &'static [&'static str] {
+        PARENT_OWNED
+    }
+}
+
+/// Judges every parentRef of `route` that names `gw`: matching listeners by sectionName
+/// and port (`NoMatchingParent`), then allowedRoutes namespaces and kinds
+/// (`NotAllowedByListeners`), then hostnames (`NoMatchingListenerHostname`). Only listeners
+/// whose own `Accepted` is True take routes; a listener with unresolved certificate refs
+/// still does (GatewayWithAttachedRoutes). `ResolvedRefs` is computed in every case.
+#[must_use]
+pub fn attach_route(route: &RouteView, gw: &Gateway, eval: &GatewayEval, lookup: &dyn Lookup) -> Vec<ParentAttachment> {
+    let gw_ns = gw.metadata.namespace.clone().unwrap_or_default();
+    let gw_name = gw.metadata.name.clone().unwrap_or_default();
+    let resolved_refs = resolve_backends(route, lookup);
+    route
+        .parent_refs
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.targets(&gw_ns, &gw_name))
+        .map(|(i, p)| {
+            let (accepted, listeners) = attach_one(route, p, gw, eval, &gw_ns, lookup);
+            ParentAttachment { parent_index: i, status_ref: p.status_ref.clone(), accepted, resolved_refs: resolved_refs.clone(), listeners }
+        })
+        .collect()
+}
+
+fn attach_one(route: &RouteView, p: &ParentRef, gw: &Gateway, eval: &GatewayEval, gw_ns: &str, lookup: &dyn Lookup) -> (Cond, Vec<ListenerAttachment>) {
+    let a = types::ACCEPTED;
+    let candidates: Vec<(&GatewayListeners, &super::ListenerEval)> = gw
+        .spec
+        .listeners
+        .iter()
+        .zip(&eval.listeners)
+        .filter(|(l, _)| p.section_name.as_ref().is_none_or(|s| *s == l.name) && p.port.is_none_or(|port| port == l.port))
+        .collect();
+    if candidates.is_empty() {
+        let what = match (&p.section_name, p.port) {
+            (Some(s), Some(port)) => format!("no listener named {s:?} on port {port}"),
+            (Some(s), None) => format!("no listener named {s:?}"),
+            (None, Some(port)) => format!("no listener on port {port}"),
+            (None, None) => "the Gateway has no listeners".into(),
+        };
+        return (Cond::f(a, reasons::NO_MATCHING_PARENT, &what), Vec::new());
+    }
+    let allowed: Vec<_> = candidates
+        .into_iter()
+        .filter(|(l, e)| e.accepted.status.is_true() && e.supported_kinds.contains(&route.kind) && namespace_allowed(l, &route.namespace, gw_ns, lookup))
+        .collect();
+    if allowed.is_empty() {
+        return (Cond::f(a, reasons::NOT_ALLOWED_BY_LISTENERS, &format!("no listener allows {} from namespace {:?}", route.kind.kind, route.namespace)), Vec::new());
+    }
+    let mut attached = Vec::new();
+    for (_, e) in allowed {
+        if route.hostnames.is_empty() {
+            attached.push(ListenerAttachment { listener: e.name.clone(), hostnames: e.hostname.clone().into_iter().collect() });
+            continue;
+        }
+        let names = hostnames::dedupe_sorted(route.hostnames.iter().filter_map(|h| hostnames::intersect(e.hostname.as_deref(), h)));
+        if !names.is_empty() {
+            attached.push(ListenerAttachment { listener: e.name.clone(), hostnames: names });
+        }
+    }
+    if attached.is_empty() {
+        return (Cond::f(a, reasons::NO_MATCHING_LISTENER_HOSTNAME, "no hostname of the route matches a listener hostname"), Vec::new());
+    }
+    (Cond::t(a, reasons::ACCEPTED, "the route is accepted"), attached)
+}
+
+fn namespace_allowed(l: &GatewayListeners, route_ns: &str, gw_ns: &str, lookup: &dyn Lookup) -> bool {
+    let ns = l.allowed_routes.as_ref().and_then(|a| a.namespaces.as_ref());
+    match ns.and_then(|n| n.from.as_ref()) {
+        None | Some(GatewayListenersAllowedRoutesNamespacesFrom::Same) => route_ns == gw_ns,
+        Some(GatewayListenersAllowedRoutesNamespacesFrom::All) => true,
+        Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector) => {
+            let Some(sel) = ns.and_then(|n| n.selector.as_ref()) else { return false };
+            let empty = BTreeMap::new();
+            let labels = lookup.namespace_labels(route_ns).unwrap_or(&empty);
+            let labels_ok = sel.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+            let exprs_ok = sel.match_expressions.iter().flatten().all(|e| {
+                let vals = e.values.as_deref().unwrap_or_default();
+                let has = labels.get(&e.key);
+                match e.operator.as_str() {
+                    "In" => has.is_some_and(|v| vals.contains(v)),
+                    "NotIn" => has.is_none_or(|v| !vals.contains(v)),
+                    "Exists" => has.is_some(),
+                    "DoesNotExist" => has.is_none(),
+                    _ => false,
+                }
+            });
+            labels_ok && exprs_ok
+        }
+    }
+}
+
+fn resolve_backends(route: &RouteView, lookup: &dyn Lookup) -> Cond {
+    let r = types::RESOLVED_REFS;
+    for b in &route.backend_refs {
+        let what = format!("backendRef {}/{}", b.namespace, b.name);
+        if !(b.group.is_empty() && b.kind == "Service") {
+            return Cond::f(r, reasons::INVALID_KIND, &format!("{what}: kind {}/{} is not supported; use a Service", b.group, b.kind));
+        }
+        if !grant_allows(lookup, &route.kind.group, &route.kind.kind, &route.namespace, "", "Service", &b.namespace, &b.name) {
+            return Cond::f(r, reasons::REF_NOT_PERMITTED, &format!("{what}: no ReferenceGrant in {} allows it", b.namespace));
+        }
+        if lookup.service_exists(&b.namespace, &b.name) == Some(false) {
+            return Cond::f(r, reasons::BACKEND_NOT_FOUND, &format!("{what}: Service not found"));
+        }
+    }
+    Cond::t(r, reasons::RESOLVED_REFS, "all references are resolved")
+}
+
+/// Adds each accepted attachment to its listeners' `attached_routes` (once per route and listener).
+pub fn count_attached_routes(eval: &mut GatewayEval, attachments: &[ParentAttachment]) {
+    let mut per_listener: BTreeMap<&str, i32> = BTreeMap::new();
+    for a in attachments.iter().filter(|a| a.is_accepted()) {
+        let mut seen = std::collections::BTreeSet::new();
+        for l in &a.listeners {
+            if seen.insert(l.listener.as_str()) {
+                *per_listener.entry(l.listener.as_str()).or_default() += 1;
+            }
+        }
+    }
+    for l in &mut eval.listeners {
+        l.attached_routes = per_listener.get(l.name.as_str()).copied().unwrap_or(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::Status;
+    use crate::gateway::listeners::evaluate_gateway;
+    use crate::gateway::listeners::tests::{World, gw, https, listener};
+    use gateway_api::apis::standard::gateways::{
+        GatewayListenersAllowedRoutes, GatewayListenersAllowedRoutesKinds, GatewayListenersAllowedRoutesNamespaces, GatewayListenersAllowedRoutesNamespacesSelector,
+        GatewayListenersAllowedRoutesNamespacesSelectorMatchExpressions,
+    };
+    use gateway_api::apis::standard::httproutes::{HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesBackendRefs};
+
+    fn route(ns: &str, hostnames: &[&str], parents: Vec<HttpRouteParentRefs>) -> HttpRoute {
+        let mut r = HttpRoute::default();
+        r.metadata.name = Some("r".into());
+        r.metadata.namespace = Some(ns.into());
+        r.metadata.generation = Some(3);
+        r.spec.hostnames = (!hostnames.is_empty()).then(|| hostnames.iter().map(|h| (*h).into()).collect());
+        r.spec.parent_refs = Some(parents);
+        r.spec.rules = Some(vec![HttpRouteRules {
+            backend_refs: Some(vec![HttpRouteRulesBackendRefs { name: "svc".into(), port: Some(80), ..Default::default() }]),
+            ..Default::default()
+        }]);
+        r
+    }
+
+    fn parent(section: Option<&str>, port: Option<i32>) -> HttpRouteParentRefs {
+        HttpRouteParentRefs { name: "gw".into(), namespace: Some("infra".into()), section_name: section.map(Into::into), port, ..Default::default() }
+    }
+
+    fn all_ns(mut l: GatewayListeners) -> GatewayListeners {
+        l.allowed_routes = Some(GatewayListenersAllowedRoutes {
+            kinds: None,
+            namespaces: Some(GatewayListenersAllowedRoutesNamespaces { from: Some(GatewayListenersAllowedRoutesNamespacesFrom::All), selector: None }),
+        });
+        l
+    }
+
+    fn attach(g: &Gateway, r: &HttpRoute, w: &World) -> Vec<ParentAttachment> {
+        attach_route(&RouteView::from_http_route(r), g, &evaluate_gateway(g, w), w)
+    }
+
+    #[test]
+    fn hostname_intersection_counts() {
+        let w = World::default();
+        let g = gw(vec![
+            listener("listener-1", 80, "HTTP", Some("very.specific.com")),
+            listener("listener-2", 80, "HTTP", Some("*.wildcard.io")),
+            listener("listener-3", 80, "HTTP", Some("*.anotherwildcard.io")),
+        ]);
+        let routes = [
+            route("infra", &["non.matching.com", "*.nonmatchingwildcard.io", "very.specific.com"], vec![parent(None, None)]),
+            route("infra", &["*.specific.com"], vec![parent(None, None)]),
+            route("infra", &["foo.wildcard.io", "bar.wildcard.io"], vec![parent(None, None)]),
+            route("infra", &["*.anotherwildcard.io"], vec![parent(None, None)]),
+            route("infra", &["specific.but.wrong.com", "wildcard.io"], vec![parent(None, None)]),
+        ];
+        let mut eval = evaluate_gateway(&g, &w);
+        let all: Vec<ParentAttachment> = routes.iter().flat_map(|r| attach_route(&RouteView::from_http_route(r), &g, &eval, &w)).collect();
+        count_attached_routes(&mut eval, &all);
+        let counts: Vec<i32> = eval.listeners.iter().map(|l| l.attached_routes).collect();
+        assert_eq!(counts, [2, 1, 1]);
+        assert_eq!(all[4].accepted.reason, reasons::NO_MATCHING_LISTENER_HOSTNAME);
+        assert_eq!(all[2].listeners[0].hostnames, ["bar.wildcard.io", "foo.wildcard.io"]);
+        assert_eq!(all[1].listeners[0].hostnames, ["very.specific.com"]);
+    }
+
+    #[test]
+    fn section_name_and_port() {
+        let w = World::default();
+        let g = gw(vec![listener("http", 80, "HTTP", None), listener("alt", 8080, "HTTP", None)]);
+        let reason = |p| attach(&g, &route("infra", &[], vec![p]), &w)[0].accepted.reason.clone();
+        assert_eq!(reason(parent(Some("http1"), None)), reasons::NO_MATCHING_PARENT);
+        assert_eq!(reason(parent(None, Some(81))), reasons::NO_MATCHING_PARENT);
+        assert_eq!(reason(parent(Some("http"), Some(8080))), reasons::NO_MATCHING_PARENT);
+        let a = attach(&g, &route("infra", &[], vec![parent(Some("alt"), None)]), &w);
+        assert!(a[0].is_accepted());
+        assert_eq!(a[0].listeners.len(), 1);
+        assert_eq!(a[0].listeners[0].listener, "alt");
+        let a = attach(&g, &route("infra", &[], vec![parent(None, Some(80))]), &w);
+        assert_eq!(a[0].listeners[0].listener, "http");
+    }
+
+    #[test]
+    fn allowed_namespaces_and_kinds() {
+        let mut w = World::default();
+        w.namespaces.insert("web".into(), BTreeMap::from([("kubernetes.io/metadata.name".into(), "web".into()), ("team".into(), "a".into())]));
+        let same = gw(vec![listener("http", 80, "HTTP", None)]);
+        let a = attach(&same, &route("web", &[], vec![parent(None, None)]), &w);
+        assert_eq!(a[0].accepted.reason, reasons::NOT_ALLOWED_BY_LISTENERS);
+        assert_eq!(a[0].resolved_refs.status, Status::True, "ResolvedRefs computed even when not accepted");
+        assert!(attach(&gw(vec![all_ns(listener("http", 80, "HTTP", None))]), &route("web", &[], vec![parent(None, None)]), &w)[0].is_accepted());
+        let selector = |labels: Option<BTreeMap<String, String>>, exprs: Option<Vec<GatewayListenersAllowedRoutesNamespacesSelectorMatchExpressions>>| {
+            let mut l = listener("http", 80, "HTTP", None);
+            l.allowed_routes = Some(GatewayListenersAllowedRoutes {
+                kinds: None,
+                namespaces: Some(GatewayListenersAllowedRoutesNamespaces {
+                    from: Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector),
+                    selector: Some(GatewayListenersAllowedRoutesNamespacesSelector { match_labels: labels, match_expressions: exprs }),
+                }),
+            });
+            gw(vec![l])
+        };
+        let expr = |op: &str, vals: &[&str]| GatewayListenersAllowedRoutesNamespacesSelectorMatchExpressions { key: "team".into(), operator: op.into(), values: Some(vals.iter().map(|v| (*v).into()).collect()) };
+        let ok = |g: &Gateway| attach(g, &route("web", &[], vec![parent(None, None)]), &w)[0].is_accepted();
+        assert!(ok(&selector(Some(BTreeMap::from([("team".into(), "a".into())])), None)));
+        assert!(!ok(&selector(Some(BTreeMap::from([("team".into(), "b".into())])), None)));
+        assert!(ok(&selector(None, Some(vec![expr("In", &["a", "c"])]))));
+        assert!(!ok(&selector(None, Some(vec![expr("NotIn", &["a"])]))));
+        assert!(ok(&selector(None, Some(vec![expr("Exists", &[])]))));
+        assert!(!ok(&selector(None, Some(vec![expr("DoesNotExist", &[])]))));
+        let mut tls_only = listener("tls", 80, "HTTP", None);
+        tls_only.allowed_routes = Some(GatewayListenersAllowedRoutes { kinds: Some(vec![GatewayListenersAllowedRoutesKinds { group: None, kind: "TLSRoute".into() }]), namespaces: None });
+        let a = attach(&gw(vec![tls_only]), &route("infra", &[], vec![parent(None, None)]), &w);
+        assert_eq!(a[0].accepted.reason, reasons::NOT_ALLOWED_BY_LISTENERS);
+    }
+
+    #[test]
+    fn missing_certificate_still_attaches() {
+        let w = World::default();
+        let g = gw(vec![https("https", None, None, "missing")]);
+        let mut eval = evaluate_gateway(&g, &w);
+        let a = attach_route(&RouteView::from_http_route(&route("infra", &[], vec![parent(None, None)])), &g, &eval, &w);
+        count_attached_routes(&mut eval, &a);
+        assert_eq!(eval.listeners[0].attached_routes, 1);
+    }
+
+    #[test]
+    fn backends() {
+        let g = gw(vec![listener("http", 80, "HTTP", None)]);
+        let mut w = World { services: Some(vec![]), ..World::default() };
+        let rr = |w: &World, r: &HttpRoute| attach(&g, r, w)[0].resolved_refs.reason.clone();
+        let r = route("infra", &[], vec![parent(None, None)]);
+        assert_eq!(rr(&w, &r), reasons::BACKEND_NOT_FOUND);
+        w.services = Some(vec![("infra".into(), "svc".into())]);
+        assert_eq!(rr(&w, &r), reasons::RESOLVED_REFS);
+        let mut cross = r.clone();
+        cross.spec.rules.as_mut().unwrap()[0].backend_refs.as_mut().unwrap()[0].namespace = Some("other".into());
+        assert_eq!(rr(&w, &cross), reasons::REF_NOT_PERMITTED);
+        let mut kind = r.clone();
+        kind.spec.rules.as_mut().unwrap()[0].backend_refs.as_mut().unwrap()[0].kind = Some("Bucket".into());
+        assert_eq!(rr(&w, &kind), reasons::INVALID_KIND);
+        let a = attach(&g, &kind, &w);
+        assert!(a[0].is_accepted(), "an invalid backend keeps the route accepted");
+    }
+
+    #[test]
+    fn status_ref_is_echoed_with_defaults() {
+        let r = route("infra", &[], vec![parent(Some("http"), None)]);
+        let v = RouteView::from_http_route(&r);
+        assert_eq!(v.parent_refs[0].status_ref["group"], GATEWAY_API_GROUP);
+        assert_eq!(v.parent_refs[0].status_ref["kind"], "Gateway");
+        assert_eq!(v.parent_refs[0].status_ref["sectionName"], "http");
+        assert_eq!(v.parent_refs[0].status_ref["namespace"], "infra");
+    }
+}
