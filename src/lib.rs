@@ -10,4 +10,5 @@ pub mod cli;
 pub mod gateway;
 pub mod plan;
 pub mod render;
+pub mod simulate;
 pub mod snapshot;

@@ -63,9 +63,7 @@ fn run() -> anyhow::Result<ExitCode> {
         Command::Check { paths } => Ok(emit(gatewright::cli::check(&paths))),
         Command::Crds => {
             let mut out = std::io::stdout().lock();
-            for crd in gatewright::api::crds() {
-                writeln!(out, "---\n{}", serde_saphyr::to_string(&crd)?.trim_end())?;
-            }
+            out.write_all(gatewright::api::crds_yaml()?.as_bytes())?;
             Ok(ExitCode::SUCCESS)
         }
     }

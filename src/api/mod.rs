@@ -201,3 +201,17 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     }
     out
 }
+
+/// Our CRDs as one YAML stream, as `gatewright crds` prints it and `config/crd/` holds it.
+///
+/// # Errors
+/// A CRD failed to serialize.
+pub fn crds_yaml() -> Result<String, serde_saphyr::ser::Error> {
+    let mut out = String::new();
+    for crd in crds() {
+        out.push_str("---\n");
+        out.push_str(serde_saphyr::to_string(&crd)?.trim_end());
+        out.push('\n');
+    }
+    Ok(out)
+}

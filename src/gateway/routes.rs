@@ -223,7 +223,10 @@ fn attach_one(route: &RouteView, p: &ParentRef, gw: &Gateway, eval: &GatewayEval
             attached.push(ListenerAttachment { listener: e.name.clone(), hostnames: e.hostname.clone().into_iter().collect() });
             continue;
         }
-        let names = hostnames::dedupe_sorted(route.hostnames.iter().filter_map(|h| hostnames::intersect(e.hostname.as_deref(), h)));
+        // A hostname the API would have rejected never reaches a child.
+        let names = hostnames::dedupe_sorted(
+            route.hostnames.iter().filter(|h| hostnames::validate_hostname(h).is_ok()).filter_map(|h| hostnames::intersect(e.hostname.as_deref(), h)),
+        );
         if !names.is_empty() {
             attached.push(ListenerAttachment { listener: e.name.clone(), hostnames: names });
         }

@@ -120,6 +120,9 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
             }
             let snap = &mut loaded.snapshot;
             match (api_group(&api_version), kind.as_str()) {
+                // Our children come first: a child Gateway or HTTPRoute belongs to the
+                // downstream implementation, not to us.
+                _ if is_child(&doc) => snap.put_child(doc),
                 ("gateway.networking.k8s.io", "GatewayClass") => snap.put_class(de(doc, &perr)?),
                 ("gateway.networking.k8s.io", "Gateway") => snap.put_gateway(de(doc, &perr)?),
                 ("gateway.networking.k8s.io", "HTTPRoute") => snap.put_http_route(&de(doc, &perr)?),
@@ -137,7 +140,6 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
                 }
                 ("", "Secret") => snap.put_secret(&de(doc, &perr)?),
                 ("", "Service") => snap.put_service((doc["metadata"]["namespace"].as_str().unwrap_or_default().to_owned(), name.clone())),
-                _ if is_child(&doc) => snap.put_child(doc),
                 _ => loaded.ignored.push(format!("{}: {kind} {name}", path.display())),
             }
         }

@@ -1,0 +1,73 @@
+//! The status downstream controllers (Istio, cert-manager, external-dns, Contour,
+//! Crossplane, the AWS Load Balancer Controller) would write on our children, for the
+//! demo and the tests: none of those controllers runs on the local test cluster.
+//!
+//! In: a child object. Out: the `status` its controller would write once it has done its
+//! work, or `None` for kinds without status. Addresses come from TEST-NET-1 (192.0.2.0/24).
+
+use serde_json::{Value, json};
+
+/// The address simulated load balancers and gateways get.
+pub const SIMULATED_IP: &str = "192.0.2.10";
+
+/// The ready status of `obj`, as its controller would write it.
+#[must_use]
+pub fn ready_status(obj: &Value) -> Option<Value> {
+    let api_version = obj["apiVersion"].as_str().unwrap_or_default();
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let kind = obj["kind"].as_str().unwrap_or_default();
+    let generation = obj["metadata"]["generation"].as_i64().unwrap_or(1);
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let ready = json!([{ "type": "Ready", "status": "True", "reason": "Available", "message": "simulated", "lastTransitionTime": "2026-01-01T00:00:00Z" }]);
+    let status = match (group, kind) {
+        ("gateway.networking.k8s.io", "Gateway") => json!({
+            "addresses": [{ "type": "IPAddress", "value": SIMULATED_IP }],
+            "conditions": [
+                { "type": "Accepted", "status": "True", "reason": "Accepted", "message": "simulated", "observedGeneration": generation, "lastTransitionTime": "2026-01-01T00:00:00Z" },
+                { "type": "Programmed", "status": "True", "reason": "Programmed", "message": "simulated", "observedGeneration": generation, "lastTransitionTime": "2026-01-01T00:00:00Z" },
+            ],
+        }),
+        ("cert-manager.io", "Certificate") => json!({ "conditions": ready }),
+        ("externaldns.k8s.io", "DNSEndpoint") => json!({ "observedGeneration": generation }),
+        ("networking.k8s.io", "Ingress") => json!({ "loadBalancer": { "ingress": [{ "ip": SIMULATED_IP }] } }),
+        (g, _) if g.ends_with(".aws.upbound.io") => {
+            let mut at = json!({ "arn": format!("arn:aws:simulated:{kind}/{name}"), "id": name });
+            if kind == "LB" {
+                at["dnsName"] = json!(format!("{name}.eu-central-1.elb.amazonaws.com"));
+            }
+            json!({ "atProvider": at, "conditions": [
+                { "type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "2026-01-01T00:00:00Z" },
+                { "type": "Synced", "status": "True", "reason": "ReconcileSuccess", "lastTransitionTime": "2026-01-01T00:00:00Z" },
+            ] })
+        }
+        _ => return None,
+    };
+    Some(status)
+}
+
+/// `obj` as it looks once its controller is done: metadata.generation set, status written.
+#[must_use]
+pub fn as_ready(obj: &Value) -> Value {
+    let mut out = obj.clone();
+    if out["metadata"]["generation"].is_null() {
+        out["metadata"]["generation"] = json!(1);
+    }
+    if let Some(status) = ready_status(&out) {
+        out["status"] = status;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::readiness::{Readiness, default_rules};
+
+    #[test]
+    fn simulated_children_pass_the_default_rules() {
+        for (api, kind) in [("cert-manager.io/v1", "Certificate"), ("externaldns.k8s.io/v1alpha1", "DNSEndpoint"), ("elbv2.aws.upbound.io/v1beta1", "LB"), ("v1", "ConfigMap")] {
+            let obj = as_ready(&json!({ "apiVersion": api, "kind": kind, "metadata": { "name": "x", "generation": 2 } }));
+            assert_eq!(default_rules(&obj), Readiness::Ready, "{kind}");
+        }
+    }
+}
