@@ -6,14 +6,16 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use gateway_api::apis::standard::gatewayclasses::{GatewayClassStatus, GatewayClassStatusSupportedFeatures};
+use gateway_api::apis::standard::gatewayclasses::{
+    GatewayClassStatus, GatewayClassStatusSupportedFeatures,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
 use crate::gateway::conditions::merge_conditions;
-use crate::plan::{GatewayPlan, plan_class, plan_gateway, plan_route, route_status};
 use crate::plan::gateway::OutOfScope;
 use crate::plan::route::merge_route_parents;
+use crate::plan::{GatewayPlan, plan_class, plan_gateway, plan_route, route_status};
 use crate::snapshot::files;
 
 /// Exit code: everything rendered (or only waits on a dependency).
@@ -62,13 +64,31 @@ pub fn render(paths: &[PathBuf], controller_namespace: &str, now: &Time) -> Outp
         let name = class.metadata.name.clone().unwrap_or_default();
         if let Some(cp) = plan_class(snap, &name) {
             if !cp.accepted.status.is_true() {
-                out.stderr.push(format!("error: GatewayClass {name}: {}", cp.accepted.message));
+                out.stderr.push(format!(
+                    "error: GatewayClass {name}: {}",
+                    cp.accepted.message
+                ));
                 out.code = EXIT_TEMPLATE;
             }
-            let existing = class.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+            let existing = class
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.clone())
+                .unwrap_or_default();
             let status = GatewayClassStatus {
-                conditions: Some(merge_conditions(&existing, &[cp.accepted.clone()], &[crate::gateway::conditions::types::ACCEPTED], class.metadata.generation, now)),
-                supported_features: Some(cp.supported_features.iter().map(|n| GatewayClassStatusSupportedFeatures { name: n.clone() }).collect()),
+                conditions: Some(merge_conditions(
+                    &existing,
+                    std::slice::from_ref(&cp.accepted),
+                    &[crate::gateway::conditions::types::ACCEPTED],
+                    class.metadata.generation,
+                    now,
+                )),
+                supported_features: Some(
+                    cp.supported_features
+                        .iter()
+                        .map(|n| GatewayClassStatusSupportedFeatures { name: n.clone() })
+                        .collect(),
+                ),
             };
             statuses.push(status_doc("GatewayClass", None, &name, json!(status)));
         }
@@ -79,32 +99,50 @@ pub fn render(paths: &[PathBuf], controller_namespace: &str, now: &Time) -> Outp
         match plan_gateway(snap, key) {
             Ok(p) => {
                 for e in &p.errors {
-                    out.stderr.push(format!("error: Gateway {}/{}: {e}", key.0, key.1));
+                    out.stderr
+                        .push(format!("error: Gateway {}/{}: {e}", key.0, key.1));
                     out.code = EXIT_TEMPLATE;
                 }
                 for h in &p.held {
-                    out.stderr.push(format!("waiting: Gateway {}/{}: template {} is {}", key.0, key.1, h.template, h.reason));
+                    out.stderr.push(format!(
+                        "waiting: Gateway {}/{}: template {} is {}",
+                        key.0, key.1, h.template, h.reason
+                    ));
                 }
                 docs.extend(p.children.iter().map(|c| c.object.clone()));
                 for rkey in &p.context.routes {
                     let rp = plan_route(snap, &p, rkey);
                     for e in &rp.errors {
-                        out.stderr.push(format!("error: {} {}/{} (Gateway {}/{}): {e}", rkey.0, rkey.1, rkey.2, key.0, key.1));
+                        out.stderr.push(format!(
+                            "error: {} {}/{} (Gateway {}/{}): {e}",
+                            rkey.0, rkey.1, rkey.2, key.0, key.1
+                        ));
                         out.code = EXIT_TEMPLATE;
                     }
                     for h in &rp.held {
-                        out.stderr.push(format!("waiting: {} {}/{}: template {} is {}", rkey.0, rkey.1, rkey.2, h.template, h.reason));
+                        out.stderr.push(format!(
+                            "waiting: {} {}/{}: template {} is {}",
+                            rkey.0, rkey.1, rkey.2, h.template, h.reason
+                        ));
                     }
                     docs.extend(rp.children.iter().map(|c| c.object.clone()));
                 }
                 for k in p.prune.iter().chain(&p.orphaned_route_children) {
-                    out.stderr.push(format!("prune: Gateway {}/{}: would delete {k}", key.0, key.1));
+                    out.stderr.push(format!(
+                        "prune: Gateway {}/{}: would delete {k}",
+                        key.0, key.1
+                    ));
                 }
-                let status = p.status.to_status(entry.typed.status.as_ref(), p.generation, now);
+                let status = p
+                    .status
+                    .to_status(entry.typed.status.as_ref(), p.generation, now);
                 statuses.push(status_doc("Gateway", Some(&key.0), &key.1, json!(status)));
                 plans.push(p);
             }
-            Err(OutOfScope::NoClass(c)) => out.stderr.push(format!("warning: Gateway {}/{}: GatewayClass {c} not found; skipped", key.0, key.1)),
+            Err(OutOfScope::NoClass(c)) => out.stderr.push(format!(
+                "warning: Gateway {}/{}: GatewayClass {c} not found; skipped",
+                key.0, key.1
+            )),
             Err(OutOfScope::NotOurs | OutOfScope::NoGateway) => {}
         }
     }
@@ -114,14 +152,21 @@ pub fn render(paths: &[PathBuf], controller_namespace: &str, now: &Time) -> Outp
             continue;
         }
         let parents = merge_route_parents(None, &ours, Some(route.view.generation), now);
-        statuses.push(status_doc(&rkey.0, Some(&rkey.1), &rkey.2, json!({ "parents": parents })));
+        statuses.push(status_doc(
+            &rkey.0,
+            Some(&rkey.1),
+            &rkey.2,
+            json!({ "parents": parents }),
+        ));
     }
     for d in docs.iter().chain(&statuses) {
         match serde_saphyr::to_string(d) {
             Ok(y) => {
                 let _ = write!(out.stdout, "---\n{y}");
             }
-            Err(e) => out.stderr.push(format!("error: failed to print an object: {e}")),
+            Err(e) => out
+                .stderr
+                .push(format!("error: failed to print an object: {e}")),
         }
     }
     out
@@ -149,7 +194,8 @@ pub fn check(paths: &[PathBuf]) -> Output {
         }
     };
     if loaded.blueprint_names.is_empty() {
-        out.stderr.push("error: no GatewayClassBlueprint found in the input".into());
+        out.stderr
+            .push("error: no GatewayClassBlueprint found in the input".into());
         out.code = EXIT_INPUT;
         return out;
     }
@@ -161,14 +207,18 @@ pub fn check(paths: &[PathBuf]) -> Output {
         };
         for gk in &bp.object.spec.cluster_scoped_kinds {
             if gk.kind.is_empty() || !gk.kind.starts_with(|c: char| c.is_ascii_uppercase()) {
-                errors.push(format!("blueprint {name}: clusterScopedKinds: {:?} is not a Kind", gk.kind));
+                errors.push(format!(
+                    "blueprint {name}: clusterScopedKinds: {:?} is not a Kind",
+                    gk.kind
+                ));
             }
         }
         if errors.is_empty() {
             let _ = writeln!(out.stdout, "ok: GatewayClassBlueprint {name}");
         } else {
             out.code = EXIT_TEMPLATE;
-            out.stderr.extend(errors.into_iter().map(|e| format!("error: {e}")));
+            out.stderr
+                .extend(errors.into_iter().map(|e| format!("error: {e}")));
         }
     }
     out

@@ -24,7 +24,11 @@ enum Command {
         #[arg(short = 'f', long = "filename", required = true)]
         paths: Vec<PathBuf>,
         /// Namespace whose GatewayClassConfigs apply cluster-wide.
-        #[arg(long, env = "GATEWRIGHT_NAMESPACE", default_value = "gatewright-system")]
+        #[arg(
+            long,
+            env = "GATEWRIGHT_NAMESPACE",
+            default_value = "gatewright-system"
+        )]
         controller_namespace: String,
         /// Time written as lastTransitionTime of new conditions (RFC 3339); now by default.
         #[arg(long)]
@@ -53,12 +57,23 @@ fn main() -> ExitCode {
 fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Render { paths, controller_namespace, now } => {
+        Command::Render {
+            paths,
+            controller_namespace,
+            now,
+        } => {
             let now = match now {
-                Some(t) => Time(t.parse().with_context(|| format!("--now {t:?} is not an RFC 3339 time"))?),
+                Some(t) => Time(
+                    t.parse()
+                        .with_context(|| format!("--now {t:?} is not an RFC 3339 time"))?,
+                ),
                 None => Time(jiff_now()),
             };
-            Ok(emit(gatewright::cli::render(&paths, &controller_namespace, &now)))
+            Ok(emit(gatewright::cli::render(
+                &paths,
+                &controller_namespace,
+                &now,
+            )))
         }
         Command::Check { paths } => Ok(emit(gatewright::cli::check(&paths))),
         Command::Crds => {

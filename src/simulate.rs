@@ -29,7 +29,9 @@ pub fn ready_status(obj: &Value) -> Option<Value> {
         }),
         ("cert-manager.io", "Certificate") => json!({ "conditions": ready }),
         ("externaldns.k8s.io", "DNSEndpoint") => json!({ "observedGeneration": generation }),
-        ("networking.k8s.io", "Ingress") => json!({ "loadBalancer": { "ingress": [{ "ip": SIMULATED_IP }] } }),
+        ("networking.k8s.io", "Ingress") => {
+            json!({ "loadBalancer": { "ingress": [{ "ip": SIMULATED_IP }] } })
+        }
         (g, _) if g.ends_with(".aws.upbound.io") => {
             let mut at = json!({ "arn": format!("arn:aws:simulated:{kind}/{name}"), "id": name });
             if kind == "LB" {
@@ -65,8 +67,15 @@ mod tests {
 
     #[test]
     fn simulated_children_pass_the_default_rules() {
-        for (api, kind) in [("cert-manager.io/v1", "Certificate"), ("externaldns.k8s.io/v1alpha1", "DNSEndpoint"), ("elbv2.aws.upbound.io/v1beta1", "LB"), ("v1", "ConfigMap")] {
-            let obj = as_ready(&json!({ "apiVersion": api, "kind": kind, "metadata": { "name": "x", "generation": 2 } }));
+        for (api, kind) in [
+            ("cert-manager.io/v1", "Certificate"),
+            ("externaldns.k8s.io/v1alpha1", "DNSEndpoint"),
+            ("elbv2.aws.upbound.io/v1beta1", "LB"),
+            ("v1", "ConfigMap"),
+        ] {
+            let obj = as_ready(
+                &json!({ "apiVersion": api, "kind": kind, "metadata": { "name": "x", "generation": 2 } }),
+            );
             assert_eq!(default_rules(&obj), Readiness::Ready, "{kind}");
         }
     }

@@ -2,6 +2,13 @@
 //! of every shipped GatewayClass, convergence with simulated downstream controllers, the
 //! CRD drift check, and every kind of bad input.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code"
+)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -9,7 +16,11 @@ use gatewright::cli::{self, EXIT_INPUT, EXIT_OK, EXIT_TEMPLATE};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
-const CLASSES: &[&str] = &["istio-certmanager-externaldns", "contour-istio", "aws-alb-crossplane"];
+const CLASSES: &[&str] = &[
+    "istio-certmanager-externaldns",
+    "contour-istio",
+    "aws-alb-crossplane",
+];
 
 fn now() -> Time {
     Time("2026-01-01T00:00:00Z".parse().unwrap())
@@ -26,8 +37,13 @@ fn golden(name: &str, actual: &str) {
         std::fs::write(&path, actual).unwrap();
         return;
     }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("missing {}; run with UPDATE_GOLDEN=1", path.display()));
-    assert!(expected == actual, "{} differs from the render; run with UPDATE_GOLDEN=1 and review the diff\n--- actual ---\n{actual}", path.display());
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing {}; run with UPDATE_GOLDEN=1", path.display()));
+    assert!(
+        expected == actual,
+        "{} differs from the render; run with UPDATE_GOLDEN=1 and review the diff\n--- actual ---\n{actual}",
+        path.display()
+    );
 }
 
 fn docs(stdout: &str) -> Vec<Value> {
@@ -35,17 +51,33 @@ fn docs(stdout: &str) -> Vec<Value> {
 }
 
 fn gateway_status(out: &[Value]) -> &Value {
-    out.iter().find(|d| d["kind"] == "Gateway" && d.get("status").is_some() && d.get("spec").is_none() && d["metadata"]["name"] == "public").unwrap()
+    out.iter()
+        .find(|d| {
+            d["kind"] == "Gateway"
+                && d.get("status").is_some()
+                && d.get("spec").is_none()
+                && d["metadata"]["name"] == "public"
+        })
+        .unwrap()
 }
 
 fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
-    status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == type_).unwrap()
+    status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == type_)
+        .unwrap()
 }
 
 #[test]
 fn golden_render_of_every_shipped_class() {
     for class in CLASSES {
-        let out = cli::render(&[root().join("examples").join(class)], "gatewright-system", &now());
+        let out = cli::render(
+            &[root().join("examples").join(class)],
+            "gatewright-system",
+            &now(),
+        );
         assert_eq!(out.code, EXIT_OK, "{class}: {:?}", out.stderr);
         golden(&format!("{class}.yaml"), &out.stdout);
         golden(&format!("{class}.stderr"), &(out.stderr.join("\n") + "\n"));
@@ -58,11 +90,22 @@ fn converge(class: &str, dir: &Path) -> (Vec<Value>, usize) {
     let live = dir.join("live.yaml");
     let mut previous = String::new();
     for round in 1..=10 {
-        let out = cli::render(&[root().join("examples").join(class), dir.to_owned()], "gatewright-system", &now());
+        let out = cli::render(
+            &[root().join("examples").join(class), dir.to_owned()],
+            "gatewright-system",
+            &now(),
+        );
         assert_eq!(out.code, EXIT_OK, "{class} round {round}: {:?}", out.stderr);
         let all = docs(&out.stdout);
-        let children: Vec<Value> = all.iter().filter(|d| d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gatewright").map(gatewright::simulate::as_ready).collect();
-        let text: String = children.iter().map(|c| format!("---\n{}", serde_saphyr::to_string(c).unwrap())).collect();
+        let children: Vec<Value> = all
+            .iter()
+            .filter(|d| d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gatewright")
+            .map(gatewright::simulate::as_ready)
+            .collect();
+        let text: String = children
+            .iter()
+            .map(|c| format!("---\n{}", serde_saphyr::to_string(c).unwrap()))
+            .collect();
         if text == previous {
             return (all, round);
         }
@@ -80,9 +123,18 @@ fn every_shipped_class_converges_to_programmed_with_addresses() {
         let status = &gateway_status(&out)["status"];
         let programmed = condition(status, "Programmed");
         assert_eq!(programmed["status"], "True", "{class}: {programmed}");
-        assert!(!status["addresses"].as_array().unwrap().is_empty(), "{class}: no address");
-        assert!(rounds >= 2, "{class}: dependencies should take more than one round");
-        let stable: String = out.iter().map(|d| format!("---\n{}", serde_saphyr::to_string(d).unwrap())).collect();
+        assert!(
+            !status["addresses"].as_array().unwrap().is_empty(),
+            "{class}: no address"
+        );
+        assert!(
+            rounds >= 2,
+            "{class}: dependencies should take more than one round"
+        );
+        let stable: String = out
+            .iter()
+            .map(|d| format!("---\n{}", serde_saphyr::to_string(d).unwrap()))
+            .collect();
         golden(&format!("{class}.converged.yaml"), &stable);
     }
 }
@@ -91,17 +143,40 @@ fn every_shipped_class_converges_to_programmed_with_addresses() {
 fn the_certificate_follows_the_routes() {
     let class = "istio-certmanager-externaldns";
     let dir = tempfile::tempdir().unwrap();
-    let out = cli::render(&[root().join("examples").join(class)], "gatewright-system", &now());
-    let cert = docs(&out.stdout).into_iter().find(|d| d["kind"] == "Certificate").unwrap();
+    let out = cli::render(
+        &[root().join("examples").join(class)],
+        "gatewright-system",
+        &now(),
+    );
+    let cert = docs(&out.stdout)
+        .into_iter()
+        .find(|d| d["kind"] == "Certificate")
+        .unwrap();
     // blog.example.org does not intersect *.example.com: never in the certificate.
-    assert_eq!(cert["spec"]["dnsNames"], serde_json::json!(["blog.example.com", "shop.example.com"]));
+    assert_eq!(
+        cert["spec"]["dnsNames"],
+        serde_json::json!(["blog.example.com", "shop.example.com"])
+    );
     // Without the routes there is no hostname, so no certificate.
     std::fs::create_dir_all(dir.path().join("class")).unwrap();
-    let out = cli::render(&[root().join("gatewayclasses").join(class), root().join("examples").join(class).join("gateway.yaml")], "gatewright-system", &now());
+    let out = cli::render(
+        &[
+            root().join("gatewayclasses").join(class),
+            root().join("examples").join(class).join("gateway.yaml"),
+        ],
+        "gatewright-system",
+        &now(),
+    );
     assert!(!docs(&out.stdout).iter().any(|d| d["kind"] == "Certificate"));
     let out = docs(&out.stdout);
     let status = &gateway_status(&out)["status"];
-    assert!(status["listeners"].as_array().unwrap().iter().all(|l| l["attachedRoutes"] == 0));
+    assert!(
+        status["listeners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["attachedRoutes"] == 0)
+    );
 }
 
 #[test]
@@ -112,7 +187,10 @@ fn crds_in_config_match_the_code() {
         std::fs::write(&path, &expected).unwrap();
     }
     let actual = std::fs::read_to_string(&path).unwrap();
-    assert!(actual == expected, "config/crd/gatewright.dev.yaml drifted from the code: run `gatewright crds > config/crd/gatewright.dev.yaml`");
+    assert!(
+        actual == expected,
+        "config/crd/gatewright.dev.yaml drifted from the code: run `gatewright crds > config/crd/gatewright.dev.yaml`"
+    );
 }
 
 // ---- bad input -------------------------------------------------------------------
@@ -142,7 +220,9 @@ spec:
 "#;
 
 fn blueprint(templates: &str) -> String {
-    format!("---\napiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassBlueprint\nmetadata: {{name: test}}\nspec:\n  gatewayTemplates:\n{templates}")
+    format!(
+        "---\napiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassBlueprint\nmetadata: {{name: test}}\nspec:\n  gatewayTemplates:\n{templates}"
+    )
 }
 
 fn template(name: &str, body: &str) -> String {
@@ -155,8 +235,21 @@ fn run(cmd: &str, input: &str) -> (i32, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("in.yaml");
     std::fs::write(&file, input).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gatewright")).args([cmd, "-f"]).arg(&file).args(if cmd == "render" { &["--now", "2026-01-01T00:00:00Z"][..] } else { &[][..] }).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    let out = Command::new(env!("CARGO_BIN_EXE_gatewright"))
+        .args([cmd, "-f"])
+        .arg(&file)
+        .args(if cmd == "render" {
+            &["--now", "2026-01-01T00:00:00Z"][..]
+        } else {
+            &[][..]
+        })
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
 }
 
 const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ gateway.metadata.name ~ \"-cm\" }}\ndata:\n  hosts: {{ hostnames.union | join(\",\") }}\n";
@@ -174,11 +267,18 @@ fn a_good_blueprint_renders_and_checks() {
 
 #[test]
 fn a_broken_template_names_template_and_line() {
-    let input = format!("{CLASS}{}{}", blueprint(&template("cm", CM)), &template("broken", "a: 1\nb: {{ gateway.metadata.name \n")[..]);
+    let input = format!(
+        "{CLASS}{}{}",
+        blueprint(&template("cm", CM)),
+        &template("broken", "a: 1\nb: {{ gateway.metadata.name \n")[..]
+    );
     for cmd in ["render", "check"] {
         let (code, _, stderr) = run(cmd, &input);
         assert_eq!(code, EXIT_TEMPLATE, "{cmd}: {stderr}");
-        assert!(stderr.contains("template broken: line 2"), "{cmd}: {stderr}");
+        assert!(
+            stderr.contains("template broken: line 2"),
+            "{cmd}: {stderr}"
+        );
         assert!(stderr.contains("syntax error"), "{cmd}: {stderr}");
     }
     // The Gateway's status says so too.
@@ -186,32 +286,67 @@ fn a_broken_template_names_template_and_line() {
     let out = docs(&stdout);
     let status = &gateway_status_named(&out, "gw")["status"];
     assert_eq!(condition(status, "Accepted")["status"], "False");
-    assert!(condition(status, "Accepted")["message"].as_str().unwrap().contains("template broken: line 2"));
+    assert!(
+        condition(status, "Accepted")["message"]
+            .as_str()
+            .unwrap()
+            .contains("template broken: line 2")
+    );
 }
 
 fn gateway_status_named<'a>(out: &'a [Value], name: &str) -> &'a Value {
-    out.iter().find(|d| d["kind"] == "Gateway" && d.get("spec").is_none() && d["metadata"]["name"] == name).unwrap()
+    out.iter()
+        .find(|d| {
+            d["kind"] == "Gateway" && d.get("spec").is_none() && d["metadata"]["name"] == name
+        })
+        .unwrap()
 }
 
 #[test]
 fn unknown_variables_and_cycles_are_reported() {
-    let unknown = format!("{CLASS}{}", blueprint(&template("cm", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ gatway.metadata.name }}}\n")));
+    let unknown = format!(
+        "{CLASS}{}",
+        blueprint(&template(
+            "cm",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ gatway.metadata.name }}}\n"
+        ))
+    );
     let (code, _, stderr) = run("check", &unknown);
     assert_eq!(code, EXIT_TEMPLATE);
-    assert!(stderr.contains("template cm") && stderr.contains("unknown variable \"gatway\""), "{stderr}");
-    let cycle = format!("{CLASS}{}{}", blueprint(&template("a", "x: {{ resources.b }}")), template("b", "x: {{ resources.a }}"));
+    assert!(
+        stderr.contains("template cm") && stderr.contains("unknown variable \"gatway\""),
+        "{stderr}"
+    );
+    let cycle = format!(
+        "{CLASS}{}{}",
+        blueprint(&template("a", "x: {{ resources.b }}")),
+        template("b", "x: {{ resources.a }}")
+    );
     let (code, _, stderr) = run("check", &cycle);
     assert_eq!(code, EXIT_TEMPLATE);
-    assert!(stderr.contains("dependency cycle") && stderr.contains("a -> b -> a"), "{stderr}");
+    assert!(
+        stderr.contains("dependency cycle") && stderr.contains("a -> b -> a"),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn runtime_errors_keep_what_rendered() {
-    let input = format!("{CLASS}{}{}", blueprint(&template("cm", CM)), template("bad", "x: {{ values.missing.deep }}"));
+    let input = format!(
+        "{CLASS}{}{}",
+        blueprint(&template("cm", CM)),
+        template("bad", "x: {{ values.missing.deep }}")
+    );
     let (code, stdout, stderr) = run("render", &input);
     assert_eq!(code, EXIT_TEMPLATE, "{stderr}");
-    assert!(stdout.contains("name: gw-cm"), "what could be rendered is printed");
-    assert!(stderr.contains("template bad: line 1") && stderr.contains("undefined"), "{stderr}");
+    assert!(
+        stdout.contains("name: gw-cm"),
+        "what could be rendered is printed"
+    );
+    assert!(
+        stderr.contains("template bad: line 1") && stderr.contains("undefined"),
+        "{stderr}"
+    );
     let out = docs(&stdout);
     let status = &gateway_status_named(&out, "gw")["status"];
     assert_eq!(condition(status, "Programmed")["reason"], "Invalid");
@@ -219,7 +354,8 @@ fn runtime_errors_keep_what_rendered() {
 
 #[test]
 fn a_template_that_never_ends_runs_out_of_fuel() {
-    let body = "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}x: 1";
+    let body =
+        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}x: 1";
     let input = format!("{CLASS}{}", blueprint(&template("spin", body)));
     let started = std::time::Instant::now();
     let (code, _, stderr) = run("render", &input);
@@ -228,21 +364,37 @@ fn a_template_that_never_ends_runs_out_of_fuel() {
     // Not a timing assertion on speed: only that it stopped instead of spinning for hours.
     assert!(started.elapsed() < std::time::Duration::from_secs(120));
     let recursion = "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}";
-    let (code, _, stderr) = run("render", &format!("{CLASS}{}", blueprint(&template("deep", recursion))));
+    let (code, _, stderr) = run(
+        "render",
+        &format!("{CLASS}{}", blueprint(&template("deep", recursion))),
+    );
     assert_eq!(code, EXIT_TEMPLATE, "{stderr}");
 }
 
 #[test]
 fn children_cannot_leave_the_namespace_or_be_cluster_scoped_unless_listed() {
-    let other_ns = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: kube-system\n";
-    let (code, _, stderr) = run("render", &format!("{CLASS}{}", blueprint(&template("escape", other_ns))));
+    let other_ns =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: kube-system\n";
+    let (code, _, stderr) = run(
+        "render",
+        &format!("{CLASS}{}", blueprint(&template("escape", other_ns))),
+    );
     assert_eq!(code, EXIT_TEMPLATE);
-    assert!(stderr.contains("parent's namespace \"team\", not \"kube-system\""), "{stderr}");
+    assert!(
+        stderr.contains("parent's namespace \"team\", not \"kube-system\""),
+        "{stderr}"
+    );
     let cluster = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: x\n  namespace: team\n";
-    let listed = format!("{CLASS}{}  clusterScopedKinds: [{{group: rbac.authorization.k8s.io, kind: ClusterRole}}]\n", blueprint(&template("cr", cluster)));
+    let listed = format!(
+        "{CLASS}{}  clusterScopedKinds: [{{group: rbac.authorization.k8s.io, kind: ClusterRole}}]\n",
+        blueprint(&template("cr", cluster))
+    );
     let (code, _, stderr) = run("render", &listed);
     assert_eq!(code, EXIT_TEMPLATE);
-    assert!(stderr.contains("lists ClusterRole as cluster-scoped"), "{stderr}");
+    assert!(
+        stderr.contains("lists ClusterRole as cluster-scoped"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -250,18 +402,30 @@ fn user_values_cannot_inject_yaml() {
     let evil = "x\"\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: stolen}\n";
     let input = format!(
         "{CLASS}{}---\napiVersion: gatewright.dev/v1alpha1\nkind: GatewayConfig\nmetadata: {{name: p, namespace: team}}\nspec:\n  targetRef: {{kind: Gateway, name: gw}}\n  default: {{note: {}}}\n",
-        blueprint(&template("cm", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  labels: {{ {\"app\": gateway.metadata.name} }}\ndata:\n  note: {{ values.note }}\n")),
+        blueprint(&template(
+            "cm",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  labels: {{ {\"app\": gateway.metadata.name} }}\ndata:\n  note: {{ values.note }}\n"
+        )),
         serde_json::to_string(evil).unwrap()
     );
     let (code, stdout, stderr) = run("render", &input);
     assert_eq!(code, EXIT_OK, "{stderr}");
     let out = docs(&stdout);
-    assert!(!out.iter().any(|d| d["kind"] == "Secret"), "an injected document appeared");
+    assert!(
+        !out.iter().any(|d| d["kind"] == "Secret"),
+        "an injected document appeared"
+    );
     let cm = out.iter().find(|d| d["kind"] == "ConfigMap").unwrap();
     assert_eq!(cm["data"]["note"], evil);
     // A route hostname the API would refuse never reaches a child.
-    let route = CLASS.replace("hostnames: [a.example.com]", "hostnames: [\"a.example.com\\nkind: Secret\"]");
-    let (_, stdout, _) = run("render", &format!("{route}{}", blueprint(&template("cm", CM))));
+    let route = CLASS.replace(
+        "hostnames: [a.example.com]",
+        "hostnames: [\"a.example.com\\nkind: Secret\"]",
+    );
+    let (_, stdout, _) = run(
+        "render",
+        &format!("{route}{}", blueprint(&template("cm", CM))),
+    );
     assert!(!stdout.contains("kind: Secret"));
 }
 
@@ -270,25 +434,40 @@ fn unreadable_input_exits_2() {
     let (code, _, stderr) = run("render", "apiVersion: v1\nkind: [unclosed\n");
     assert_eq!(code, EXIT_INPUT);
     assert!(stderr.contains("failed to parse"), "{stderr}");
-    let (code, _, stderr) = run("render", "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: g}\nspec: {listeners: 3}\n");
+    let (code, _, stderr) = run(
+        "render",
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: g}\nspec: {listeners: 3}\n",
+    );
     assert_eq!(code, EXIT_INPUT);
     assert!(stderr.contains("Gateway \"g\""), "{stderr}");
-    let out = Command::new(env!("CARGO_BIN_EXE_gatewright")).args(["render", "-f", "/nonexistent/path"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gatewright"))
+        .args(["render", "-f", "/nonexistent/path"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(EXIT_INPUT));
 }
 
 #[test]
 fn missing_class_or_blueprint() {
     let no_class = CLASS.replace("gatewayClassName: test", "gatewayClassName: nope");
-    let (code, _, stderr) = run("render", &format!("{no_class}{}", blueprint(&template("cm", CM))));
+    let (code, _, stderr) = run(
+        "render",
+        &format!("{no_class}{}", blueprint(&template("cm", CM))),
+    );
     assert_eq!(code, EXIT_OK);
     assert!(stderr.contains("GatewayClass nope not found"), "{stderr}");
     let (code, stdout, stderr) = run("render", CLASS);
     assert_eq!(code, EXIT_TEMPLATE);
-    assert!(stderr.contains("GatewayClassBlueprint test not found"), "{stderr}");
+    assert!(
+        stderr.contains("GatewayClassBlueprint test not found"),
+        "{stderr}"
+    );
     let out = docs(&stdout);
     let class = out.iter().find(|d| d["kind"] == "GatewayClass").unwrap();
-    assert_eq!(condition(&class["status"], "Accepted")["reason"], "InvalidParameters");
+    assert_eq!(
+        condition(&class["status"], "Accepted")["reason"],
+        "InvalidParameters"
+    );
     let gw = &gateway_status_named(&out, "gw")["status"];
     assert_eq!(condition(gw, "Accepted")["status"], "False");
     assert_eq!(condition(gw, "Programmed")["status"], "False");

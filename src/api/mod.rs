@@ -69,7 +69,9 @@ pub struct StatusTemplate {
 }
 
 /// A group and kind.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
+)]
 pub struct GroupKind {
     /// API group, empty for the core group.
     #[serde(default)]
@@ -190,13 +192,20 @@ pub struct GatewayConfigSpec {
 /// Our CRDs, in a stable order.
 #[must_use]
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    let mut out = vec![GatewayClassBlueprint::crd(), GatewayClassConfig::crd(), GatewayConfig::crd()];
+    let mut out = vec![
+        GatewayClassBlueprint::crd(),
+        GatewayClassConfig::crd(),
+        GatewayConfig::crd(),
+    ];
     for crd in &mut out {
         let labels = crd.metadata.labels.get_or_insert_with(BTreeMap::new);
         labels.insert("app.kubernetes.io/part-of".into(), "gatewright".into());
         if crd.spec.names.kind != "GatewayClassBlueprint" {
             // GEP-713 discovery convention for policy CRDs.
-            labels.insert("gateway.networking.k8s.io/policy".into(), "Inherited".into());
+            labels.insert(
+                "gateway.networking.k8s.io/policy".into(),
+                "Inherited".into(),
+            );
         }
     }
     out

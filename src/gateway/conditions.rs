@@ -62,7 +62,12 @@ impl Cond {
             message.truncate(cut);
             message.push_str("...");
         }
-        Self { type_: type_.to_owned(), status, reason: reason.to_owned(), message }
+        Self {
+            type_: type_.to_owned(),
+            status,
+            reason: reason.to_owned(),
+            message,
+        }
     }
     /// A True condition.
     #[must_use]
@@ -82,7 +87,10 @@ impl Cond {
     /// The same condition under another type.
     #[must_use]
     pub fn retyped(&self, type_: &str) -> Self {
-        Self { type_: type_.to_owned(), ..self.clone() }
+        Self {
+            type_: type_.to_owned(),
+            ..self.clone()
+        }
     }
 }
 
@@ -145,8 +153,20 @@ pub mod reasons {
 /// in `existing` whose type is not in `owned_types` are kept as they are, first and in
 /// order; owned types not desired are dropped.
 #[must_use]
-pub fn merge_conditions(existing: &[Condition], desired: &[Cond], owned_types: &[&str], observed_generation: Option<i64>, now: &Time) -> Vec<Condition> {
-    let mut out: Vec<Condition> = existing.iter().filter(|c| !owned_types.contains(&c.type_.as_str()) && !desired.iter().any(|d| d.type_ == c.type_)).cloned().collect();
+pub fn merge_conditions(
+    existing: &[Condition],
+    desired: &[Cond],
+    owned_types: &[&str],
+    observed_generation: Option<i64>,
+    now: &Time,
+) -> Vec<Condition> {
+    let mut out: Vec<Condition> = existing
+        .iter()
+        .filter(|c| {
+            !owned_types.contains(&c.type_.as_str()) && !desired.iter().any(|d| d.type_ == c.type_)
+        })
+        .cloned()
+        .collect();
     for d in desired {
         let old = existing.iter().find(|c| c.type_ == d.type_);
         let last_transition_time = match old {
@@ -170,7 +190,11 @@ pub fn merge_conditions(existing: &[Condition], desired: &[Cond], owned_types: &
 pub fn same_ignoring_time(a: &[Condition], b: &[Condition]) -> bool {
     a.len() == b.len()
         && a.iter().zip(b).all(|(x, y)| {
-            x.type_ == y.type_ && x.status == y.status && x.reason == y.reason && x.message == y.message && x.observed_generation == y.observed_generation
+            x.type_ == y.type_
+                && x.status == y.status
+                && x.reason == y.reason
+                && x.message == y.message
+                && x.observed_generation == y.observed_generation
         })
 }
 
@@ -186,10 +210,35 @@ mod tests {
     fn keeps_transition_time_when_status_unchanged_and_foreign_conditions() {
         let t0 = time("2026-01-01T00:00:00Z");
         let t1 = time("2026-02-01T00:00:00Z");
-        let first = merge_conditions(&[], &[Cond::t("Accepted", "Accepted", "ok"), Cond::f("Programmed", "Pending", "wait")], &["Accepted", "Programmed"], Some(1), &t0);
-        let mut with_foreign = vec![Condition { type_: "example.com/Other".into(), status: "True".into(), reason: "X".into(), message: String::new(), observed_generation: Some(9), last_transition_time: t0.clone() }];
+        let first = merge_conditions(
+            &[],
+            &[
+                Cond::t("Accepted", "Accepted", "ok"),
+                Cond::f("Programmed", "Pending", "wait"),
+            ],
+            &["Accepted", "Programmed"],
+            Some(1),
+            &t0,
+        );
+        let mut with_foreign = vec![Condition {
+            type_: "example.com/Other".into(),
+            status: "True".into(),
+            reason: "X".into(),
+            message: String::new(),
+            observed_generation: Some(9),
+            last_transition_time: t0.clone(),
+        }];
         with_foreign.extend(first);
-        let second = merge_conditions(&with_foreign, &[Cond::t("Accepted", "Accepted", "still ok"), Cond::t("Programmed", "Programmed", "done")], &["Accepted", "Programmed", "Conflicted"], Some(2), &t1);
+        let second = merge_conditions(
+            &with_foreign,
+            &[
+                Cond::t("Accepted", "Accepted", "still ok"),
+                Cond::t("Programmed", "Programmed", "done"),
+            ],
+            &["Accepted", "Programmed", "Conflicted"],
+            Some(2),
+            &t1,
+        );
         assert_eq!(second[0].type_, "example.com/Other");
         assert_eq!(second[1].last_transition_time, t0, "Accepted did not flip");
         assert_eq!(second[1].observed_generation, Some(2));
@@ -201,8 +250,20 @@ mod tests {
     #[test]
     fn owned_types_not_desired_are_dropped() {
         let t = time("2026-01-01T00:00:00Z");
-        let old = merge_conditions(&[], &[Cond::t("Conflicted", "HostnameConflict", "x")], &["Conflicted"], Some(1), &t);
-        let new = merge_conditions(&old, &[Cond::t("Accepted", "Accepted", "")], &["Accepted", "Conflicted"], Some(1), &t);
+        let old = merge_conditions(
+            &[],
+            &[Cond::t("Conflicted", "HostnameConflict", "x")],
+            &["Conflicted"],
+            Some(1),
+            &t,
+        );
+        let new = merge_conditions(
+            &old,
+            &[Cond::t("Accepted", "Accepted", "")],
+            &["Accepted", "Conflicted"],
+            Some(1),
+            &t,
+        );
         assert_eq!(new.len(), 1);
         assert_eq!(new[0].type_, "Accepted");
     }

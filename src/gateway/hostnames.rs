@@ -20,13 +20,25 @@ pub fn validate_hostname(h: &str) -> Result<(), String> {
     let rest = h.strip_prefix("*.").unwrap_or(h);
     for label in rest.split('.') {
         if label.is_empty() || label.len() > 63 {
-            return Err(format!("hostname {:?} has an empty or over-long label", truncate(h)));
+            return Err(format!(
+                "hostname {:?} has an empty or over-long label",
+                truncate(h)
+            ));
         }
-        if !label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
-            return Err(format!("hostname {:?} may only contain lowercase letters, digits, '-' and '.' (and a leading '*.')", truncate(h)));
+        if !label
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        {
+            return Err(format!(
+                "hostname {:?} may only contain lowercase letters, digits, '-' and '.' (and a leading '*.')",
+                truncate(h)
+            ));
         }
         if label.starts_with('-') || label.ends_with('-') {
-            return Err(format!("hostname {:?} has a label starting or ending with '-'", truncate(h)));
+            return Err(format!(
+                "hostname {:?} has a label starting or ending with '-'",
+                truncate(h)
+            ));
         }
     }
     Ok(())
@@ -34,14 +46,20 @@ pub fn validate_hostname(h: &str) -> Result<(), String> {
 
 fn truncate(h: &str) -> String {
     let s: String = h.chars().take(64).collect();
-    if s.len() < h.len() { format!("{s}...") } else { s }
+    if s.len() < h.len() {
+        format!("{s}...")
+    } else {
+        s
+    }
 }
 
 /// Whether `wildcard` (`*.example.com`) covers `name` (`a.example.com`, `a.b.example.com`,
 /// or a more specific wildcard `*.a.example.com`). A wildcard does not cover its own apex.
 #[must_use]
 pub fn covered_by_wildcard(name: &str, wildcard: &str) -> bool {
-    let Some(suffix) = wildcard.strip_prefix('*') else { return false };
+    let Some(suffix) = wildcard.strip_prefix('*') else {
+        return false;
+    };
     name != wildcard && name.len() > suffix.len() && name.ends_with(suffix)
 }
 
@@ -49,7 +67,9 @@ pub fn covered_by_wildcard(name: &str, wildcard: &str) -> bool {
 /// route with `route` hostname meet; `None` when they do not intersect.
 #[must_use]
 pub fn intersect(listener: Option<&str>, route: &str) -> Option<String> {
-    let Some(l) = listener else { return Some(route.to_owned()) };
+    let Some(l) = listener else {
+        return Some(route.to_owned());
+    };
     if l == route {
         return Some(route.to_owned());
     }
@@ -82,7 +102,13 @@ pub fn dedupe_sorted(names: impl IntoIterator<Item = String>) -> Vec<String> {
 #[must_use]
 pub fn drop_covered(names: &[String]) -> Vec<String> {
     let all = dedupe_sorted(names.iter().cloned());
-    all.iter().filter(|n| !all.iter().any(|w| w.starts_with("*.") && covered_by_wildcard(n, w))).cloned().collect()
+    all.iter()
+        .filter(|n| {
+            !all.iter()
+                .any(|w| w.starts_with("*.") && covered_by_wildcard(n, w))
+        })
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]
@@ -93,16 +119,36 @@ mod tests {
     fn intersection_table() {
         let cases = [
             (None, "a.example.com", Some("a.example.com")),
-            (Some("a.example.com"), "a.example.com", Some("a.example.com")),
+            (
+                Some("a.example.com"),
+                "a.example.com",
+                Some("a.example.com"),
+            ),
             (Some("a.example.com"), "b.example.com", None),
-            (Some("*.example.com"), "test.example.com", Some("test.example.com")),
-            (Some("*.example.com"), "foo.test.example.com", Some("foo.test.example.com")),
+            (
+                Some("*.example.com"),
+                "test.example.com",
+                Some("test.example.com"),
+            ),
+            (
+                Some("*.example.com"),
+                "foo.test.example.com",
+                Some("foo.test.example.com"),
+            ),
             (Some("*.example.com"), "example.com", None),
-            (Some("very.specific.com"), "*.specific.com", Some("very.specific.com")),
+            (
+                Some("very.specific.com"),
+                "*.specific.com",
+                Some("very.specific.com"),
+            ),
             (Some("*.com"), "*.example.com", Some("*.example.com")),
             (Some("*.example.com"), "*.com", Some("*.example.com")),
             (Some("*.example.com"), "*.example.net", None),
-            (Some("*.wildcard.io"), "*.wildcard.io", Some("*.wildcard.io")),
+            (
+                Some("*.wildcard.io"),
+                "*.wildcard.io",
+                Some("*.wildcard.io"),
+            ),
         ];
         for (l, r, want) in cases {
             assert_eq!(intersect(l, r).as_deref(), want, "{l:?} ∩ {r}");
@@ -111,8 +157,22 @@ mod tests {
 
     #[test]
     fn union_and_covered() {
-        let names = vec!["b.example.com".to_owned(), "*.example.com".into(), "a.x.io".into(), "b.example.com".into(), "*.a.example.com".into()];
-        assert_eq!(dedupe_sorted(names.clone()), ["*.a.example.com", "*.example.com", "a.x.io", "b.example.com"]);
+        let names = vec![
+            "b.example.com".to_owned(),
+            "*.example.com".into(),
+            "a.x.io".into(),
+            "b.example.com".into(),
+            "*.a.example.com".into(),
+        ];
+        assert_eq!(
+            dedupe_sorted(names.clone()),
+            [
+                "*.a.example.com",
+                "*.example.com",
+                "a.x.io",
+                "b.example.com"
+            ]
+        );
         assert_eq!(drop_covered(&names), ["*.example.com", "a.x.io"]);
     }
 

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use gateway_api::apis::standard::gateways::{Gateway, GatewayListeners, GatewayListenersAllowedRoutesKinds};
+use gateway_api::apis::standard::gateways::{
+    Gateway, GatewayListeners, GatewayListenersAllowedRoutesKinds,
+};
 
 use super::conditions::{Cond, reasons, types};
 use super::refs::{TLS_SECRET_TYPE, grant_allows};
@@ -20,7 +22,10 @@ pub struct RouteGroupKind {
 
 impl RouteGroupKind {
     fn gw(kind: &str) -> Self {
-        Self { group: GATEWAY_API_GROUP.to_owned(), kind: kind.to_owned() }
+        Self {
+            group: GATEWAY_API_GROUP.to_owned(),
+            kind: kind.to_owned(),
+        }
     }
 }
 
@@ -70,13 +75,21 @@ pub struct ListenerEval {
     pub attached_routes: i32,
 }
 
-const LISTENER_OWNED: &[&str] = &[types::ACCEPTED, types::PROGRAMMED, types::RESOLVED_REFS, types::CONFLICTED, types::OVERLAPPING_TLS_CONFIG];
+const LISTENER_OWNED: &[&str] = &[
+    types::ACCEPTED,
+    types::PROGRAMMED,
+    types::RESOLVED_REFS,
+    types::CONFLICTED,
+    types::OVERLAPPING_TLS_CONFIG,
+];
 
 impl ListenerEval {
     /// Accepted, refs resolved, no conflict.
     #[must_use]
     pub fn is_valid(&self) -> bool {
-        self.accepted.status.is_true() && self.resolved_refs.status.is_true() && self.conflicted.is_none()
+        self.accepted.status.is_true()
+            && self.resolved_refs.status.is_true()
+            && self.conflicted.is_none()
     }
 
     /// The conditions to write; `Programmed` follows the Gateway's unless the listener is invalid.
@@ -85,10 +98,21 @@ impl ListenerEval {
         let programmed = if self.is_valid() {
             gateway_programmed.retyped(types::PROGRAMMED)
         } else {
-            let why = [&self.accepted, &self.resolved_refs].into_iter().chain(self.conflicted.as_ref()).find(|c| !c.status.is_true() || c.type_ == types::CONFLICTED);
-            Cond::f(types::PROGRAMMED, reasons::INVALID, why.map_or("listener is invalid", |c| c.message.as_str()))
+            let why = [&self.accepted, &self.resolved_refs]
+                .into_iter()
+                .chain(self.conflicted.as_ref())
+                .find(|c| !c.status.is_true() || c.type_ == types::CONFLICTED);
+            Cond::f(
+                types::PROGRAMMED,
+                reasons::INVALID,
+                why.map_or("listener is invalid", |c| c.message.as_str()),
+            )
         };
-        let mut out = vec![self.accepted.clone(), self.resolved_refs.clone(), programmed];
+        let mut out = vec![
+            self.accepted.clone(),
+            self.resolved_refs.clone(),
+            programmed,
+        ];
         out.extend(self.conflicted.clone());
         out.extend(self.overlapping_tls.clone());
         out
@@ -122,7 +146,12 @@ pub fn gateway_owned_types() -> &'static [&'static str] {
 #[must_use]
 pub fn evaluate_gateway(gw: &Gateway, lookup: &dyn Lookup) -> GatewayEval {
     let ns = gw.metadata.namespace.clone().unwrap_or_default();
-    let mut listeners: Vec<ListenerEval> = gw.spec.listeners.iter().map(|l| evaluate_listener(l, &ns, lookup)).collect();
+    let mut listeners: Vec<ListenerEval> = gw
+        .spec
+        .listeners
+        .iter()
+        .map(|l| evaluate_listener(l, &ns, lookup))
+        .collect();
     mark_conflicts(&mut listeners);
     mark_overlapping_tls(&mut listeners);
 
@@ -134,30 +163,71 @@ pub fn evaluate_gateway(gw: &Gateway, lookup: &dyn Lookup) -> GatewayEval {
         .filter_map(|a| a.r#type.clone())
         .find(|t| !SUPPORTED_ADDRESS_TYPES.contains(&t.as_str()));
     let accepted = if let Some(t) = unsupported {
-        Cond::f(types::ACCEPTED, reasons::UNSUPPORTED_ADDRESS, &format!("address type {t:?} is not supported; use IPAddress or Hostname"))
+        Cond::f(
+            types::ACCEPTED,
+            reasons::UNSUPPORTED_ADDRESS,
+            &format!("address type {t:?} is not supported; use IPAddress or Hostname"),
+        )
     } else if !listeners.iter().any(|l| l.accepted.status.is_true()) {
-        Cond::f(types::ACCEPTED, reasons::LISTENERS_NOT_VALID, "no listener is valid")
+        Cond::f(
+            types::ACCEPTED,
+            reasons::LISTENERS_NOT_VALID,
+            "no listener is valid",
+        )
     } else if let Some(bad) = listeners.iter().find(|l| !l.is_valid()) {
         let n = listeners.iter().filter(|l| !l.is_valid()).count();
-        Cond::t(types::ACCEPTED, reasons::LISTENERS_NOT_VALID, &format!("{n} listener(s) are not valid, among them {:?}", bad.name))
+        Cond::t(
+            types::ACCEPTED,
+            reasons::LISTENERS_NOT_VALID,
+            &format!("{n} listener(s) are not valid, among them {:?}", bad.name),
+        )
     } else {
-        Cond::t(types::ACCEPTED, reasons::ACCEPTED, "the Gateway is accepted")
+        Cond::t(
+            types::ACCEPTED,
+            reasons::ACCEPTED,
+            "the Gateway is accepted",
+        )
     };
-    GatewayEval { accepted, listeners }
+    GatewayEval {
+        accepted,
+        listeners,
+    }
 }
 
 fn evaluate_listener(l: &GatewayListeners, ns: &str, lookup: &dyn Lookup) -> ListenerEval {
     let protocol_kinds = protocol_kinds(&l.protocol);
-    let mut accepted = Cond::t(types::ACCEPTED, reasons::ACCEPTED, "the listener is accepted");
+    let mut accepted = Cond::t(
+        types::ACCEPTED,
+        reasons::ACCEPTED,
+        "the listener is accepted",
+    );
     if protocol_kinds.is_none() {
-        accepted = Cond::f(types::ACCEPTED, reasons::UNSUPPORTED_PROTOCOL, &format!("protocol {:?} is not supported; use HTTP or HTTPS", l.protocol));
+        accepted = Cond::f(
+            types::ACCEPTED,
+            reasons::UNSUPPORTED_PROTOCOL,
+            &format!(
+                "protocol {:?} is not supported; use HTTP or HTTPS",
+                l.protocol
+            ),
+        );
     } else if let Some(Err(e)) = l.hostname.as_deref().map(hostnames::validate_hostname) {
         accepted = Cond::f(types::ACCEPTED, reasons::UNSUPPORTED_VALUE, &e);
     } else if !(1..=65535).contains(&l.port) {
-        accepted = Cond::f(types::ACCEPTED, reasons::PORT_UNAVAILABLE, &format!("port {} is out of range", l.port));
+        accepted = Cond::f(
+            types::ACCEPTED,
+            reasons::PORT_UNAVAILABLE,
+            &format!("port {} is out of range", l.port),
+        );
     }
-    let (supported_kinds, kinds_problem) = supported_kinds(l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref()), protocol_kinds.as_deref().unwrap_or_default());
-    let mut resolved_refs = Cond::t(types::RESOLVED_REFS, reasons::RESOLVED_REFS, "all references are resolved");
+    let (supported_kinds, kinds_problem) = supported_kinds(
+        l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref()),
+        protocol_kinds.as_deref().unwrap_or_default(),
+    );
+    let mut resolved_refs = Cond::t(
+        types::RESOLVED_REFS,
+        reasons::RESOLVED_REFS,
+        "all references are resolved",
+    );
     if let Some(msg) = kinds_problem {
         resolved_refs = Cond::f(types::RESOLVED_REFS, reasons::INVALID_ROUTE_KINDS, &msg);
     }
@@ -188,14 +258,23 @@ fn evaluate_listener(l: &GatewayListeners, ns: &str, lookup: &dyn Lookup) -> Lis
 }
 
 /// The kinds a listener admits; a message when some requested kinds are not supported.
-fn supported_kinds(requested: Option<&[GatewayListenersAllowedRoutesKinds]>, protocol: &[RouteGroupKind]) -> (Vec<RouteGroupKind>, Option<String>) {
+fn supported_kinds(
+    requested: Option<&[GatewayListenersAllowedRoutesKinds]>,
+    protocol: &[RouteGroupKind],
+) -> (Vec<RouteGroupKind>, Option<String>) {
     match requested {
         None | Some([]) => (protocol.to_vec(), None),
         Some(kinds) => {
             let mut ok = Vec::new();
             let mut bad = Vec::new();
             for k in kinds {
-                let gk = RouteGroupKind { group: k.group.clone().unwrap_or_else(|| GATEWAY_API_GROUP.to_owned()), kind: k.kind.clone() };
+                let gk = RouteGroupKind {
+                    group: k
+                        .group
+                        .clone()
+                        .unwrap_or_else(|| GATEWAY_API_GROUP.to_owned()),
+                    kind: k.kind.clone(),
+                };
                 if protocol.contains(&gk) {
                     if !ok.contains(&gk) {
                         ok.push(gk);
@@ -204,7 +283,12 @@ fn supported_kinds(requested: Option<&[GatewayListenersAllowedRoutesKinds]>, pro
                     bad.push(format!("{}/{}", gk.group, gk.kind));
                 }
             }
-            let msg = (!bad.is_empty()).then(|| format!("route kinds not supported on this listener: {}", bad.join(", ")));
+            let msg = (!bad.is_empty()).then(|| {
+                format!(
+                    "route kinds not supported on this listener: {}",
+                    bad.join(", ")
+                )
+            });
             (ok, msg)
         }
     }
@@ -212,38 +296,79 @@ fn supported_kinds(requested: Option<&[GatewayListenersAllowedRoutesKinds]>, pro
 
 type RefError = (&'static str, String);
 
-fn resolve_certificates(l: &GatewayListeners, ns: &str, lookup: &dyn Lookup) -> Result<Vec<(String, String)>, RefError> {
+fn resolve_certificates(
+    l: &GatewayListeners,
+    ns: &str,
+    lookup: &dyn Lookup,
+) -> Result<Vec<(String, String)>, RefError> {
     let Some(tls) = &l.tls else {
-        return Err((reasons::INVALID_CERTIFICATE_REF, "an HTTPS listener needs tls.certificateRefs".into()));
+        return Err((
+            reasons::INVALID_CERTIFICATE_REF,
+            "an HTTPS listener needs tls.certificateRefs".into(),
+        ));
     };
     let refs = tls.certificate_refs.as_deref().unwrap_or_default();
     if refs.is_empty() {
         return if tls.options.as_ref().is_some_and(|o| !o.is_empty()) {
             Ok(Vec::new())
         } else {
-            Err((reasons::INVALID_CERTIFICATE_REF, "an HTTPS listener needs tls.certificateRefs".into()))
+            Err((
+                reasons::INVALID_CERTIFICATE_REF,
+                "an HTTPS listener needs tls.certificateRefs".into(),
+            ))
         };
     }
     let mut out = Vec::new();
     for r in refs {
         let group = r.group.clone().unwrap_or_default();
         let kind = r.kind.clone().unwrap_or_else(|| "Secret".into());
-        let rns = r.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| ns.to_owned());
+        let rns = r
+            .namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| ns.to_owned());
         let what = format!("certificateRef {rns}/{}", r.name);
         if !group.is_empty() || kind != "Secret" {
-            return Err((reasons::INVALID_CERTIFICATE_REF, format!("{what}: only core Secrets are supported, not {group}/{kind}")));
+            return Err((
+                reasons::INVALID_CERTIFICATE_REF,
+                format!("{what}: only core Secrets are supported, not {group}/{kind}"),
+            ));
         }
-        if !grant_allows(lookup, GATEWAY_API_GROUP, "Gateway", ns, "", "Secret", &rns, &r.name) {
-            return Err((reasons::REF_NOT_PERMITTED, format!("{what}: no ReferenceGrant in {rns} allows Gateways of {ns} to use it")));
+        if !grant_allows(
+            lookup,
+            GATEWAY_API_GROUP,
+            "Gateway",
+            ns,
+            "",
+            "Secret",
+            &rns,
+            &r.name,
+        ) {
+            return Err((
+                reasons::REF_NOT_PERMITTED,
+                format!("{what}: no ReferenceGrant in {rns} allows Gateways of {ns} to use it"),
+            ));
         }
         let Some(info) = lookup.secret(&rns, &r.name) else {
-            return Err((reasons::INVALID_CERTIFICATE_REF, format!("{what}: Secret not found")));
+            return Err((
+                reasons::INVALID_CERTIFICATE_REF,
+                format!("{what}: Secret not found"),
+            ));
         };
         if info.type_ != TLS_SECRET_TYPE {
-            return Err((reasons::INVALID_CERTIFICATE_REF, format!("{what}: Secret type is {:?}, not {TLS_SECRET_TYPE:?}", info.type_)));
+            return Err((
+                reasons::INVALID_CERTIFICATE_REF,
+                format!(
+                    "{what}: Secret type is {:?}, not {TLS_SECRET_TYPE:?}",
+                    info.type_
+                ),
+            ));
         }
         if !info.tls_valid {
-            return Err((reasons::INVALID_CERTIFICATE_REF, format!("{what}: tls.crt or tls.key is not valid PEM")));
+            return Err((
+                reasons::INVALID_CERTIFICATE_REF,
+                format!("{what}: tls.crt or tls.key is not valid PEM"),
+            ));
         }
         out.push((rns, r.name.clone()));
     }
@@ -271,12 +396,24 @@ fn mark_conflicts(listeners: &mut [ListenerEval]) {
                     continue;
                 }
                 let (a, b) = (&listeners[i], &listeners[j]);
-                if family(&a.protocol) != family(&b.protocol) || a.protocol == "TCP" || a.protocol == "UDP" {
-                    conflict = Some((reasons::PROTOCOL_CONFLICT, format!("port {} is also used by listener {:?} with protocol {}", a.port, b.name, b.protocol)));
+                if family(&a.protocol) != family(&b.protocol)
+                    || a.protocol == "TCP"
+                    || a.protocol == "UDP"
+                {
+                    conflict = Some((
+                        reasons::PROTOCOL_CONFLICT,
+                        format!(
+                            "port {} is also used by listener {:?} with protocol {}",
+                            a.port, b.name, b.protocol
+                        ),
+                    ));
                     break;
                 }
                 if a.hostname == b.hostname {
-                    conflict.get_or_insert((reasons::HOSTNAME_CONFLICT, format!("listener {:?} uses the same port and hostname", b.name)));
+                    conflict.get_or_insert((
+                        reasons::HOSTNAME_CONFLICT,
+                        format!("listener {:?} uses the same port and hostname", b.name),
+                    ));
                 }
             }
             if let Some((reason, msg)) = conflict {
@@ -293,12 +430,23 @@ fn mark_overlapping_tls(listeners: &mut [ListenerEval]) {
     let n = listeners.len();
     for i in 0..n {
         for j in 0..n {
-            if i == j || listeners[i].port != listeners[j].port || listeners[i].protocol != "HTTPS" || listeners[j].protocol != "HTTPS" {
+            if i == j
+                || listeners[i].port != listeners[j].port
+                || listeners[i].protocol != "HTTPS"
+                || listeners[j].protocol != "HTTPS"
+            {
                 continue;
             }
-            let overlap = match (listeners[i].hostname.as_deref(), listeners[j].hostname.as_deref()) {
+            let overlap = match (
+                listeners[i].hostname.as_deref(),
+                listeners[j].hostname.as_deref(),
+            ) {
                 (None, _) | (_, None) => true,
-                (Some(a), Some(b)) => a == b || hostnames::covered_by_wildcard(a, b) || hostnames::covered_by_wildcard(b, a),
+                (Some(a), Some(b)) => {
+                    a == b
+                        || hostnames::covered_by_wildcard(a, b)
+                        || hostnames::covered_by_wildcard(b, a)
+                }
             };
             if overlap {
                 let other = listeners[j].name.clone();
@@ -318,9 +466,12 @@ pub(crate) mod tests {
     use crate::gateway::refs::tests::{CERT, KEY, secret};
     use crate::gateway::{SecretInfo, Status};
     use gateway_api::apis::standard::gateways::{
-        GatewayAddresses, GatewayListenersAllowedRoutes, GatewayListenersTls, GatewayListenersTlsCertificateRefs,
+        GatewayAddresses, GatewayListenersAllowedRoutes, GatewayListenersTls,
+        GatewayListenersTlsCertificateRefs,
     };
-    use gateway_api::apis::standard::referencegrants::{ReferenceGrant, ReferenceGrantFrom, ReferenceGrantSpec, ReferenceGrantTo};
+    use gateway_api::apis::standard::referencegrants::{
+        ReferenceGrant, ReferenceGrantFrom, ReferenceGrantSpec, ReferenceGrantTo,
+    };
 
     #[derive(Default)]
     pub struct World {
@@ -338,24 +489,45 @@ pub(crate) mod tests {
             self.secrets.get(&(namespace.to_owned(), name.to_owned()))
         }
         fn reference_grants(&self, namespace: &str) -> Vec<&ReferenceGrant> {
-            self.grants.get(namespace).map(|v| v.iter().collect()).unwrap_or_default()
+            self.grants
+                .get(namespace)
+                .map(|v| v.iter().collect())
+                .unwrap_or_default()
         }
         fn service_exists(&self, namespace: &str, name: &str) -> Option<bool> {
-            self.services.as_ref().map(|s| s.iter().any(|(n, m)| n == namespace && m == name))
+            self.services
+                .as_ref()
+                .map(|s| s.iter().any(|(n, m)| n == namespace && m == name))
         }
     }
 
     impl World {
         pub fn with_tls_secret(mut self, ns: &str, name: &str) -> Self {
-            self.secrets.insert((ns.into(), name.into()), SecretInfo::from_secret(&secret(TLS_SECRET_TYPE, CERT.as_bytes(), KEY.as_bytes())));
+            self.secrets.insert(
+                (ns.into(), name.into()),
+                SecretInfo::from_secret(&secret(TLS_SECRET_TYPE, CERT.as_bytes(), KEY.as_bytes())),
+            );
             self
         }
-        pub fn with_grant(mut self, ns: &str, from: (&str, &str, &str), to: (&str, &str, Option<&str>)) -> Self {
+        pub fn with_grant(
+            mut self,
+            ns: &str,
+            from: (&str, &str, &str),
+            to: (&str, &str, Option<&str>),
+        ) -> Self {
             let g = ReferenceGrant {
                 metadata: Default::default(),
                 spec: ReferenceGrantSpec {
-                    from: vec![ReferenceGrantFrom { group: from.0.into(), kind: from.1.into(), namespace: from.2.into() }],
-                    to: vec![ReferenceGrantTo { group: to.0.into(), kind: to.1.into(), name: to.2.map(Into::into) }],
+                    from: vec![ReferenceGrantFrom {
+                        group: from.0.into(),
+                        kind: from.1.into(),
+                        namespace: from.2.into(),
+                    }],
+                    to: vec![ReferenceGrantTo {
+                        group: to.0.into(),
+                        kind: to.1.into(),
+                        name: to.2.map(Into::into),
+                    }],
                 },
             };
             self.grants.entry(ns.into()).or_default().push(g);
@@ -363,14 +535,34 @@ pub(crate) mod tests {
         }
     }
 
-    pub fn listener(name: &str, port: i32, protocol: &str, hostname: Option<&str>) -> GatewayListeners {
-        GatewayListeners { name: name.into(), port, protocol: protocol.into(), hostname: hostname.map(Into::into), ..Default::default() }
+    pub fn listener(
+        name: &str,
+        port: i32,
+        protocol: &str,
+        hostname: Option<&str>,
+    ) -> GatewayListeners {
+        GatewayListeners {
+            name: name.into(),
+            port,
+            protocol: protocol.into(),
+            hostname: hostname.map(Into::into),
+            ..Default::default()
+        }
     }
 
-    pub fn https(name: &str, hostname: Option<&str>, secret_ns: Option<&str>, secret: &str) -> GatewayListeners {
+    pub fn https(
+        name: &str,
+        hostname: Option<&str>,
+        secret_ns: Option<&str>,
+        secret: &str,
+    ) -> GatewayListeners {
         let mut l = listener(name, 443, "HTTPS", hostname);
         l.tls = Some(GatewayListenersTls {
-            certificate_refs: Some(vec![GatewayListenersTlsCertificateRefs { name: secret.into(), namespace: secret_ns.map(Into::into), ..Default::default() }]),
+            certificate_refs: Some(vec![GatewayListenersTlsCertificateRefs {
+                name: secret.into(),
+                namespace: secret_ns.map(Into::into),
+                ..Default::default()
+            }]),
             ..Default::default()
         });
         l
@@ -390,11 +582,26 @@ pub(crate) mod tests {
     fn unsupported_protocol_one_or_two_listeners() {
         let w = World::default();
         let e = evaluate_gateway(&gw(vec![listener("udp", 53, "UDP", None)]), &w);
-        assert_eq!((e.accepted.status, e.accepted.reason.as_str()), (Status::False, reasons::LISTENERS_NOT_VALID));
-        assert_eq!(e.listeners[0].accepted.reason, reasons::UNSUPPORTED_PROTOCOL);
+        assert_eq!(
+            (e.accepted.status, e.accepted.reason.as_str()),
+            (Status::False, reasons::LISTENERS_NOT_VALID)
+        );
+        assert_eq!(
+            e.listeners[0].accepted.reason,
+            reasons::UNSUPPORTED_PROTOCOL
+        );
         assert!(e.listeners[0].supported_kinds.is_empty());
-        let e = evaluate_gateway(&gw(vec![listener("http", 80, "HTTP", None), listener("udp", 53, "UDP", None)]), &w);
-        assert_eq!((e.accepted.status, e.accepted.reason.as_str()), (Status::True, reasons::LISTENERS_NOT_VALID));
+        let e = evaluate_gateway(
+            &gw(vec![
+                listener("http", 80, "HTTP", None),
+                listener("udp", 53, "UDP", None),
+            ]),
+            &w,
+        );
+        assert_eq!(
+            (e.accepted.status, e.accepted.reason.as_str()),
+            (Status::True, reasons::LISTENERS_NOT_VALID)
+        );
         let e = evaluate_gateway(&gw(vec![listener("http", 80, "HTTP", None)]), &w);
         assert_eq!(e.accepted.reason, reasons::ACCEPTED);
     }
@@ -405,7 +612,14 @@ pub(crate) mod tests {
         let kinds = |ks: &[&str]| {
             let mut l = listener("http", 80, "HTTP", None);
             l.allowed_routes = Some(GatewayListenersAllowedRoutes {
-                kinds: Some(ks.iter().map(|k| GatewayListenersAllowedRoutesKinds { group: None, kind: (*k).into() }).collect()),
+                kinds: Some(
+                    ks.iter()
+                        .map(|k| GatewayListenersAllowedRoutesKinds {
+                            group: None,
+                            kind: (*k).into(),
+                        })
+                        .collect(),
+                ),
                 namespaces: None,
             });
             evaluate_gateway(&gw(vec![l]), &w).listeners.remove(0)
@@ -421,37 +635,112 @@ pub(crate) mod tests {
 
     #[test]
     fn certificate_refs() {
-        let mut w = World::default().with_tls_secret("infra", "good").with_tls_secret("certs", "other");
-        w.secrets.insert(("infra".into(), "malformed".into()), SecretInfo::from_secret(&secret(TLS_SECRET_TYPE, b"Hello world\n", KEY.as_bytes())));
-        w.secrets.insert(("infra".into(), "opaque".into()), SecretInfo { type_: "Opaque".into(), tls_valid: true });
-        let reason = |w: &World, l: GatewayListeners| evaluate_gateway(&gw(vec![l]), w).listeners[0].resolved_refs.reason.clone();
-        assert_eq!(reason(&w, https("a", None, None, "good")), reasons::RESOLVED_REFS);
-        assert_eq!(reason(&w, https("a", None, None, "missing")), reasons::INVALID_CERTIFICATE_REF);
-        assert_eq!(reason(&w, https("a", None, None, "malformed")), reasons::INVALID_CERTIFICATE_REF);
-        assert_eq!(reason(&w, https("a", None, None, "opaque")), reasons::INVALID_CERTIFICATE_REF);
+        let mut w = World::default()
+            .with_tls_secret("infra", "good")
+            .with_tls_secret("certs", "other");
+        w.secrets.insert(
+            ("infra".into(), "malformed".into()),
+            SecretInfo::from_secret(&secret(TLS_SECRET_TYPE, b"Hello world\n", KEY.as_bytes())),
+        );
+        w.secrets.insert(
+            ("infra".into(), "opaque".into()),
+            SecretInfo {
+                type_: "Opaque".into(),
+                tls_valid: true,
+            },
+        );
+        let reason = |w: &World, l: GatewayListeners| {
+            evaluate_gateway(&gw(vec![l]), w).listeners[0]
+                .resolved_refs
+                .reason
+                .clone()
+        };
+        assert_eq!(
+            reason(&w, https("a", None, None, "good")),
+            reasons::RESOLVED_REFS
+        );
+        assert_eq!(
+            reason(&w, https("a", None, None, "missing")),
+            reasons::INVALID_CERTIFICATE_REF
+        );
+        assert_eq!(
+            reason(&w, https("a", None, None, "malformed")),
+            reasons::INVALID_CERTIFICATE_REF
+        );
+        assert_eq!(
+            reason(&w, https("a", None, None, "opaque")),
+            reasons::INVALID_CERTIFICATE_REF
+        );
         let mut wrong_kind = https("a", None, None, "good");
-        wrong_kind.tls.as_mut().unwrap().certificate_refs.as_mut().unwrap()[0].kind = Some("ConfigMap".into());
+        wrong_kind
+            .tls
+            .as_mut()
+            .unwrap()
+            .certificate_refs
+            .as_mut()
+            .unwrap()[0]
+            .kind = Some("ConfigMap".into());
         assert_eq!(reason(&w, wrong_kind), reasons::INVALID_CERTIFICATE_REF);
         let mut wrong_group = https("a", None, None, "good");
-        wrong_group.tls.as_mut().unwrap().certificate_refs.as_mut().unwrap()[0].group = Some("wrong.io".into());
+        wrong_group
+            .tls
+            .as_mut()
+            .unwrap()
+            .certificate_refs
+            .as_mut()
+            .unwrap()[0]
+            .group = Some("wrong.io".into());
         assert_eq!(reason(&w, wrong_group), reasons::INVALID_CERTIFICATE_REF);
         // Cross-namespace: refused until a matching grant exists; wrong grants are ignored.
-        assert_eq!(reason(&w, https("a", None, Some("certs"), "other")), reasons::REF_NOT_PERMITTED);
+        assert_eq!(
+            reason(&w, https("a", None, Some("certs"), "other")),
+            reasons::REF_NOT_PERMITTED
+        );
         for bad in [
-            World::default().with_grant("infra", ("gateway.networking.k8s.io", "Gateway", "infra"), ("", "Secret", None)),
-            World::default().with_grant("certs", ("wrong.io", "Gateway", "infra"), ("", "Secret", None)),
-            World::default().with_grant("certs", ("gateway.networking.k8s.io", "HTTPRoute", "infra"), ("", "Secret", None)),
-            World::default().with_grant("certs", ("gateway.networking.k8s.io", "Gateway", "elsewhere"), ("", "Secret", None)),
-            World::default().with_grant("certs", ("gateway.networking.k8s.io", "Gateway", "infra"), ("", "Secret", Some("not-this-one"))),
+            World::default().with_grant(
+                "infra",
+                ("gateway.networking.k8s.io", "Gateway", "infra"),
+                ("", "Secret", None),
+            ),
+            World::default().with_grant(
+                "certs",
+                ("wrong.io", "Gateway", "infra"),
+                ("", "Secret", None),
+            ),
+            World::default().with_grant(
+                "certs",
+                ("gateway.networking.k8s.io", "HTTPRoute", "infra"),
+                ("", "Secret", None),
+            ),
+            World::default().with_grant(
+                "certs",
+                ("gateway.networking.k8s.io", "Gateway", "elsewhere"),
+                ("", "Secret", None),
+            ),
+            World::default().with_grant(
+                "certs",
+                ("gateway.networking.k8s.io", "Gateway", "infra"),
+                ("", "Secret", Some("not-this-one")),
+            ),
         ] {
             let mut bad = bad;
             bad.secrets = w.secrets.clone();
-            assert_eq!(reason(&bad, https("a", None, Some("certs"), "other")), reasons::REF_NOT_PERMITTED);
+            assert_eq!(
+                reason(&bad, https("a", None, Some("certs"), "other")),
+                reasons::REF_NOT_PERMITTED
+            );
         }
         for good in [Some("other"), None, Some("")] {
             w.grants.clear();
-            let w2 = std::mem::take(&mut w).with_grant("certs", ("gateway.networking.k8s.io", "Gateway", "infra"), ("", "Secret", good));
-            assert_eq!(reason(&w2, https("a", None, Some("certs"), "other")), reasons::RESOLVED_REFS);
+            let w2 = std::mem::take(&mut w).with_grant(
+                "certs",
+                ("gateway.networking.k8s.io", "Gateway", "infra"),
+                ("", "Secret", good),
+            );
+            assert_eq!(
+                reason(&w2, https("a", None, Some("certs"), "other")),
+                reasons::RESOLVED_REFS
+            );
             w = w2;
         }
     }
@@ -461,21 +750,51 @@ pub(crate) mod tests {
         let w = World::default().with_tls_secret("infra", "good");
         let mut tls = https("tls", Some("a.example.com"), None, "good");
         tls.port = 80;
-        let e = evaluate_gateway(&gw(vec![listener("http", 80, "HTTP", Some("a.example.com")), tls, listener("other", 8080, "HTTP", None)]), &w);
-        assert_eq!(e.listeners[0].conflicted.as_ref().unwrap().reason, reasons::PROTOCOL_CONFLICT);
-        assert_eq!(e.listeners[1].conflicted.as_ref().unwrap().reason, reasons::PROTOCOL_CONFLICT);
+        let e = evaluate_gateway(
+            &gw(vec![
+                listener("http", 80, "HTTP", Some("a.example.com")),
+                tls,
+                listener("other", 8080, "HTTP", None),
+            ]),
+            &w,
+        );
+        assert_eq!(
+            e.listeners[0].conflicted.as_ref().unwrap().reason,
+            reasons::PROTOCOL_CONFLICT
+        );
+        assert_eq!(
+            e.listeners[1].conflicted.as_ref().unwrap().reason,
+            reasons::PROTOCOL_CONFLICT
+        );
         assert!(e.listeners[2].conflicted.is_none());
         assert_eq!(e.accepted.reason, reasons::LISTENERS_NOT_VALID);
         assert!(e.accepted.status.is_true());
-        let e = evaluate_gateway(&gw(vec![listener("a", 80, "HTTP", Some("x.io")), listener("b", 80, "HTTP", Some("x.io"))]), &w);
-        assert!(e.listeners.iter().all(|l| l.conflicted.as_ref().is_some_and(|c| c.reason == reasons::HOSTNAME_CONFLICT)));
+        let e = evaluate_gateway(
+            &gw(vec![
+                listener("a", 80, "HTTP", Some("x.io")),
+                listener("b", 80, "HTTP", Some("x.io")),
+            ]),
+            &w,
+        );
+        assert!(e.listeners.iter().all(|l| {
+            l.conflicted
+                .as_ref()
+                .is_some_and(|c| c.reason == reasons::HOSTNAME_CONFLICT)
+        }));
         assert!(!e.accepted.status.is_true());
     }
 
     #[test]
     fn overlapping_tls_on_all_overlapping_listeners() {
         let w = World::default().with_tls_secret("infra", "good");
-        let e = evaluate_gateway(&gw(vec![https("wild", Some("*.example.com"), None, "good"), https("foo", Some("foo.example.com"), None, "good"), https("other", Some("other.io"), None, "good")]), &w);
+        let e = evaluate_gateway(
+            &gw(vec![
+                https("wild", Some("*.example.com"), None, "good"),
+                https("foo", Some("foo.example.com"), None, "good"),
+                https("other", Some("other.io"), None, "good"),
+            ]),
+            &w,
+        );
         assert!(e.listeners[0].overlapping_tls.is_some());
         assert!(e.listeners[1].overlapping_tls.is_some());
         assert!(e.listeners[2].overlapping_tls.is_none());
@@ -485,14 +804,26 @@ pub(crate) mod tests {
     #[test]
     fn unsupported_address_type() {
         let mut g = gw(vec![listener("http", 80, "HTTP", None)]);
-        g.spec.addresses = Some(vec![GatewayAddresses { r#type: Some("example.com/Custom".into()), value: Some("x".into()) }]);
-        assert_eq!(evaluate_gateway(&g, &World::default()).accepted.reason, reasons::UNSUPPORTED_ADDRESS);
+        g.spec.addresses = Some(vec![GatewayAddresses {
+            r#type: Some("example.com/Custom".into()),
+            value: Some("x".into()),
+        }]);
+        assert_eq!(
+            evaluate_gateway(&g, &World::default()).accepted.reason,
+            reasons::UNSUPPORTED_ADDRESS
+        );
     }
 
     #[test]
     fn status_conds_programmed_follows_validity() {
         let w = World::default();
-        let e = evaluate_gateway(&gw(vec![https("a", None, None, "missing"), listener("b", 80, "HTTP", None)]), &w);
+        let e = evaluate_gateway(
+            &gw(vec![
+                https("a", None, None, "missing"),
+                listener("b", 80, "HTTP", None),
+            ]),
+            &w,
+        );
         let gp = Cond::t(types::PROGRAMMED, reasons::PROGRAMMED, "ok");
         let a = e.listeners[0].status_conds(&gp);
         assert_eq!(a[2].status, Status::False);

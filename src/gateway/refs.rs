@@ -28,34 +28,50 @@ impl SecretInfo {
                 .as_ref()
                 .and_then(|d| d.get(k))
                 .map(|b| b.0.clone())
-                .or_else(|| secret.string_data.as_ref().and_then(|d| d.get(k)).map(|s| s.as_bytes().to_vec()))
+                .or_else(|| {
+                    secret
+                        .string_data
+                        .as_ref()
+                        .and_then(|d| d.get(k))
+                        .map(|s| s.as_bytes().to_vec())
+                })
         };
         let crt = get("tls.crt").is_some_and(|b| has_pem_block(&b, |label| label == "CERTIFICATE"));
-        let key = get("tls.key").is_some_and(|b| has_pem_block(&b, |label| label.ends_with("PRIVATE KEY")));
-        Self { type_: secret.type_.clone().unwrap_or_else(|| "Opaque".into()), tls_valid: crt && key }
+        let key = get("tls.key")
+            .is_some_and(|b| has_pem_block(&b, |label| label.ends_with("PRIVATE KEY")));
+        Self {
+            type_: secret.type_.clone().unwrap_or_else(|| "Opaque".into()),
+            tls_valid: crt && key,
+        }
     }
 }
 
 /// Whether `bytes` hold a PEM block with an accepted label and a base64 body that decodes
 /// to something that starts like DER (a SEQUENCE).
 fn has_pem_block(bytes: &[u8], accept: impl Fn(&str) -> bool) -> bool {
-    let Ok(text) = std::str::from_utf8(bytes) else { return false };
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return false;
+    };
     let mut rest = text;
     while let Some(start) = rest.find("-----BEGIN ") {
         rest = &rest[start + 11..];
-        let Some(end_label) = rest.find("-----") else { return false };
+        let Some(end_label) = rest.find("-----") else {
+            return false;
+        };
         let label = rest[..end_label].to_owned();
         rest = &rest[end_label + 5..];
         let end_marker = format!("-----END {label}-----");
-        let Some(end) = rest.find(&end_marker) else { return false };
+        let Some(end) = rest.find(&end_marker) else {
+            return false;
+        };
         let body: String = rest[..end].chars().filter(|c| !c.is_whitespace()).collect();
         rest = &rest[end + end_marker.len()..];
-        if accept(&label) {
-            if let Ok(der) = base64::engine::general_purpose::STANDARD.decode(body) {
-                if der.len() > 16 && der[0] == 0x30 {
-                    return true;
-                }
-            }
+        if accept(&label)
+            && let Ok(der) = base64::engine::general_purpose::STANDARD.decode(body)
+            && der.len() > 16
+            && der[0] == 0x30
+        {
+            return true;
         }
     }
     false
@@ -66,13 +82,31 @@ fn has_pem_block(bytes: &[u8], accept: impl Fn(&str) -> bool) -> bool {
 /// and across namespaces only by a ReferenceGrant in the target namespace.
 #[must_use]
 #[allow(clippy::too_many_arguments)]
-pub fn grant_allows(lookup: &dyn Lookup, from_group: &str, from_kind: &str, from_namespace: &str, to_group: &str, to_kind: &str, to_namespace: &str, to_name: &str) -> bool {
+pub fn grant_allows(
+    lookup: &dyn Lookup,
+    from_group: &str,
+    from_kind: &str,
+    from_namespace: &str,
+    to_group: &str,
+    to_kind: &str,
+    to_namespace: &str,
+    to_name: &str,
+) -> bool {
     if from_namespace == to_namespace {
         return true;
     }
     lookup.reference_grants(to_namespace).iter().any(|g| {
-        g.spec.from.iter().any(|f| f.group == from_group && f.kind == from_kind && f.namespace == from_namespace)
-            && g.spec.to.iter().any(|t| t.group == to_group && t.kind == to_kind && t.name.as_deref().is_none_or(|n| n.is_empty() || n == to_name))
+        g.spec
+            .from
+            .iter()
+            .any(|f| f.group == from_group && f.kind == from_kind && f.namespace == from_namespace)
+            && g.spec.to.iter().any(|t| {
+                t.group == to_group
+                    && t.kind == to_kind
+                    && t.name
+                        .as_deref()
+                        .is_none_or(|n| n.is_empty() || n == to_name)
+            })
     })
 }
 
@@ -106,18 +140,30 @@ nOJ6NwCFor9zpBTSNTkh7/xXjr2hRANCAATjZtYP3OiKPOapQgYmPhry4JTWK82A
     pub fn secret(type_: &str, crt: &[u8], key: &[u8]) -> Secret {
         Secret {
             type_: Some(type_.into()),
-            data: Some(BTreeMap::from([("tls.crt".into(), ByteString(crt.to_vec())), ("tls.key".into(), ByteString(key.to_vec()))])),
+            data: Some(BTreeMap::from([
+                ("tls.crt".into(), ByteString(crt.to_vec())),
+                ("tls.key".into(), ByteString(key.to_vec())),
+            ])),
             ..Secret::default()
         }
     }
 
     #[test]
     fn pem_validity() {
-        assert!(SecretInfo::from_secret(&secret(TLS_SECRET_TYPE, CERT.as_bytes(), KEY.as_bytes())).tls_valid);
-        assert!(!SecretInfo::from_secret(&secret(TLS_SECRET_TYPE, b"Hello world\n", KEY.as_bytes())).tls_valid);
+        assert!(
+            SecretInfo::from_secret(&secret(TLS_SECRET_TYPE, CERT.as_bytes(), KEY.as_bytes()))
+                .tls_valid
+        );
+        assert!(
+            !SecretInfo::from_secret(&secret(TLS_SECRET_TYPE, b"Hello world\n", KEY.as_bytes()))
+                .tls_valid
+        );
         assert!(!SecretInfo::from_secret(&secret(TLS_SECRET_TYPE, CERT.as_bytes(), b"")).tls_valid);
         let garbage = "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n";
-        assert!(!SecretInfo::from_secret(&secret(TLS_SECRET_TYPE, garbage.as_bytes(), KEY.as_bytes())).tls_valid);
+        assert!(
+            !SecretInfo::from_secret(&secret(TLS_SECRET_TYPE, garbage.as_bytes(), KEY.as_bytes()))
+                .tls_valid
+        );
         assert_eq!(SecretInfo::from_secret(&Secret::default()).type_, "Opaque");
     }
 }

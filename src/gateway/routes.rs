@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use gateway_api::apis::standard::gateways::{Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom};
+use gateway_api::apis::standard::gateways::{
+    Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom,
+};
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use serde_json::Value;
 
@@ -35,7 +37,10 @@ impl ParentRef {
     /// Whether it names the Gateway `gw_namespace/gw_name`.
     #[must_use]
     pub fn targets(&self, gw_namespace: &str, gw_name: &str) -> bool {
-        self.group == GATEWAY_API_GROUP && self.kind == "Gateway" && self.namespace == gw_namespace && self.name == gw_name
+        self.group == GATEWAY_API_GROUP
+            && self.kind == "Gateway"
+            && self.namespace == gw_namespace
+            && self.name == gw_name
     }
 }
 
@@ -90,9 +95,16 @@ impl RouteView {
                     o.entry("kind").or_insert_with(|| "Gateway".into());
                 }
                 ParentRef {
-                    group: p.group.clone().unwrap_or_else(|| GATEWAY_API_GROUP.to_owned()),
+                    group: p
+                        .group
+                        .clone()
+                        .unwrap_or_else(|| GATEWAY_API_GROUP.to_owned()),
                     kind: p.kind.clone().unwrap_or_else(|| "Gateway".to_owned()),
-                    namespace: p.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| namespace.clone()),
+                    namespace: p
+                        .namespace
+                        .clone()
+                        .filter(|n| !n.is_empty())
+                        .unwrap_or_else(|| namespace.clone()),
                     name: p.name.clone(),
                     section_name: p.section_name.clone().filter(|s| !s.is_empty()),
                     port: p.port,
@@ -109,13 +121,20 @@ impl RouteView {
             .map(|b| BackendRef {
                 group: b.group.clone().unwrap_or_default(),
                 kind: b.kind.clone().unwrap_or_else(|| "Service".to_owned()),
-                namespace: b.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| namespace.clone()),
+                namespace: b
+                    .namespace
+                    .clone()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or_else(|| namespace.clone()),
                 name: b.name.clone(),
                 port: b.port,
             })
             .collect();
         Self {
-            kind: RouteGroupKind { group: GATEWAY_API_GROUP.to_owned(), kind: "HTTPRoute".to_owned() },
+            kind: RouteGroupKind {
+                group: GATEWAY_API_GROUP.to_owned(),
+                kind: "HTTPRoute".to_owned(),
+            },
             namespace,
             name: r.metadata.name.clone().unwrap_or_default(),
             generation: r.metadata.generation.unwrap_or(0),
@@ -150,7 +169,11 @@ pub struct ParentAttachment {
     pub listeners: Vec<ListenerAttachment>,
 }
 
-const PARENT_OWNED: &[&str] = &[types::ACCEPTED, types::RESOLVED_REFS, types::PARTIALLY_INVALID];
+const PARENT_OWNED: &[&str] = &[
+    types::ACCEPTED,
+    types::RESOLVED_REFS,
+    types::PARTIALLY_INVALID,
+];
 
 impl ParentAttachment {
     /// Whether accepted.
@@ -176,7 +199,12 @@ impl ParentAttachment {
 /// whose own `Accepted` is True take routes; a listener with unresolved certificate refs
 /// still does (GatewayWithAttachedRoutes). `ResolvedRefs` is computed in every case.
 #[must_use]
-pub fn attach_route(route: &RouteView, gw: &Gateway, eval: &GatewayEval, lookup: &dyn Lookup) -> Vec<ParentAttachment> {
+pub fn attach_route(
+    route: &RouteView,
+    gw: &Gateway,
+    eval: &GatewayEval,
+    lookup: &dyn Lookup,
+) -> Vec<ParentAttachment> {
     let gw_ns = gw.metadata.namespace.clone().unwrap_or_default();
     let gw_name = gw.metadata.name.clone().unwrap_or_default();
     let resolved_refs = resolve_backends(route, lookup);
@@ -187,19 +215,35 @@ pub fn attach_route(route: &RouteView, gw: &Gateway, eval: &GatewayEval, lookup:
         .filter(|(_, p)| p.targets(&gw_ns, &gw_name))
         .map(|(i, p)| {
             let (accepted, listeners) = attach_one(route, p, gw, eval, &gw_ns, lookup);
-            ParentAttachment { parent_index: i, status_ref: p.status_ref.clone(), accepted, resolved_refs: resolved_refs.clone(), listeners }
+            ParentAttachment {
+                parent_index: i,
+                status_ref: p.status_ref.clone(),
+                accepted,
+                resolved_refs: resolved_refs.clone(),
+                listeners,
+            }
         })
         .collect()
 }
 
-fn attach_one(route: &RouteView, p: &ParentRef, gw: &Gateway, eval: &GatewayEval, gw_ns: &str, lookup: &dyn Lookup) -> (Cond, Vec<ListenerAttachment>) {
+fn attach_one(
+    route: &RouteView,
+    p: &ParentRef,
+    gw: &Gateway,
+    eval: &GatewayEval,
+    gw_ns: &str,
+    lookup: &dyn Lookup,
+) -> (Cond, Vec<ListenerAttachment>) {
     let a = types::ACCEPTED;
     let candidates: Vec<(&GatewayListeners, &super::ListenerEval)> = gw
         .spec
         .listeners
         .iter()
         .zip(&eval.listeners)
-        .filter(|(l, _)| p.section_name.as_ref().is_none_or(|s| *s == l.name) && p.port.is_none_or(|port| port == l.port))
+        .filter(|(l, _)| {
+            p.section_name.as_ref().is_none_or(|s| *s == l.name)
+                && p.port.is_none_or(|port| port == l.port)
+        })
         .collect();
     if candidates.is_empty() {
         let what = match (&p.section_name, p.port) {
@@ -212,41 +256,89 @@ fn attach_one(route: &RouteView, p: &ParentRef, gw: &Gateway, eval: &GatewayEval
     }
     let allowed: Vec<_> = candidates
         .into_iter()
-        .filter(|(l, e)| e.accepted.status.is_true() && e.supported_kinds.contains(&route.kind) && namespace_allowed(l, &route.namespace, gw_ns, lookup))
+        .filter(|(l, e)| {
+            e.accepted.status.is_true()
+                && e.supported_kinds.contains(&route.kind)
+                && namespace_allowed(l, &route.namespace, gw_ns, lookup)
+        })
         .collect();
     if allowed.is_empty() {
-        return (Cond::f(a, reasons::NOT_ALLOWED_BY_LISTENERS, &format!("no listener allows {} from namespace {:?}", route.kind.kind, route.namespace)), Vec::new());
+        return (
+            Cond::f(
+                a,
+                reasons::NOT_ALLOWED_BY_LISTENERS,
+                &format!(
+                    "no listener allows {} from namespace {:?}",
+                    route.kind.kind, route.namespace
+                ),
+            ),
+            Vec::new(),
+        );
     }
     let mut attached = Vec::new();
     for (_, e) in allowed {
         if route.hostnames.is_empty() {
-            attached.push(ListenerAttachment { listener: e.name.clone(), hostnames: e.hostname.clone().into_iter().collect() });
+            attached.push(ListenerAttachment {
+                listener: e.name.clone(),
+                hostnames: e.hostname.clone().into_iter().collect(),
+            });
             continue;
         }
         // A hostname the API would have rejected never reaches a child.
         let names = hostnames::dedupe_sorted(
-            route.hostnames.iter().filter(|h| hostnames::validate_hostname(h).is_ok()).filter_map(|h| hostnames::intersect(e.hostname.as_deref(), h)),
+            route
+                .hostnames
+                .iter()
+                .filter(|h| hostnames::validate_hostname(h).is_ok())
+                .filter_map(|h| hostnames::intersect(e.hostname.as_deref(), h)),
         );
         if !names.is_empty() {
-            attached.push(ListenerAttachment { listener: e.name.clone(), hostnames: names });
+            attached.push(ListenerAttachment {
+                listener: e.name.clone(),
+                hostnames: names,
+            });
         }
     }
     if attached.is_empty() {
-        return (Cond::f(a, reasons::NO_MATCHING_LISTENER_HOSTNAME, "no hostname of the route matches a listener hostname"), Vec::new());
+        return (
+            Cond::f(
+                a,
+                reasons::NO_MATCHING_LISTENER_HOSTNAME,
+                "no hostname of the route matches a listener hostname",
+            ),
+            Vec::new(),
+        );
     }
-    (Cond::t(a, reasons::ACCEPTED, "the route is accepted"), attached)
+    (
+        Cond::t(a, reasons::ACCEPTED, "the route is accepted"),
+        attached,
+    )
 }
 
-fn namespace_allowed(l: &GatewayListeners, route_ns: &str, gw_ns: &str, lookup: &dyn Lookup) -> bool {
-    let ns = l.allowed_routes.as_ref().and_then(|a| a.namespaces.as_ref());
+fn namespace_allowed(
+    l: &GatewayListeners,
+    route_ns: &str,
+    gw_ns: &str,
+    lookup: &dyn Lookup,
+) -> bool {
+    let ns = l
+        .allowed_routes
+        .as_ref()
+        .and_then(|a| a.namespaces.as_ref());
     match ns.and_then(|n| n.from.as_ref()) {
         None | Some(GatewayListenersAllowedRoutesNamespacesFrom::Same) => route_ns == gw_ns,
         Some(GatewayListenersAllowedRoutesNamespacesFrom::All) => true,
         Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector) => {
-            let Some(sel) = ns.and_then(|n| n.selector.as_ref()) else { return false };
+            let Some(sel) = ns.and_then(|n| n.selector.as_ref()) else {
+                return false;
+            };
             let empty = BTreeMap::new();
             let labels = lookup.namespace_labels(route_ns).unwrap_or(&empty);
-            let labels_ok = sel.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+            let labels_ok = sel
+                .match_labels
+                .iter()
+                .flatten()
+                .all(|(k, v)| labels.get(k) == Some(v));
             let exprs_ok = sel.match_expressions.iter().flatten().all(|e| {
                 let vals = e.values.as_deref().unwrap_or_default();
                 let has = labels.get(&e.key);
@@ -268,13 +360,37 @@ fn resolve_backends(route: &RouteView, lookup: &dyn Lookup) -> Cond {
     for b in &route.backend_refs {
         let what = format!("backendRef {}/{}", b.namespace, b.name);
         if !(b.group.is_empty() && b.kind == "Service") {
-            return Cond::f(r, reasons::INVALID_KIND, &format!("{what}: kind {}/{} is not supported; use a Service", b.group, b.kind));
+            return Cond::f(
+                r,
+                reasons::INVALID_KIND,
+                &format!(
+                    "{what}: kind {}/{} is not supported; use a Service",
+                    b.group, b.kind
+                ),
+            );
         }
-        if !grant_allows(lookup, &route.kind.group, &route.kind.kind, &route.namespace, "", "Service", &b.namespace, &b.name) {
-            return Cond::f(r, reasons::REF_NOT_PERMITTED, &format!("{what}: no ReferenceGrant in {} allows it", b.namespace));
+        if !grant_allows(
+            lookup,
+            &route.kind.group,
+            &route.kind.kind,
+            &route.namespace,
+            "",
+            "Service",
+            &b.namespace,
+            &b.name,
+        ) {
+            return Cond::f(
+                r,
+                reasons::REF_NOT_PERMITTED,
+                &format!("{what}: no ReferenceGrant in {} allows it", b.namespace),
+            );
         }
         if lookup.service_exists(&b.namespace, &b.name) == Some(false) {
-            return Cond::f(r, reasons::BACKEND_NOT_FOUND, &format!("{what}: Service not found"));
+            return Cond::f(
+                r,
+                reasons::BACKEND_NOT_FOUND,
+                &format!("{what}: Service not found"),
+            );
         }
     }
     Cond::t(r, reasons::RESOLVED_REFS, "all references are resolved")
@@ -303,39 +419,61 @@ mod tests {
     use crate::gateway::listeners::evaluate_gateway;
     use crate::gateway::listeners::tests::{World, gw, https, listener};
     use gateway_api::apis::standard::gateways::{
-        GatewayListenersAllowedRoutes, GatewayListenersAllowedRoutesKinds, GatewayListenersAllowedRoutesNamespaces, GatewayListenersAllowedRoutesNamespacesSelector,
+        GatewayListenersAllowedRoutes, GatewayListenersAllowedRoutesKinds,
+        GatewayListenersAllowedRoutesNamespaces, GatewayListenersAllowedRoutesNamespacesSelector,
         GatewayListenersAllowedRoutesNamespacesSelectorMatchExpressions,
     };
-    use gateway_api::apis::standard::httproutes::{HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesBackendRefs};
+    use gateway_api::apis::standard::httproutes::{
+        HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesBackendRefs,
+    };
 
     fn route(ns: &str, hostnames: &[&str], parents: Vec<HttpRouteParentRefs>) -> HttpRoute {
         let mut r = HttpRoute::default();
         r.metadata.name = Some("r".into());
         r.metadata.namespace = Some(ns.into());
         r.metadata.generation = Some(3);
-        r.spec.hostnames = (!hostnames.is_empty()).then(|| hostnames.iter().map(|h| (*h).into()).collect());
+        r.spec.hostnames =
+            (!hostnames.is_empty()).then(|| hostnames.iter().map(|h| (*h).into()).collect());
         r.spec.parent_refs = Some(parents);
         r.spec.rules = Some(vec![HttpRouteRules {
-            backend_refs: Some(vec![HttpRouteRulesBackendRefs { name: "svc".into(), port: Some(80), ..Default::default() }]),
+            backend_refs: Some(vec![HttpRouteRulesBackendRefs {
+                name: "svc".into(),
+                port: Some(80),
+                ..Default::default()
+            }]),
             ..Default::default()
         }]);
         r
     }
 
     fn parent(section: Option<&str>, port: Option<i32>) -> HttpRouteParentRefs {
-        HttpRouteParentRefs { name: "gw".into(), namespace: Some("infra".into()), section_name: section.map(Into::into), port, ..Default::default() }
+        HttpRouteParentRefs {
+            name: "gw".into(),
+            namespace: Some("infra".into()),
+            section_name: section.map(Into::into),
+            port,
+            ..Default::default()
+        }
     }
 
     fn all_ns(mut l: GatewayListeners) -> GatewayListeners {
         l.allowed_routes = Some(GatewayListenersAllowedRoutes {
             kinds: None,
-            namespaces: Some(GatewayListenersAllowedRoutesNamespaces { from: Some(GatewayListenersAllowedRoutesNamespacesFrom::All), selector: None }),
+            namespaces: Some(GatewayListenersAllowedRoutesNamespaces {
+                from: Some(GatewayListenersAllowedRoutesNamespacesFrom::All),
+                selector: None,
+            }),
         });
         l
     }
 
     fn attach(g: &Gateway, r: &HttpRoute, w: &World) -> Vec<ParentAttachment> {
-        attach_route(&RouteView::from_http_route(r), g, &evaluate_gateway(g, w), w)
+        attach_route(
+            &RouteView::from_http_route(r),
+            g,
+            &evaluate_gateway(g, w),
+            w,
+        )
     }
 
     #[test]
@@ -347,31 +485,74 @@ mod tests {
             listener("listener-3", 80, "HTTP", Some("*.anotherwildcard.io")),
         ]);
         let routes = [
-            route("infra", &["non.matching.com", "*.nonmatchingwildcard.io", "very.specific.com"], vec![parent(None, None)]),
+            route(
+                "infra",
+                &[
+                    "non.matching.com",
+                    "*.nonmatchingwildcard.io",
+                    "very.specific.com",
+                ],
+                vec![parent(None, None)],
+            ),
             route("infra", &["*.specific.com"], vec![parent(None, None)]),
-            route("infra", &["foo.wildcard.io", "bar.wildcard.io"], vec![parent(None, None)]),
+            route(
+                "infra",
+                &["foo.wildcard.io", "bar.wildcard.io"],
+                vec![parent(None, None)],
+            ),
             route("infra", &["*.anotherwildcard.io"], vec![parent(None, None)]),
-            route("infra", &["specific.but.wrong.com", "wildcard.io"], vec![parent(None, None)]),
+            route(
+                "infra",
+                &["specific.but.wrong.com", "wildcard.io"],
+                vec![parent(None, None)],
+            ),
         ];
         let mut eval = evaluate_gateway(&g, &w);
-        let all: Vec<ParentAttachment> = routes.iter().flat_map(|r| attach_route(&RouteView::from_http_route(r), &g, &eval, &w)).collect();
+        let all: Vec<ParentAttachment> = routes
+            .iter()
+            .flat_map(|r| attach_route(&RouteView::from_http_route(r), &g, &eval, &w))
+            .collect();
         count_attached_routes(&mut eval, &all);
         let counts: Vec<i32> = eval.listeners.iter().map(|l| l.attached_routes).collect();
         assert_eq!(counts, [2, 1, 1]);
-        assert_eq!(all[4].accepted.reason, reasons::NO_MATCHING_LISTENER_HOSTNAME);
-        assert_eq!(all[2].listeners[0].hostnames, ["bar.wildcard.io", "foo.wildcard.io"]);
+        assert_eq!(
+            all[4].accepted.reason,
+            reasons::NO_MATCHING_LISTENER_HOSTNAME
+        );
+        assert_eq!(
+            all[2].listeners[0].hostnames,
+            ["bar.wildcard.io", "foo.wildcard.io"]
+        );
         assert_eq!(all[1].listeners[0].hostnames, ["very.specific.com"]);
     }
 
     #[test]
     fn section_name_and_port() {
         let w = World::default();
-        let g = gw(vec![listener("http", 80, "HTTP", None), listener("alt", 8080, "HTTP", None)]);
-        let reason = |p| attach(&g, &route("infra", &[], vec![p]), &w)[0].accepted.reason.clone();
-        assert_eq!(reason(parent(Some("http1"), None)), reasons::NO_MATCHING_PARENT);
+        let g = gw(vec![
+            listener("http", 80, "HTTP", None),
+            listener("alt", 8080, "HTTP", None),
+        ]);
+        let reason = |p| {
+            attach(&g, &route("infra", &[], vec![p]), &w)[0]
+                .accepted
+                .reason
+                .clone()
+        };
+        assert_eq!(
+            reason(parent(Some("http1"), None)),
+            reasons::NO_MATCHING_PARENT
+        );
         assert_eq!(reason(parent(None, Some(81))), reasons::NO_MATCHING_PARENT);
-        assert_eq!(reason(parent(Some("http"), Some(8080))), reasons::NO_MATCHING_PARENT);
-        let a = attach(&g, &route("infra", &[], vec![parent(Some("alt"), None)]), &w);
+        assert_eq!(
+            reason(parent(Some("http"), Some(8080))),
+            reasons::NO_MATCHING_PARENT
+        );
+        let a = attach(
+            &g,
+            &route("infra", &[], vec![parent(Some("alt"), None)]),
+            &w,
+        );
         assert!(a[0].is_accepted());
         assert_eq!(a[0].listeners.len(), 1);
         assert_eq!(a[0].listeners[0].listener, "alt");
@@ -382,34 +563,81 @@ mod tests {
     #[test]
     fn allowed_namespaces_and_kinds() {
         let mut w = World::default();
-        w.namespaces.insert("web".into(), BTreeMap::from([("kubernetes.io/metadata.name".into(), "web".into()), ("team".into(), "a".into())]));
+        w.namespaces.insert(
+            "web".into(),
+            BTreeMap::from([
+                ("kubernetes.io/metadata.name".into(), "web".into()),
+                ("team".into(), "a".into()),
+            ]),
+        );
         let same = gw(vec![listener("http", 80, "HTTP", None)]);
         let a = attach(&same, &route("web", &[], vec![parent(None, None)]), &w);
         assert_eq!(a[0].accepted.reason, reasons::NOT_ALLOWED_BY_LISTENERS);
-        assert_eq!(a[0].resolved_refs.status, Status::True, "ResolvedRefs computed even when not accepted");
-        assert!(attach(&gw(vec![all_ns(listener("http", 80, "HTTP", None))]), &route("web", &[], vec![parent(None, None)]), &w)[0].is_accepted());
-        let selector = |labels: Option<BTreeMap<String, String>>, exprs: Option<Vec<GatewayListenersAllowedRoutesNamespacesSelectorMatchExpressions>>| {
+        assert_eq!(
+            a[0].resolved_refs.status,
+            Status::True,
+            "ResolvedRefs computed even when not accepted"
+        );
+        assert!(
+            attach(
+                &gw(vec![all_ns(listener("http", 80, "HTTP", None))]),
+                &route("web", &[], vec![parent(None, None)]),
+                &w
+            )[0]
+            .is_accepted()
+        );
+        let selector = |labels: Option<BTreeMap<String, String>>,
+                        exprs: Option<
+            Vec<GatewayListenersAllowedRoutesNamespacesSelectorMatchExpressions>,
+        >| {
             let mut l = listener("http", 80, "HTTP", None);
             l.allowed_routes = Some(GatewayListenersAllowedRoutes {
                 kinds: None,
                 namespaces: Some(GatewayListenersAllowedRoutesNamespaces {
                     from: Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector),
-                    selector: Some(GatewayListenersAllowedRoutesNamespacesSelector { match_labels: labels, match_expressions: exprs }),
+                    selector: Some(GatewayListenersAllowedRoutesNamespacesSelector {
+                        match_labels: labels,
+                        match_expressions: exprs,
+                    }),
                 }),
             });
             gw(vec![l])
         };
-        let expr = |op: &str, vals: &[&str]| GatewayListenersAllowedRoutesNamespacesSelectorMatchExpressions { key: "team".into(), operator: op.into(), values: Some(vals.iter().map(|v| (*v).into()).collect()) };
-        let ok = |g: &Gateway| attach(g, &route("web", &[], vec![parent(None, None)]), &w)[0].is_accepted();
-        assert!(ok(&selector(Some(BTreeMap::from([("team".into(), "a".into())])), None)));
-        assert!(!ok(&selector(Some(BTreeMap::from([("team".into(), "b".into())])), None)));
+        let expr = |op: &str, vals: &[&str]| {
+            GatewayListenersAllowedRoutesNamespacesSelectorMatchExpressions {
+                key: "team".into(),
+                operator: op.into(),
+                values: Some(vals.iter().map(|v| (*v).into()).collect()),
+            }
+        };
+        let ok = |g: &Gateway| {
+            attach(g, &route("web", &[], vec![parent(None, None)]), &w)[0].is_accepted()
+        };
+        assert!(ok(&selector(
+            Some(BTreeMap::from([("team".into(), "a".into())])),
+            None
+        )));
+        assert!(!ok(&selector(
+            Some(BTreeMap::from([("team".into(), "b".into())])),
+            None
+        )));
         assert!(ok(&selector(None, Some(vec![expr("In", &["a", "c"])]))));
         assert!(!ok(&selector(None, Some(vec![expr("NotIn", &["a"])]))));
         assert!(ok(&selector(None, Some(vec![expr("Exists", &[])]))));
         assert!(!ok(&selector(None, Some(vec![expr("DoesNotExist", &[])]))));
         let mut tls_only = listener("tls", 80, "HTTP", None);
-        tls_only.allowed_routes = Some(GatewayListenersAllowedRoutes { kinds: Some(vec![GatewayListenersAllowedRoutesKinds { group: None, kind: "TLSRoute".into() }]), namespaces: None });
-        let a = attach(&gw(vec![tls_only]), &route("infra", &[], vec![parent(None, None)]), &w);
+        tls_only.allowed_routes = Some(GatewayListenersAllowedRoutes {
+            kinds: Some(vec![GatewayListenersAllowedRoutesKinds {
+                group: None,
+                kind: "TLSRoute".into(),
+            }]),
+            namespaces: None,
+        });
+        let a = attach(
+            &gw(vec![tls_only]),
+            &route("infra", &[], vec![parent(None, None)]),
+            &w,
+        );
         assert_eq!(a[0].accepted.reason, reasons::NOT_ALLOWED_BY_LISTENERS);
     }
 
@@ -418,7 +646,12 @@ mod tests {
         let w = World::default();
         let g = gw(vec![https("https", None, None, "missing")]);
         let mut eval = evaluate_gateway(&g, &w);
-        let a = attach_route(&RouteView::from_http_route(&route("infra", &[], vec![parent(None, None)])), &g, &eval, &w);
+        let a = attach_route(
+            &RouteView::from_http_route(&route("infra", &[], vec![parent(None, None)])),
+            &g,
+            &eval,
+            &w,
+        );
         count_attached_routes(&mut eval, &a);
         assert_eq!(eval.listeners[0].attached_routes, 1);
     }
@@ -426,20 +659,34 @@ mod tests {
     #[test]
     fn backends() {
         let g = gw(vec![listener("http", 80, "HTTP", None)]);
-        let mut w = World { services: Some(vec![]), ..World::default() };
+        let mut w = World {
+            services: Some(vec![]),
+            ..World::default()
+        };
         let rr = |w: &World, r: &HttpRoute| attach(&g, r, w)[0].resolved_refs.reason.clone();
         let r = route("infra", &[], vec![parent(None, None)]);
         assert_eq!(rr(&w, &r), reasons::BACKEND_NOT_FOUND);
         w.services = Some(vec![("infra".into(), "svc".into())]);
         assert_eq!(rr(&w, &r), reasons::RESOLVED_REFS);
         let mut cross = r.clone();
-        cross.spec.rules.as_mut().unwrap()[0].backend_refs.as_mut().unwrap()[0].namespace = Some("other".into());
+        cross.spec.rules.as_mut().unwrap()[0]
+            .backend_refs
+            .as_mut()
+            .unwrap()[0]
+            .namespace = Some("other".into());
         assert_eq!(rr(&w, &cross), reasons::REF_NOT_PERMITTED);
         let mut kind = r.clone();
-        kind.spec.rules.as_mut().unwrap()[0].backend_refs.as_mut().unwrap()[0].kind = Some("Bucket".into());
+        kind.spec.rules.as_mut().unwrap()[0]
+            .backend_refs
+            .as_mut()
+            .unwrap()[0]
+            .kind = Some("Bucket".into());
         assert_eq!(rr(&w, &kind), reasons::INVALID_KIND);
         let a = attach(&g, &kind, &w);
-        assert!(a[0].is_accepted(), "an invalid backend keeps the route accepted");
+        assert!(
+            a[0].is_accepted(),
+            "an invalid backend keeps the route accepted"
+        );
     }
 
     #[test]

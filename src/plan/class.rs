@@ -40,10 +40,16 @@ pub fn plan_class(snap: &Snapshot, name: &str) -> Option<ClassPlan> {
         return None;
     }
     let accepted = match resolve_blueprint(snap, class) {
-        Ok(p) => Cond::t(types::ACCEPTED, reasons::ACCEPTED, &format!("GatewayClassBlueprint {} is valid", p.name)),
+        Ok(p) => Cond::t(
+            types::ACCEPTED,
+            reasons::ACCEPTED,
+            &format!("GatewayClassBlueprint {} is valid", p.name),
+        ),
         Err(msg) => Cond::f(types::ACCEPTED, reasons::INVALID_PARAMETERS, &msg),
     };
-    let in_use = snap.gateways().any(|(_, g)| g.typed.spec.gateway_class_name == name && g.typed.metadata.deletion_timestamp.is_none());
+    let in_use = snap.gateways().any(|(_, g)| {
+        g.typed.spec.gateway_class_name == name && g.typed.metadata.deletion_timestamp.is_none()
+    });
     Some(ClassPlan {
         name: name.to_owned(),
         accepted,
@@ -59,13 +65,23 @@ pub fn plan_class(snap: &Snapshot, name: &str) -> Option<ClassPlan> {
 /// A message for `Accepted=False/InvalidParameters`.
 pub fn resolve_blueprint(snap: &Snapshot, class: &GatewayClass) -> Result<Arc<Prepared>, String> {
     let Some(p) = &class.spec.parameters_ref else {
-        return Err(format!("spec.parametersRef must name a {}/{BLUEPRINT_KIND}", crate::api::GROUP));
+        return Err(format!(
+            "spec.parametersRef must name a {}/{BLUEPRINT_KIND}",
+            crate::api::GROUP
+        ));
     };
     if p.group != crate::api::GROUP || p.kind != BLUEPRINT_KIND {
-        return Err(format!("spec.parametersRef must name a {}/{BLUEPRINT_KIND}, not {}/{}", crate::api::GROUP, p.group, p.kind));
+        return Err(format!(
+            "spec.parametersRef must name a {}/{BLUEPRINT_KIND}, not {}/{}",
+            crate::api::GROUP,
+            p.group,
+            p.kind
+        ));
     }
     if p.namespace.as_deref().is_some_and(|n| !n.is_empty()) {
-        return Err(format!("spec.parametersRef: {BLUEPRINT_KIND} is cluster-scoped; remove the namespace"));
+        return Err(format!(
+            "spec.parametersRef: {BLUEPRINT_KIND} is cluster-scoped; remove the namespace"
+        ));
     }
     let Some(entry) = snap.blueprint(&p.name) else {
         return Err(format!("{BLUEPRINT_KIND} {} not found", p.name));
@@ -74,8 +90,16 @@ pub fn resolve_blueprint(snap: &Snapshot, class: &GatewayClass) -> Result<Arc<Pr
         Ok(prep) => Ok(prep.clone()),
         Err(errors) => {
             let shown: Vec<String> = errors.iter().take(3).map(ToString::to_string).collect();
-            let more = if errors.len() > 3 { format!(" (and {} more)", errors.len() - 3) } else { String::new() };
-            Err(format!("{BLUEPRINT_KIND} {} is invalid: {}{more}", p.name, shown.join("; ")))
+            let more = if errors.len() > 3 {
+                format!(" (and {} more)", errors.len() - 3)
+            } else {
+                String::new()
+            };
+            Err(format!(
+                "{BLUEPRINT_KIND} {} is invalid: {}{more}",
+                p.name,
+                shown.join("; ")
+            ))
         }
     }
 }

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use gateway_api::apis::standard::gateways::{
-    GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners, GatewayStatusListenersSupportedKinds,
+    GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
+    GatewayStatusListenersSupportedKinds,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
@@ -17,7 +18,9 @@ use crate::gateway::hostnames;
 use crate::gateway::listeners::{GatewayEval, evaluate_gateway, gateway_owned_types};
 use crate::gateway::routes::{ParentAttachment, attach_route, count_attached_routes};
 use crate::gateway::{CONTROLLER_NAME, ListenerEval};
-use crate::render::context::{AttachedRouteVar, HostnamesVar, ListenerVar, NamespacedName, TemplateContext};
+use crate::render::context::{
+    AttachedRouteVar, HostnamesVar, ListenerVar, NamespacedName, TemplateContext,
+};
 use crate::render::engine::STATUS_TEMPLATE;
 use crate::render::output::parse_documents;
 use crate::render::values::{Layer, merge_layers};
@@ -61,31 +64,60 @@ impl GatewayStatusPlan {
     /// The status to write: conditions merged with `existing` (keeping lastTransitionTime
     /// where nothing changed and conditions of other owners), `observedGeneration` set.
     #[must_use]
-    pub fn to_status(&self, existing: Option<&GatewayStatus>, generation: Option<i64>, now: &Time) -> GatewayStatus {
+    pub fn to_status(
+        &self,
+        existing: Option<&GatewayStatus>,
+        generation: Option<i64>,
+        now: &Time,
+    ) -> GatewayStatus {
         let empty = Vec::new();
-        let old_conds = existing.and_then(|s| s.conditions.as_ref()).unwrap_or(&empty);
+        let old_conds = existing
+            .and_then(|s| s.conditions.as_ref())
+            .unwrap_or(&empty);
         let old_listeners = existing.and_then(|s| s.listeners.as_ref());
         let listeners = self
             .listeners
             .iter()
             .map(|(l, conds)| {
-                let old = old_listeners.and_then(|ls| ls.iter().find(|o| o.name == l.name)).map(|o| o.conditions.as_slice()).unwrap_or_default();
+                let old = old_listeners
+                    .and_then(|ls| ls.iter().find(|o| o.name == l.name))
+                    .map(|o| o.conditions.as_slice())
+                    .unwrap_or_default();
                 GatewayStatusListeners {
                     name: l.name.clone(),
                     attached_routes: l.attached_routes,
                     supported_kinds: Some(
                         l.supported_kinds
                             .iter()
-                            .map(|k| GatewayStatusListenersSupportedKinds { group: Some(k.group.clone()), kind: k.kind.clone() })
+                            .map(|k| GatewayStatusListenersSupportedKinds {
+                                group: Some(k.group.clone()),
+                                kind: k.kind.clone(),
+                            })
                             .collect(),
                     ),
-                    conditions: merge_conditions(old, conds, ListenerEval::owned_types(), generation, now),
+                    conditions: merge_conditions(
+                        old,
+                        conds,
+                        ListenerEval::owned_types(),
+                        generation,
+                        now,
+                    ),
                 }
             })
             .collect();
         GatewayStatus {
-            addresses: if self.addresses.is_empty() { None } else { Some(self.addresses.clone()) },
-            conditions: Some(merge_conditions(old_conds, &self.conditions, gateway_owned_types(), generation, now)),
+            addresses: if self.addresses.is_empty() {
+                None
+            } else {
+                Some(self.addresses.clone())
+            },
+            conditions: Some(merge_conditions(
+                old_conds,
+                &self.conditions,
+                gateway_owned_types(),
+                generation,
+                now,
+            )),
             listeners: Some(listeners),
             ..existing.cloned().unwrap_or_default()
         }
@@ -129,7 +161,9 @@ impl GatewayPlan {
     /// Whether every desired child is ready and nothing is held or failed.
     #[must_use]
     pub fn converged(&self) -> bool {
-        self.errors.is_empty() && self.held.is_empty() && self.states.iter().all(|s| s.readiness.is_ready())
+        self.errors.is_empty()
+            && self.held.is_empty()
+            && self.states.iter().all(|s| s.readiness.is_ready())
     }
 }
 
@@ -144,7 +178,13 @@ pub fn offline_uid(kind: &str, ns: &str, name: &str) -> String {
 /// UID of an object, or a stable stand-in.
 pub(crate) fn uid_of(json: &Value, kind: &str) -> String {
     json["metadata"]["uid"].as_str().map_or_else(
-        || offline_uid(kind, json["metadata"]["namespace"].as_str().unwrap_or_default(), json["metadata"]["name"].as_str().unwrap_or_default()),
+        || {
+            offline_uid(
+                kind,
+                json["metadata"]["namespace"].as_str().unwrap_or_default(),
+                json["metadata"]["name"].as_str().unwrap_or_default(),
+            )
+        },
         str::to_owned,
     )
 }
@@ -168,7 +208,9 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
     let entry = snap.gateway(key).ok_or(OutOfScope::NoGateway)?;
     let gw = &entry.typed;
     let class_name = &gw.spec.gateway_class_name;
-    let class = snap.class(class_name).ok_or_else(|| OutOfScope::NoClass(class_name.clone()))?;
+    let class = snap
+        .class(class_name)
+        .ok_or_else(|| OutOfScope::NoClass(class_name.clone()))?;
     if class.spec.controller_name != CONTROLLER_NAME {
         return Err(OutOfScope::NotOurs);
     }
@@ -187,7 +229,10 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
             attachments.push((rkey.clone(), a));
         }
     }
-    let all: Vec<ParentAttachment> = attachments.iter().flat_map(|(_, a)| a.iter().cloned()).collect();
+    let all: Vec<ParentAttachment> = attachments
+        .iter()
+        .flat_map(|(_, a)| a.iter().cloned())
+        .collect();
     count_attached_routes(&mut eval, &all);
 
     let mut accepted_cond = eval.accepted.clone();
@@ -199,14 +244,27 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         Ok(b) => Some(b),
         Err(msg) => {
             if accepted_cond.status.is_true() {
-                accepted_cond = Cond::f(types::ACCEPTED, reasons::INVALID, &format!("GatewayClass {class_name} is not accepted: {msg}"));
+                accepted_cond = Cond::f(
+                    types::ACCEPTED,
+                    reasons::INVALID,
+                    &format!("GatewayClass {class_name} is not accepted: {msg}"),
+                );
             }
             None
         }
     };
     let accepted = accepted_cond.status.is_true();
 
-    let context = build_context(snap, entry.json.clone(), class_json, &eval, &attachments, params.as_ref().ok().cloned(), key, class_name);
+    let context = build_context(
+        snap,
+        entry.json.clone(),
+        class_json,
+        &eval,
+        &attachments,
+        params.as_ref().ok().cloned(),
+        key,
+        class_name,
+    );
     let live: Vec<Arc<Value>> = snap.children_of(&uid).cloned().collect();
 
     let mut plan = GatewayPlan {
@@ -219,7 +277,11 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         errors: Vec::new(),
         prune: Vec::new(),
         states: Vec::new(),
-        status: GatewayStatusPlan { conditions: Vec::new(), listeners: Vec::new(), addresses: Vec::new() },
+        status: GatewayStatusPlan {
+            conditions: Vec::new(),
+            listeners: Vec::new(),
+            addresses: Vec::new(),
+        },
         attachments,
         orphaned_route_children: Vec::new(),
         context,
@@ -229,7 +291,13 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
     let mut addresses = Vec::new();
     let mut address_wait: Option<String> = None;
     if let (true, Some(prepared)) = (accepted, blueprint.as_deref()) {
-        let route_values: Vec<&Value> = plan.context.routes.iter().filter_map(|k| snap.route(k)).map(|r| &r.json).collect();
+        let route_values: Vec<&Value> = plan
+            .context
+            .routes
+            .iter()
+            .filter_map(|k| snap.route(k))
+            .map(|r| &r.json)
+            .collect();
         let base = TemplateContext {
             gateway: &plan.context.gateway,
             route: None,
@@ -244,19 +312,35 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
             prepared,
             set: TemplateSet::Gateway,
             namespace: &key.0,
-            owner: Owner { parent: &plan.context.gateway, gateway: &plan.context.gateway, parent_uid: &uid, gateway_uid: &uid },
+            owner: Owner {
+                parent: &plan.context.gateway,
+                gateway: &plan.context.gateway,
+                parent_uid: &uid,
+                gateway_uid: &uid,
+            },
             live: &live,
         };
         let result = render_set(&input, &base);
         plan.prune = prune_list(Some(prepared), TemplateSet::Gateway, &live, &result);
         match &prepared.spec.status {
-            Some(_) => match prepared.status_deps.iter().find(|d| !result.resources.contains_key(*d)) {
-                Some(missing) => address_wait = Some(format!("the status template waits for template {missing}")),
+            Some(_) => match prepared
+                .status_deps
+                .iter()
+                .find(|d| !result.resources.contains_key(*d))
+            {
+                Some(missing) => {
+                    address_wait = Some(format!("the status template waits for template {missing}"))
+                }
                 None => {
-                    let ctx = TemplateContext { resources: &result.resources, ..base };
+                    let ctx = TemplateContext {
+                        resources: &result.resources,
+                        ..base
+                    };
                     match render_addresses(prepared, &ctx) {
                         Ok(a) => addresses = a,
-                        Err(e) if e.category == "UndefinedVariable" => address_wait = Some(format!("the status template waits: {}", e.message)),
+                        Err(e) if e.category == "UndefinedVariable" => {
+                            address_wait = Some(format!("the status template waits: {}", e.message))
+                        }
                         Err(e) => plan.errors.push(e),
                     }
                 }
@@ -288,13 +372,23 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
     let programmed = programmed_cond(&plan, accepted, &addresses, address_wait.as_deref(), &eval);
     plan.status = GatewayStatusPlan {
         conditions: vec![accepted_cond, programmed.clone()],
-        listeners: eval.listeners.iter().map(|l| (l.clone(), l.status_conds(&programmed))).collect(),
+        listeners: eval
+            .listeners
+            .iter()
+            .map(|l| (l.clone(), l.status_conds(&programmed)))
+            .collect(),
         addresses,
     };
     Ok(plan)
 }
 
-fn programmed_cond(plan: &GatewayPlan, accepted: bool, addresses: &[GatewayStatusAddresses], address_wait: Option<&str>, eval: &GatewayEval) -> Cond {
+fn programmed_cond(
+    plan: &GatewayPlan,
+    accepted: bool,
+    addresses: &[GatewayStatusAddresses],
+    address_wait: Option<&str>,
+    eval: &GatewayEval,
+) -> Cond {
     let p = types::PROGRAMMED;
     if !accepted {
         return Cond::f(p, reasons::INVALID, "the Gateway is not accepted");
@@ -303,11 +397,19 @@ fn programmed_cond(plan: &GatewayPlan, accepted: bool, addresses: &[GatewayStatu
         return Cond::f(p, reasons::INVALID, "no listener is valid");
     }
     if let Some(e) = plan.errors.first() {
-        let more = if plan.errors.len() > 1 { format!(" (and {} more errors)", plan.errors.len() - 1) } else { String::new() };
+        let more = if plan.errors.len() > 1 {
+            format!(" (and {} more errors)", plan.errors.len() - 1)
+        } else {
+            String::new()
+        };
         return Cond::f(p, reasons::INVALID, &format!("{e}{more}"));
     }
     if let Some(h) = plan.held.first() {
-        return Cond::f(p, reasons::PENDING, &format!("template {} is {}", h.template, h.reason));
+        return Cond::f(
+            p,
+            reasons::PENDING,
+            &format!("template {} is {}", h.template, h.reason),
+        );
     }
     let not_ready: Vec<String> = plan
         .states
@@ -319,44 +421,84 @@ fn programmed_cond(plan: &GatewayPlan, accepted: bool, addresses: &[GatewayStatu
         })
         .collect();
     if !not_ready.is_empty() {
-        return Cond::f(p, reasons::PENDING, &format!("waiting for children to be ready: {}", not_ready.join("; ")));
+        return Cond::f(
+            p,
+            reasons::PENDING,
+            &format!("waiting for children to be ready: {}", not_ready.join("; ")),
+        );
     }
     if addresses.is_empty() {
         let why = address_wait.unwrap_or("no address is known yet");
         return Cond::f(p, reasons::ADDRESS_NOT_ASSIGNED, why);
     }
-    Cond::t(p, reasons::PROGRAMMED, "all children are ready and the Gateway has an address")
+    Cond::t(
+        p,
+        reasons::PROGRAMMED,
+        "all children are ready and the Gateway has an address",
+    )
 }
 
 /// The values layers of a Gateway, merged; `Err` names a bad `infrastructure.parametersRef`.
-fn infrastructure_values(snap: &Snapshot, gw: &gateway_api::apis::standard::gateways::Gateway) -> Result<Value, String> {
+fn infrastructure_values(
+    snap: &Snapshot,
+    gw: &gateway_api::apis::standard::gateways::Gateway,
+) -> Result<Value, String> {
     let ns = gw.metadata.namespace.clone().unwrap_or_default();
     let name = gw.metadata.name.clone().unwrap_or_default();
     let class_name = &gw.spec.gateway_class_name;
     let mut layers = Vec::new();
-    if let Some(prepared) = snap.class(class_name).and_then(|c| super::class::resolve_blueprint(snap, c).ok()) {
-        layers.push(Layer { source: format!("GatewayClassBlueprint {}", prepared.name), default: prepared.spec.values.default.clone(), override_: prepared.spec.values.override_.clone() });
+    if let Some(prepared) = snap
+        .class(class_name)
+        .and_then(|c| super::class::resolve_blueprint(snap, c).ok())
+    {
+        layers.push(Layer {
+            source: format!("GatewayClassBlueprint {}", prepared.name),
+            default: prepared.spec.values.default.clone(),
+            override_: prepared.spec.values.override_.clone(),
+        });
     }
-    let targets = |t: &crate::api::PolicyTargetRef, kind: &str, name: &str| t.kind == kind && t.name == *name;
+    let targets =
+        |t: &crate::api::PolicyTargetRef, kind: &str, name: &str| t.kind == kind && t.name == *name;
     let global = snap.controller_namespace().to_owned();
     for c in snap.class_configs_in(&global) {
         if targets(&c.spec.target_ref, "GatewayClass", class_name) {
-            layers.push(layer("GatewayClassConfig", &c.metadata, c.spec.default.clone(), c.spec.override_.clone()));
+            layers.push(layer(
+                "GatewayClassConfig",
+                &c.metadata,
+                c.spec.default.clone(),
+                c.spec.override_.clone(),
+            ));
         }
     }
     if ns != global {
-        for kind_name in [("Namespace", ns.as_str()), ("GatewayClass", class_name.as_str())] {
+        for kind_name in [
+            ("Namespace", ns.as_str()),
+            ("GatewayClass", class_name.as_str()),
+        ] {
             for c in snap.class_configs_in(&ns) {
                 if targets(&c.spec.target_ref, kind_name.0, kind_name.1) {
-                    layers.push(layer("GatewayClassConfig", &c.metadata, c.spec.default.clone(), c.spec.override_.clone()));
+                    layers.push(layer(
+                        "GatewayClassConfig",
+                        &c.metadata,
+                        c.spec.default.clone(),
+                        c.spec.override_.clone(),
+                    ));
                 }
             }
         }
     }
-    let param_name = match gw.spec.infrastructure.as_ref().and_then(|i| i.parameters_ref.as_ref()) {
+    let param_name = match gw
+        .spec
+        .infrastructure
+        .as_ref()
+        .and_then(|i| i.parameters_ref.as_ref())
+    {
         Some(p) if p.group == crate::api::GROUP && p.kind == GATEWAY_CONFIG_KIND => {
             if snap.gateway_config(&(ns.clone(), p.name.clone())).is_none() {
-                return Err(format!("spec.infrastructure.parametersRef: GatewayConfig {ns}/{} not found", p.name));
+                return Err(format!(
+                    "spec.infrastructure.parametersRef: GatewayConfig {ns}/{} not found",
+                    p.name
+                ));
             }
             Some(p.name.clone())
         }
@@ -372,19 +514,38 @@ fn infrastructure_values(snap: &Snapshot, gw: &gateway_api::apis::standard::gate
     };
     for kind_name in [("Namespace", ns.as_str()), ("Gateway", name.as_str())] {
         for c in snap.gateway_configs_in(&ns) {
-            let by_target = c.spec.target_ref.as_ref().is_some_and(|t| targets(t, kind_name.0, kind_name.1));
-            let by_param = kind_name.0 == "Gateway" && param_name.as_deref() == c.metadata.name.as_deref();
+            let by_target = c
+                .spec
+                .target_ref
+                .as_ref()
+                .is_some_and(|t| targets(t, kind_name.0, kind_name.1));
+            let by_param =
+                kind_name.0 == "Gateway" && param_name.as_deref() == c.metadata.name.as_deref();
             if by_target || by_param {
-                layers.push(layer("GatewayConfig", &c.metadata, c.spec.default.clone(), c.spec.override_.clone()));
+                layers.push(layer(
+                    "GatewayConfig",
+                    &c.metadata,
+                    c.spec.default.clone(),
+                    c.spec.override_.clone(),
+                ));
             }
         }
     }
     Ok(merge_layers(&layers))
 }
 
-fn layer(kind: &str, meta: &kube::api::ObjectMeta, default: Option<Value>, override_: Option<Value>) -> Layer {
+fn layer(
+    kind: &str,
+    meta: &kube::api::ObjectMeta,
+    default: Option<Value>,
+    override_: Option<Value>,
+) -> Layer {
     Layer {
-        source: format!("{kind} {}/{}", meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default()),
+        source: format!(
+            "{kind} {}/{}",
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default()
+        ),
         default,
         override_,
     }
@@ -401,7 +562,10 @@ fn build_context(
     _key: &Key,
     _class_name: &str,
 ) -> GatewayContext {
-    let spec_listeners = gateway["spec"]["listeners"].as_array().cloned().unwrap_or_default();
+    let spec_listeners = gateway["spec"]["listeners"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let mut listeners: Vec<ListenerVar> = eval
         .listeners
         .iter()
@@ -410,8 +574,18 @@ fn build_context(
             port: l.port,
             protocol: l.protocol.clone(),
             hostname: l.hostname.clone(),
-            tls: spec_listeners.iter().find(|s| s["name"] == l.name.as_str()).and_then(|s| s.get("tls").cloned()),
-            certificate_refs: l.certificate_refs.iter().map(|(namespace, name)| NamespacedName { namespace: namespace.clone(), name: name.clone() }).collect(),
+            tls: spec_listeners
+                .iter()
+                .find(|s| s["name"] == l.name.as_str())
+                .and_then(|s| s.get("tls").cloned()),
+            certificate_refs: l
+                .certificate_refs
+                .iter()
+                .map(|(namespace, name)| NamespacedName {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                })
+                .collect(),
             valid: l.is_valid(),
             routes: Vec::new(),
             attached_routes: l.attached_routes,
@@ -428,8 +602,17 @@ fn build_context(
                     if l.valid {
                         names.extend(la.hostnames.iter().cloned());
                     }
-                    if !l.routes.iter().any(|r| r.kind == rkey.0 && r.namespace == rkey.1 && r.name == rkey.2) {
-                        l.routes.push(AttachedRouteVar { kind: rkey.0.clone(), namespace: rkey.1.clone(), name: rkey.2.clone(), hostnames: la.hostnames.clone() });
+                    if !l
+                        .routes
+                        .iter()
+                        .any(|r| r.kind == rkey.0 && r.namespace == rkey.1 && r.name == rkey.2)
+                    {
+                        l.routes.push(AttachedRouteVar {
+                            kind: rkey.0.clone(),
+                            namespace: rkey.1.clone(),
+                            name: rkey.2.clone(),
+                            hostnames: la.hostnames.clone(),
+                        });
                     }
                 }
             }
@@ -440,14 +623,34 @@ fn build_context(
     }
     let union = hostnames::dedupe_sorted(names);
     let intersection = hostnames::drop_covered(&union);
-    GatewayContext { gateway, class, values: values.unwrap_or_else(|| Value::Object(serde_json::Map::new())), listeners, routes, hostnames: HostnamesVar { union, intersection } }
+    GatewayContext {
+        gateway,
+        class,
+        values: values.unwrap_or_else(|| Value::Object(serde_json::Map::new())),
+        listeners,
+        routes,
+        hostnames: HostnamesVar {
+            union,
+            intersection,
+        },
+    }
 }
 
-fn render_addresses(prepared: &Prepared, ctx: &TemplateContext<'_>) -> Result<Vec<GatewayStatusAddresses>, RenderError> {
-    let text = prepared.compiled.render(TemplateSet::Status, STATUS_TEMPLATE, &ctx.to_value())?;
-    let err = |m: String| RenderError::new(&prepared.name, STATUS_TEMPLATE, None, m).with_category("InvalidOutput");
-    let docs = parse_documents(&text).map_err(|e| err(format!("rendered output is not valid YAML: {e}")))?;
-    let Some(doc) = docs.first() else { return Ok(Vec::new()) };
+fn render_addresses(
+    prepared: &Prepared,
+    ctx: &TemplateContext<'_>,
+) -> Result<Vec<GatewayStatusAddresses>, RenderError> {
+    let text = prepared
+        .compiled
+        .render(TemplateSet::Status, STATUS_TEMPLATE, &ctx.to_value())?;
+    let err = |m: String| {
+        RenderError::new(&prepared.name, STATUS_TEMPLATE, None, m).with_category("InvalidOutput")
+    };
+    let docs = parse_documents(&text)
+        .map_err(|e| err(format!("rendered output is not valid YAML: {e}")))?;
+    let Some(doc) = docs.first() else {
+        return Ok(Vec::new());
+    };
     let list = match doc.get("addresses") {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(a)) => a,
@@ -461,26 +664,40 @@ fn render_addresses(prepared: &Prepared, ctx: &TemplateContext<'_>) -> Result<Ve
         }
         let kind = a["type"].as_str().unwrap_or("IPAddress").to_owned();
         match kind.as_str() {
-            "IPAddress" if value.parse::<std::net::IpAddr>().is_err() => return Err(err(format!("address {value:?} is not an IP address"))),
-            "Hostname" => hostnames::validate_hostname(&value).map_err(|e| err(format!("address {value:?}: {e}")))?,
+            "IPAddress" if value.parse::<std::net::IpAddr>().is_err() => {
+                return Err(err(format!("address {value:?} is not an IP address")));
+            }
+            "Hostname" => hostnames::validate_hostname(&value)
+                .map_err(|e| err(format!("address {value:?}: {e}")))?,
             _ => {}
         }
-        out.push(GatewayStatusAddresses { r#type: Some(kind), value });
+        out.push(GatewayStatusAddresses {
+            r#type: Some(kind),
+            value,
+        });
     }
     if out.len() > 16 {
-        return Err(err(format!("{} addresses, more than the 16 the API allows", out.len())));
+        return Err(err(format!(
+            "{} addresses, more than the 16 the API allows",
+            out.len()
+        )));
     }
     Ok(out)
 }
 
-fn spec_addresses(gw: &gateway_api::apis::standard::gateways::Gateway) -> Vec<GatewayStatusAddresses> {
+fn spec_addresses(
+    gw: &gateway_api::apis::standard::gateways::Gateway,
+) -> Vec<GatewayStatusAddresses> {
     gw.spec
         .addresses
         .iter()
         .flatten()
         .filter_map(|a| {
             let v = a.value.clone().unwrap_or_default();
-            (!v.is_empty()).then(|| GatewayStatusAddresses { r#type: Some(a.r#type.clone().unwrap_or_else(|| "IPAddress".into())), value: v })
+            (!v.is_empty()).then(|| GatewayStatusAddresses {
+                r#type: Some(a.r#type.clone().unwrap_or_else(|| "IPAddress".into())),
+                value: v,
+            })
         })
         .collect()
 }

@@ -27,9 +27,16 @@ pub const SELECTOR: &str = "app.kubernetes.io/managed-by=gatewright,gatewright.d
 #[must_use]
 pub fn label_value(v: &str) -> String {
     let ok = v.len() <= 63
-        && v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && (v.is_empty() || (v.starts_with(|c: char| c.is_ascii_alphanumeric()) && v.ends_with(|c: char| c.is_ascii_alphanumeric())));
-    if ok { v.to_owned() } else { crate::render::safe_name(v, 63) }
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && (v.is_empty()
+            || (v.starts_with(|c: char| c.is_ascii_alphanumeric())
+                && v.ends_with(|c: char| c.is_ascii_alphanumeric())));
+    if ok {
+        v.to_owned()
+    } else {
+        crate::render::safe_name(v, 63)
+    }
 }
 
 /// The GEP-1762 labels for a Gateway's children, plus `spec.infrastructure.labels`.
@@ -43,8 +50,18 @@ pub fn gateway_labels(gateway: &Value) -> BTreeMap<String, String> {
             }
         }
     }
-    out.insert(GATEWAY_NAME.into(), label_value(gateway["metadata"]["name"].as_str().unwrap_or_default()));
-    out.insert(GATEWAY_CLASS_NAME.into(), label_value(gateway["spec"]["gatewayClassName"].as_str().unwrap_or_default()));
+    out.insert(
+        GATEWAY_NAME.into(),
+        label_value(gateway["metadata"]["name"].as_str().unwrap_or_default()),
+    );
+    out.insert(
+        GATEWAY_CLASS_NAME.into(),
+        label_value(
+            gateway["spec"]["gatewayClassName"]
+                .as_str()
+                .unwrap_or_default(),
+        ),
+    );
     out
 }
 
@@ -91,12 +108,18 @@ pub fn decorate(obj: &mut Value, owner: &Owner<'_>, template_name: &str) {
     let meta = &mut obj["metadata"];
     let mut merged: BTreeMap<String, String> = meta["labels"]
         .as_object()
-        .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned()))).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                .collect()
+        })
         .unwrap_or_default();
     merged.extend(labels);
     meta["labels"] = json!(merged);
     if let Some(infra) = owner.gateway["spec"]["infrastructure"]["annotations"].as_object() {
-        let ann = meta.as_object_mut().map(|m| m.entry("annotations").or_insert_with(|| json!({})));
+        let ann = meta
+            .as_object_mut()
+            .map(|m| m.entry("annotations").or_insert_with(|| json!({})));
         if let Some(Value::Object(ann)) = ann {
             for (k, v) in infra {
                 ann.entry(k.clone()).or_insert_with(|| v.clone());
@@ -134,7 +157,16 @@ mod tests {
             "metadata": {"name": "gw", "namespace": "ns", "uid": "u1"},
             "spec": {"gatewayClassName": "c", "infrastructure": {"labels": {"team": "a"}, "annotations": {"note": "x"}}}});
         let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "ns", "labels": {"mine": "1", MANAGED_BY: "someone"}}});
-        decorate(&mut obj, &Owner { parent: &gw, gateway: &gw, parent_uid: "u1", gateway_uid: "u1" }, "cm");
+        decorate(
+            &mut obj,
+            &Owner {
+                parent: &gw,
+                gateway: &gw,
+                parent_uid: "u1",
+                gateway_uid: "u1",
+            },
+            "cm",
+        );
         let l = &obj["metadata"]["labels"];
         assert_eq!(l["mine"], "1");
         assert_eq!(l[MANAGED_BY], "gatewright");
@@ -143,7 +175,16 @@ mod tests {
         assert_eq!(obj["metadata"]["annotations"]["note"], "x");
         assert_eq!(obj["metadata"]["ownerReferences"][0]["uid"], "u1");
         let mut cluster = json!({"apiVersion": "x/v1", "kind": "LB", "metadata": {"name": "lb"}});
-        decorate(&mut cluster, &Owner { parent: &gw, gateway: &gw, parent_uid: "u1", gateway_uid: "u1" }, "lb");
+        decorate(
+            &mut cluster,
+            &Owner {
+                parent: &gw,
+                gateway: &gw,
+                parent_uid: "u1",
+                gateway_uid: "u1",
+            },
+            "lb",
+        );
         assert!(cluster["metadata"].get("ownerReferences").is_none());
     }
 }

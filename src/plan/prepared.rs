@@ -33,19 +33,22 @@ impl Prepared {
     pub fn new(name: &str, spec: &GatewayClassBlueprintSpec) -> Result<Self, Vec<RenderError>> {
         let compiled = Compiled::compile(name, spec)?;
         let mut errors = Vec::new();
-        let gateway_graph = Graph::build(&compiled, TemplateSet::Gateway, &spec.gateway_templates).unwrap_or_else(|e| {
-            errors.extend(e);
-            Graph::default()
-        });
-        let route_graph = Graph::build(&compiled, TemplateSet::Route, &spec.route_templates).unwrap_or_else(|e| {
-            errors.extend(e);
-            Graph::default()
-        });
-        let status_deps = match &spec.status {
-            Some(s) => Graph::status_deps(&compiled, &s.template, &spec.gateway_templates).unwrap_or_else(|e| {
+        let gateway_graph = Graph::build(&compiled, TemplateSet::Gateway, &spec.gateway_templates)
+            .unwrap_or_else(|e| {
                 errors.extend(e);
-                BTreeSet::new()
-            }),
+                Graph::default()
+            });
+        let route_graph = Graph::build(&compiled, TemplateSet::Route, &spec.route_templates)
+            .unwrap_or_else(|e| {
+                errors.extend(e);
+                Graph::default()
+            });
+        let status_deps = match &spec.status {
+            Some(s) => Graph::status_deps(&compiled, &s.template, &spec.gateway_templates)
+                .unwrap_or_else(|e| {
+                    errors.extend(e);
+                    BTreeSet::new()
+                }),
             None => BTreeSet::new(),
         };
         if !errors.is_empty() {
@@ -55,9 +58,21 @@ impl Prepared {
             .gateway_templates
             .iter()
             .map(|e| ((TemplateSet::Gateway, e.name.clone()), e.clone()))
-            .chain(spec.route_templates.iter().map(|e| ((TemplateSet::Route, e.name.clone()), e.clone())))
+            .chain(
+                spec.route_templates
+                    .iter()
+                    .map(|e| ((TemplateSet::Route, e.name.clone()), e.clone())),
+            )
             .collect();
-        Ok(Self { name: name.to_owned(), compiled, spec: spec.clone(), gateway_graph, route_graph, status_deps, entries })
+        Ok(Self {
+            name: name.to_owned(),
+            compiled,
+            spec: spec.clone(),
+            gateway_graph,
+            route_graph,
+            status_deps,
+            entries,
+        })
     }
 
     /// A template entry.

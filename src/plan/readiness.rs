@@ -30,8 +30,14 @@ impl Readiness {
 ///
 /// # Errors
 /// The template's `readyWhen` expression failed to evaluate.
-pub fn judge(compiled: &Compiled, entry: &TemplateEntry, live: Option<&Value>) -> Result<Readiness, RenderError> {
-    let Some(obj) = live else { return Ok(Readiness::Missing) };
+pub fn judge(
+    compiled: &Compiled,
+    entry: &TemplateEntry,
+    live: Option<&Value>,
+) -> Result<Readiness, RenderError> {
+    let Some(obj) = live else {
+        return Ok(Readiness::Missing);
+    };
     if let Some(expr) = &entry.ready_when {
         return Ok(if compiled.eval_ready(&entry.name, expr, obj)? {
             Readiness::Ready
@@ -46,20 +52,30 @@ pub fn judge(compiled: &Compiled, entry: &TemplateEntry, live: Option<&Value>) -
 #[must_use]
 pub fn default_rules(obj: &Value) -> Readiness {
     let status = &obj["status"];
-    if let Some(conds) = status["conditions"].as_array() {
-        if let Some(ready) = conds.iter().find(|c| c["type"] == "Ready") {
-            return if ready["status"] == "True" {
-                Readiness::Ready
-            } else {
-                let why = ready["message"].as_str().or(ready["reason"].as_str()).unwrap_or("Ready is not True");
-                Readiness::NotReady(format!("Ready={}: {why}", ready["status"].as_str().unwrap_or("Unknown")))
-            };
-        }
+    if let Some(conds) = status["conditions"].as_array()
+        && let Some(ready) = conds.iter().find(|c| c["type"] == "Ready")
+    {
+        return if ready["status"] == "True" {
+            Readiness::Ready
+        } else {
+            let why = ready["message"]
+                .as_str()
+                .or(ready["reason"].as_str())
+                .unwrap_or("Ready is not True");
+            Readiness::NotReady(format!(
+                "Ready={}: {why}",
+                ready["status"].as_str().unwrap_or("Unknown")
+            ))
+        };
     }
-    if let (Some(observed), Some(generation)) = (status["observedGeneration"].as_i64(), obj["metadata"]["generation"].as_i64()) {
-        if observed < generation {
-            return Readiness::NotReady(format!("observedGeneration {observed} < generation {generation}"));
-        }
+    if let (Some(observed), Some(generation)) = (
+        status["observedGeneration"].as_i64(),
+        obj["metadata"]["generation"].as_i64(),
+    ) && observed < generation
+    {
+        return Readiness::NotReady(format!(
+            "observedGeneration {observed} < generation {generation}"
+        ));
     }
     Readiness::Ready
 }
@@ -72,15 +88,32 @@ mod tests {
 
     #[test]
     fn ready_condition_decides() {
-        let r = default_rules(&json!({"status": {"conditions": [{"type": "Ready", "status": "False", "message": "issuing"}]}}));
+        let r = default_rules(
+            &json!({"status": {"conditions": [{"type": "Ready", "status": "False", "message": "issuing"}]}}),
+        );
         assert_eq!(r, Readiness::NotReady("Ready=False: issuing".into()));
-        assert!(default_rules(&json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}})).is_ready());
+        assert!(
+            default_rules(
+                &json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+            )
+            .is_ready()
+        );
     }
 
     #[test]
     fn observed_generation_must_catch_up() {
-        assert!(!default_rules(&json!({"metadata": {"generation": 3}, "status": {"observedGeneration": 2}})).is_ready());
-        assert!(default_rules(&json!({"metadata": {"generation": 3}, "status": {"observedGeneration": 3}})).is_ready());
+        assert!(
+            !default_rules(
+                &json!({"metadata": {"generation": 3}, "status": {"observedGeneration": 2}})
+            )
+            .is_ready()
+        );
+        assert!(
+            default_rules(
+                &json!({"metadata": {"generation": 3}, "status": {"observedGeneration": 3}})
+            )
+            .is_ready()
+        );
         assert!(default_rules(&json!({"metadata": {"name": "cm"}, "data": {}})).is_ready());
     }
 
@@ -91,11 +124,26 @@ mod tests {
             template: "x: 1".into(),
             ready_when: Some("object.status.atProvider.dnsName is defined and object.status.atProvider.dnsName != ''".into()),
         };
-        let spec = GatewayClassBlueprintSpec { gateway_templates: vec![entry.clone()], ..Default::default() };
+        let spec = GatewayClassBlueprintSpec {
+            gateway_templates: vec![entry.clone()],
+            ..Default::default()
+        };
         let c = Compiled::compile("bp", &spec).unwrap();
         assert_eq!(judge(&c, &entry, None).unwrap(), Readiness::Missing);
-        assert!(!judge(&c, &entry, Some(&json!({"status": {}}))).unwrap().is_ready());
+        assert!(
+            !judge(&c, &entry, Some(&json!({"status": {}})))
+                .unwrap()
+                .is_ready()
+        );
         assert!(!judge(&c, &entry, Some(&json!({}))).unwrap().is_ready());
-        assert!(judge(&c, &entry, Some(&json!({"status": {"atProvider": {"dnsName": "lb.aws"}}}))).unwrap().is_ready());
+        assert!(
+            judge(
+                &c,
+                &entry,
+                Some(&json!({"status": {"atProvider": {"dnsName": "lb.aws"}}}))
+            )
+            .unwrap()
+            .is_ready()
+        );
     }
 }

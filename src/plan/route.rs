@@ -38,17 +38,36 @@ pub struct RoutePlan {
 #[must_use]
 pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RoutePlan {
     let Some(entry) = snap.route(route) else {
-        return RoutePlan { route: route.clone(), ..RoutePlan::default() };
+        return RoutePlan {
+            route: route.clone(),
+            ..RoutePlan::default()
+        };
     };
     let uid = uid_of(&entry.json, &route.0);
-    let live: Vec<Arc<Value>> = snap.children_of(&uid).filter(|c| labels::gateway_uid(c) == Some(gw.uid.as_str())).cloned().collect();
-    let mut plan = RoutePlan { route: route.clone(), uid: uid.clone(), ..RoutePlan::default() };
-    let Some(prepared) = gw.blueprint.as_deref() else { return plan };
+    let live: Vec<Arc<Value>> = snap
+        .children_of(&uid)
+        .filter(|c| labels::gateway_uid(c) == Some(gw.uid.as_str()))
+        .cloned()
+        .collect();
+    let mut plan = RoutePlan {
+        route: route.clone(),
+        uid: uid.clone(),
+        ..RoutePlan::default()
+    };
+    let Some(prepared) = gw.blueprint.as_deref() else {
+        return plan;
+    };
     if !gw.accepted {
         return plan;
     }
     let accepted = gw.context.routes.contains(route);
-    let route_values: Vec<&Value> = gw.context.routes.iter().filter_map(|k| snap.route(k)).map(|r| &r.json).collect();
+    let route_values: Vec<&Value> = gw
+        .context
+        .routes
+        .iter()
+        .filter_map(|k| snap.route(k))
+        .map(|r| &r.json)
+        .collect();
     let empty = BTreeMap::new();
     let base = TemplateContext {
         gateway: &gw.context.gateway,
@@ -64,10 +83,19 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
         prepared,
         set: TemplateSet::Route,
         namespace: &route.1,
-        owner: Owner { parent: &entry.json, gateway: &gw.context.gateway, parent_uid: &uid, gateway_uid: &gw.uid },
+        owner: Owner {
+            parent: &entry.json,
+            gateway: &gw.context.gateway,
+            parent_uid: &uid,
+            gateway_uid: &gw.uid,
+        },
         live: &live,
     };
-    let result = if accepted { render_set(&input, &base) } else { super::templates::SetResult::default() };
+    let result = if accepted {
+        render_set(&input, &base)
+    } else {
+        super::templates::SetResult::default()
+    };
     plan.prune = prune_list(Some(prepared), TemplateSet::Route, &live, &result);
     plan.children = result.children;
     plan.held = result.held;
@@ -79,10 +107,18 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
 /// Our `status.parents` entries for `route`: one per parentRef that names a Gateway of
 /// ours, from the attachments the Gateway plans decided, in parentRef order.
 #[must_use]
-pub fn route_status<'a>(route: &RouteKey, gateway_plans: impl IntoIterator<Item = &'a GatewayPlan>) -> Vec<ParentAttachment> {
+pub fn route_status<'a>(
+    route: &RouteKey,
+    gateway_plans: impl IntoIterator<Item = &'a GatewayPlan>,
+) -> Vec<ParentAttachment> {
     let mut out: Vec<ParentAttachment> = gateway_plans
         .into_iter()
-        .flat_map(|g| g.attachments.iter().filter(|(k, _)| k == route).flat_map(|(_, a)| a.iter().cloned()))
+        .flat_map(|g| {
+            g.attachments
+                .iter()
+                .filter(|(k, _)| k == route)
+                .flat_map(|(_, a)| a.iter().cloned())
+        })
         .collect();
     out.sort_by_key(|a| a.parent_index);
     out.dedup_by_key(|a| a.parent_index);
@@ -93,19 +129,40 @@ pub fn route_status<'a>(route: &RouteKey, gateway_plans: impl IntoIterator<Item 
 /// are and in order, ours replaced by `ours` (one per parentRef, lastTransitionTime kept
 /// where a condition did not change), stale entries of ours dropped.
 #[must_use]
-pub fn merge_route_parents(existing: Option<&Value>, ours: &[ParentAttachment], generation: Option<i64>, now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Vec<Value> {
+pub fn merge_route_parents(
+    existing: Option<&Value>,
+    ours: &[ParentAttachment],
+    generation: Option<i64>,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Vec<Value> {
     use crate::gateway::CONTROLLER_NAME;
     use crate::gateway::conditions::merge_conditions;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-    let old: Vec<Value> = existing.and_then(Value::as_array).cloned().unwrap_or_default();
-    let mut out: Vec<Value> = old.iter().filter(|p| p["controllerName"] != CONTROLLER_NAME).cloned().collect();
+    let old: Vec<Value> = existing
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut out: Vec<Value> = old
+        .iter()
+        .filter(|p| p["controllerName"] != CONTROLLER_NAME)
+        .cloned()
+        .collect();
     for a in ours {
         let previous: Vec<Condition> = old
             .iter()
-            .find(|p| p["controllerName"] == CONTROLLER_NAME && same_parent(&p["parentRef"], &a.status_ref))
+            .find(|p| {
+                p["controllerName"] == CONTROLLER_NAME
+                    && same_parent(&p["parentRef"], &a.status_ref)
+            })
             .and_then(|p| serde_json::from_value(p["conditions"].clone()).ok())
             .unwrap_or_default();
-        let conds = merge_conditions(&previous, &a.status_conds(), ParentAttachment::owned_types(), generation, now);
+        let conds = merge_conditions(
+            &previous,
+            &a.status_conds(),
+            ParentAttachment::owned_types(),
+            generation,
+            now,
+        );
         out.push(serde_json::json!({
             "parentRef": a.status_ref,
             "controllerName": CONTROLLER_NAME,
@@ -117,13 +174,17 @@ pub fn merge_route_parents(existing: Option<&Value>, ours: &[ParentAttachment], 
 
 /// Parent references are equal when every field either sets is equal, with the API defaults.
 fn same_parent(a: &Value, b: &Value) -> bool {
-    let norm = |v: &Value, f: &str, d: &str| v[f].as_str().map_or_else(|| d.to_owned(), str::to_owned);
-    ["group", "kind", "namespace", "name", "sectionName"].iter().all(|f| {
-        let d = match *f {
-            "group" => crate::gateway::GATEWAY_API_GROUP,
-            "kind" => "Gateway",
-            _ => "",
-        };
-        norm(a, f, d) == norm(b, f, d)
-    }) && a["port"] == b["port"]
+    let norm =
+        |v: &Value, f: &str, d: &str| v[f].as_str().map_or_else(|| d.to_owned(), str::to_owned);
+    ["group", "kind", "namespace", "name", "sectionName"]
+        .iter()
+        .all(|f| {
+            let d = match *f {
+                "group" => crate::gateway::GATEWAY_API_GROUP,
+                "kind" => "Gateway",
+                _ => "",
+            };
+            norm(a, f, d) == norm(b, f, d)
+        })
+        && a["port"] == b["port"]
 }

@@ -71,20 +71,45 @@ pub(crate) struct SetInput<'a> {
 /// `resources`, which this function fills template by template.
 pub(crate) fn render_set(input: &SetInput<'_>, base: &TemplateContext<'_>) -> SetResult {
     let prepared = input.prepared;
-    let live: BTreeMap<ObjectKey, &Value> = input.live.iter().map(|v| (ObjectKey::of(v), v.as_ref())).collect();
+    let live: BTreeMap<ObjectKey, &Value> = input
+        .live
+        .iter()
+        .map(|v| (ObjectKey::of(v), v.as_ref()))
+        .collect();
     let mut out = SetResult::default();
     for name in &prepared.graph(input.set).order {
-        let deps = prepared.graph(input.set).deps.get(name).cloned().unwrap_or_default();
-        if let Some(blocker) = deps.iter().find(|d| out.unsettled.contains(*d) || !out.resources.contains_key(*d)) {
-            out.held.push(Held { template: name.clone(), reason: format!("waiting for template {blocker}") });
+        let deps = prepared
+            .graph(input.set)
+            .deps
+            .get(name)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(blocker) = deps
+            .iter()
+            .find(|d| out.unsettled.contains(*d) || !out.resources.contains_key(*d))
+        {
+            out.held.push(Held {
+                template: name.clone(),
+                reason: format!("waiting for template {blocker}"),
+            });
             out.unsettled.insert(name.clone());
             continue;
         }
-        let ctx = TemplateContext { resources: &out.resources, ..*base };
+        let ctx = TemplateContext {
+            resources: &out.resources,
+            ..*base
+        };
         let text = match prepared.compiled.render(input.set, name, &ctx.to_value()) {
             Ok(t) => t,
             Err(e) if !deps.is_empty() && e.category == "UndefinedVariable" => {
-                out.held.push(Held { template: name.clone(), reason: format!("waiting for what it reads from {}: {}", join(&deps), e.message) });
+                out.held.push(Held {
+                    template: name.clone(),
+                    reason: format!(
+                        "waiting for what it reads from {}: {}",
+                        join(&deps),
+                        e.message
+                    ),
+                });
                 out.unsettled.insert(name.clone());
                 continue;
             }
@@ -108,26 +133,44 @@ pub(crate) fn render_set(input: &SetInput<'_>, base: &TemplateContext<'_>) -> Se
                 continue;
             }
         };
-        let Some(entry) = prepared.entry(input.set, name) else { continue };
+        let Some(entry) = prepared.entry(input.set, name) else {
+            continue;
+        };
         let mut seen = Vec::new();
         let mut complete = true;
         for mut obj in objects {
             labels::decorate(&mut obj, &input.owner, name);
             let key = ObjectKey::of(&obj);
             if out.children.iter().any(|c| c.key == key) {
-                out.errors.push(RenderError::new(&prepared.name, name, None, format!("{key} is rendered twice")).with_category("InvalidOutput"));
+                out.errors.push(
+                    RenderError::new(
+                        &prepared.name,
+                        name,
+                        None,
+                        format!("{key} is rendered twice"),
+                    )
+                    .with_category("InvalidOutput"),
+                );
                 continue;
             }
             let live_obj = live.get(&key).copied();
             match readiness::judge(&prepared.compiled, entry, live_obj) {
-                Ok(r) => out.states.push(ChildState { template: name.clone(), key: key.clone(), readiness: r }),
+                Ok(r) => out.states.push(ChildState {
+                    template: name.clone(),
+                    key: key.clone(),
+                    readiness: r,
+                }),
                 Err(e) => out.errors.push(e),
             }
             match live_obj {
                 Some(l) => seen.push(l.clone()),
                 None => complete = false,
             }
-            out.children.push(DesiredChild { template: name.clone(), key, object: obj });
+            out.children.push(DesiredChild {
+                template: name.clone(),
+                key,
+                object: obj,
+            });
         }
         // A dependent sees a template's objects once all of them exist.
         if complete {
@@ -142,9 +185,16 @@ fn join(s: &BTreeSet<String>) -> String {
 }
 
 /// Live children of the parent that the plan no longer renders, in deletion order.
-pub(crate) fn prune_list(prepared: Option<&Prepared>, set: TemplateSet, live: &[Arc<Value>], result: &SetResult) -> Vec<ObjectKey> {
+pub(crate) fn prune_list(
+    prepared: Option<&Prepared>,
+    set: TemplateSet,
+    live: &[Arc<Value>],
+    result: &SetResult,
+) -> Vec<ObjectKey> {
     let desired: BTreeSet<&ObjectKey> = result.children.iter().map(|c| &c.key).collect();
-    let order = prepared.map(|p| p.graph(set).order.clone()).unwrap_or_default();
+    let order = prepared
+        .map(|p| p.graph(set).order.clone())
+        .unwrap_or_default();
     let prune = live
         .iter()
         .filter_map(|obj| {

@@ -85,7 +85,9 @@ pub struct Compiled {
 
 impl std::fmt::Debug for Compiled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Compiled").field("blueprint", &self.blueprint).finish_non_exhaustive()
+        f.debug_struct("Compiled")
+            .field("blueprint", &self.blueprint)
+            .finish_non_exhaustive()
     }
 }
 
@@ -95,7 +97,11 @@ fn base_environment() -> Environment<'static> {
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_fuel(Some(FUEL));
     env.set_recursion_limit(RECURSION_LIMIT);
-    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build() {
+    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .build()
+    {
         env.set_syntax(syntax);
     }
     // Every template is YAML: values are emitted as JSON, which is valid YAML and cannot
@@ -122,7 +128,10 @@ impl Compiled {
     ///
     /// # Errors
     /// One [`RenderError`] per template that does not parse or has a duplicate name.
-    pub fn compile(blueprint: &str, spec: &GatewayClassBlueprintSpec) -> Result<Self, Vec<RenderError>> {
+    pub fn compile(
+        blueprint: &str,
+        spec: &GatewayClassBlueprintSpec,
+    ) -> Result<Self, Vec<RenderError>> {
         let mut env = base_environment();
         let mut errors = Vec::new();
         if let Err(e) = env.add_template_owned(LIBRARY_NAME, LIBRARY_SOURCE) {
@@ -152,25 +161,33 @@ impl Compiled {
                     ));
                     continue;
                 }
-                if let Err(e) = env.add_template_owned(set.env_name(&entry.name), entry.template.clone()) {
+                if let Err(e) =
+                    env.add_template_owned(set.env_name(&entry.name), entry.template.clone())
+                {
                     errors.push(RenderError::from_minijinja(blueprint, &entry.name, &e));
                 }
-                if let Some(expr) = &entry.ready_when {
-                    if let Err(e) = env.compile_expression(expr) {
-                        let mut err = RenderError::from_minijinja(blueprint, &entry.name, &e);
-                        err.message = format!("readyWhen: {}", err.message);
-                        errors.push(err);
-                    }
+                if let Some(expr) = &entry.ready_when
+                    && let Err(e) = env.compile_expression(expr)
+                {
+                    let mut err = RenderError::from_minijinja(blueprint, &entry.name, &e);
+                    err.message = format!("readyWhen: {}", err.message);
+                    errors.push(err);
                 }
             }
         }
-        if let Some(status) = &spec.status {
-            if let Err(e) = env.add_template_owned(TemplateSet::Status.env_name(STATUS_TEMPLATE), status.template.clone()) {
-                errors.push(RenderError::from_minijinja(blueprint, STATUS_TEMPLATE, &e));
-            }
+        if let Some(status) = &spec.status
+            && let Err(e) = env.add_template_owned(
+                TemplateSet::Status.env_name(STATUS_TEMPLATE),
+                status.template.clone(),
+            )
+        {
+            errors.push(RenderError::from_minijinja(blueprint, STATUS_TEMPLATE, &e));
         }
         if errors.is_empty() {
-            Ok(Self { blueprint: blueprint.to_owned(), env })
+            Ok(Self {
+                blueprint: blueprint.to_owned(),
+                env,
+            })
         } else {
             Err(errors)
         }
@@ -191,14 +208,20 @@ impl Compiled {
             .env
             .get_template(&set.env_name(name))
             .map_err(|e| RenderError::from_minijinja(&self.blueprint, name, &e))?;
-        tmpl.render(ctx).map_err(|e| RenderError::from_minijinja(&self.blueprint, name, &e))
+        tmpl.render(ctx)
+            .map_err(|e| RenderError::from_minijinja(&self.blueprint, name, &e))
     }
 
     /// Evaluates a readiness expression with `object` bound to the live child.
     ///
     /// # Errors
     /// The expression failed to evaluate.
-    pub fn eval_ready(&self, template: &str, expr: &str, object: &serde_json::Value) -> Result<bool, RenderError> {
+    pub fn eval_ready(
+        &self,
+        template: &str,
+        expr: &str,
+        object: &serde_json::Value,
+    ) -> Result<bool, RenderError> {
         let compiled = self
             .env
             .compile_expression(expr)
@@ -259,7 +282,9 @@ fn to_yaml(value: &Value) -> Result<Value, minijinja::Error> {
     let text = serde_saphyr::to_string(&json)
         .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
     // The serializer quotes and escapes every scalar, so its output is safe as YAML.
-    Ok(Value::from_safe_string(text.trim_end_matches('\n').to_owned()))
+    Ok(Value::from_safe_string(
+        text.trim_end_matches('\n').to_owned(),
+    ))
 }
 
 fn to_json(value: &Value) -> Result<Value, minijinja::Error> {
@@ -270,14 +295,31 @@ fn to_json(value: &Value) -> Result<Value, minijinja::Error> {
 
 fn nindent(value: &Value, width: usize) -> Value {
     let pad = " ".repeat(width);
-    let text = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
-    let body: Vec<String> = text.lines().map(|l| if l.is_empty() { String::new() } else { format!("{pad}{l}") }).collect();
+    let text = value
+        .as_str()
+        .map_or_else(|| value.to_string(), str::to_owned);
+    let body: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if l.is_empty() {
+                String::new()
+            } else {
+                format!("{pad}{l}")
+            }
+        })
+        .collect();
     let out = format!("\n{}", body.join("\n"));
-    if value.is_safe() { Value::from_safe_string(out) } else { Value::from(out) }
+    if value.is_safe() {
+        Value::from_safe_string(out)
+    } else {
+        Value::from(out)
+    }
 }
 
 fn quote(value: &Value) -> Result<Value, minijinja::Error> {
-    let s = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+    let s = value
+        .as_str()
+        .map_or_else(|| value.to_string(), str::to_owned);
     let text = serde_json::to_string(&s)
         .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
     Ok(Value::from_safe_string(text))
@@ -290,8 +332,11 @@ fn b64encode(value: &str) -> String {
 fn b64decode(value: &str) -> Result<String, minijinja::Error> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(value.trim())
-        .map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, format!("b64decode: {e}")))?;
-    String::from_utf8(bytes).map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, format!("b64decode: {e}")))
+        .map_err(|e| {
+            minijinja::Error::new(ErrorKind::InvalidOperation, format!("b64decode: {e}"))
+        })?;
+    String::from_utf8(bytes)
+        .map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, format!("b64decode: {e}")))
 }
 
 fn sha256(value: &str) -> String {
@@ -300,10 +345,12 @@ fn sha256(value: &str) -> String {
 
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
-    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 fn safe_name_filter(value: &str, max: Option<usize>) -> String {
@@ -320,9 +367,17 @@ pub fn safe_name(value: &str, max: usize) -> String {
     let mut cleaned: String = value
         .chars()
         .map(|c| c.to_ascii_lowercase())
-        .map(|c| if c.is_ascii_alphanumeric() || (allow_dot && c == '.') { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || (allow_dot && c == '.') {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
-    cleaned = cleaned.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned();
+    cleaned = cleaned
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_owned();
     if cleaned == value && cleaned.len() <= max && !cleaned.is_empty() {
         return cleaned;
     }
@@ -340,7 +395,9 @@ pub fn safe_name(value: &str, max: usize) -> String {
 fn gateway_labels(gateway: &Value) -> Result<Value, minijinja::Error> {
     let gw: serde_json::Value = serde_json::to_value(gateway)
         .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
-    Ok(Value::from(minijinja::value::Serde(crate::plan::labels::gateway_labels(&gw))))
+    Ok(Value::from(minijinja::value::Serde(
+        crate::plan::labels::gateway_labels(&gw),
+    )))
 }
 
 /// `dig(obj, "status.atProvider.arn", default)`: the value at a dotted path, or `default`
@@ -350,7 +407,9 @@ fn dig(value: &Value, path: &str, default: Option<Value>) -> Value {
     let mut cur = value.clone();
     for part in path.split('.').filter(|p| !p.is_empty()) {
         let next = match part.parse::<usize>() {
-            Ok(i) if cur.kind() == minijinja::value::ValueKind::Seq => cur.get_item(&Value::from(i)).ok(),
+            Ok(i) if cur.kind() == minijinja::value::ValueKind::Seq => {
+                cur.get_item(&Value::from(i)).ok()
+            }
             _ => cur.get_attr(part).ok().filter(|v| !v.is_undefined()),
         };
         match next {
@@ -362,5 +421,8 @@ fn dig(value: &Value, path: &str, default: Option<Value>) -> Value {
 }
 
 fn fail(message: &str, _kw: Kwargs) -> Result<Value, minijinja::Error> {
-    Err(minijinja::Error::new(ErrorKind::InvalidOperation, format!("fail(): {message}")))
+    Err(minijinja::Error::new(
+        ErrorKind::InvalidOperation,
+        format!("fail(): {message}"),
+    ))
 }

@@ -8,8 +8,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::engine::{Compiled, TemplateSet, is_known_variable};
 use super::RenderError;
+use super::engine::{Compiled, TemplateSet, is_known_variable};
 use crate::api::TemplateEntry;
 
 /// The ordered templates of one set.
@@ -28,27 +28,41 @@ impl Graph {
     ///
     /// # Errors
     /// Unknown variables, reads of missing templates, and cycles, each named.
-    pub fn build(compiled: &Compiled, set: TemplateSet, entries: &[TemplateEntry]) -> Result<Self, Vec<RenderError>> {
+    pub fn build(
+        compiled: &Compiled,
+        set: TemplateSet,
+        entries: &[TemplateEntry],
+    ) -> Result<Self, Vec<RenderError>> {
         let names: BTreeSet<&str> = entries.iter().map(|e| e.name.as_str()).collect();
         let mut deps = BTreeMap::new();
         let mut errors = Vec::new();
         for entry in entries {
             let reads = compiled.reads(set, &entry.name, &entry.template);
             let mut mine = BTreeSet::new();
-            check_reads(compiled, &entry.name, set, &reads, &names, &mut mine, &mut errors);
+            check_reads(
+                compiled,
+                &entry.name,
+                set,
+                &reads,
+                &names,
+                &mut mine,
+                &mut errors,
+            );
             deps.insert(entry.name.clone(), mine);
         }
         if !errors.is_empty() {
             return Err(errors);
         }
         let order = topo_order(entries, &deps).map_err(|cycle| {
-            vec![RenderError::new(
-                &compiled.blueprint,
-                &cycle[0],
-                None,
-                format!("dependency cycle through resources: {}", cycle.join(" -> ")),
-            )
-            .with_category("DependencyCycle")]
+            vec![
+                RenderError::new(
+                    &compiled.blueprint,
+                    &cycle[0],
+                    None,
+                    format!("dependency cycle through resources: {}", cycle.join(" -> ")),
+                )
+                .with_category("DependencyCycle"),
+            ]
         })?;
         Ok(Self { order, deps })
     }
@@ -57,13 +71,29 @@ impl Graph {
     ///
     /// # Errors
     /// Unknown variables or reads of missing templates.
-    pub fn status_deps(compiled: &Compiled, source: &str, entries: &[TemplateEntry]) -> Result<BTreeSet<String>, Vec<RenderError>> {
+    pub fn status_deps(
+        compiled: &Compiled,
+        source: &str,
+        entries: &[TemplateEntry],
+    ) -> Result<BTreeSet<String>, Vec<RenderError>> {
         let names: BTreeSet<&str> = entries.iter().map(|e| e.name.as_str()).collect();
         let reads = compiled.reads(TemplateSet::Status, super::engine::STATUS_TEMPLATE, source);
         let mut mine = BTreeSet::new();
         let mut errors = Vec::new();
-        check_reads(compiled, super::engine::STATUS_TEMPLATE, TemplateSet::Status, &reads, &names, &mut mine, &mut errors);
-        if errors.is_empty() { Ok(mine) } else { Err(errors) }
+        check_reads(
+            compiled,
+            super::engine::STATUS_TEMPLATE,
+            TemplateSet::Status,
+            &reads,
+            &names,
+            &mut mine,
+            &mut errors,
+        );
+        if errors.is_empty() {
+            Ok(mine)
+        } else {
+            Err(errors)
+        }
     }
 }
 
@@ -83,7 +113,11 @@ fn check_reads(
                     &compiled.blueprint,
                     template,
                     None,
-                    format!("unknown variable {:?}; templates can read {}", path.split('.').next().unwrap_or(path), super::engine::CONTEXT_VARIABLES.join(", ")),
+                    format!(
+                        "unknown variable {:?}; templates can read {}",
+                        path.split('.').next().unwrap_or(path),
+                        super::engine::CONTEXT_VARIABLES.join(", ")
+                    ),
                 )
                 .with_category("UndefinedVariable"),
             );
@@ -91,34 +125,50 @@ fn check_reads(
         }
         if set == TemplateSet::Gateway && path.split('.').next() == Some("route") {
             errors.push(
-                RenderError::new(&compiled.blueprint, template, None, "gateway templates cannot read `route`; use a route template".into())
-                    .with_category("UndefinedVariable"),
+                RenderError::new(
+                    &compiled.blueprint,
+                    template,
+                    None,
+                    "gateway templates cannot read `route`; use a route template".into(),
+                )
+                .with_category("UndefinedVariable"),
             );
             continue;
         }
         let mut parts = path.split('.');
-        if parts.next() == Some("resources") {
-            if let Some(dep) = parts.next() {
-                if names.contains(dep) {
-                    deps.insert(dep.to_owned());
-                } else {
-                    errors.push(
-                        RenderError::new(&compiled.blueprint, template, None, format!("reads resources.{dep}, but no template is named {dep:?}"))
-                            .with_category("UnknownTemplate"),
-                    );
-                }
+        if parts.next() == Some("resources")
+            && let Some(dep) = parts.next()
+        {
+            if names.contains(dep) {
+                deps.insert(dep.to_owned());
+            } else {
+                errors.push(
+                    RenderError::new(
+                        &compiled.blueprint,
+                        template,
+                        None,
+                        format!("reads resources.{dep}, but no template is named {dep:?}"),
+                    )
+                    .with_category("UnknownTemplate"),
+                );
             }
         }
     }
 }
 
 /// Kahn's algorithm, ties broken by declaration order. On a cycle, returns one cycle path.
-fn topo_order(entries: &[TemplateEntry], deps: &BTreeMap<String, BTreeSet<String>>) -> Result<Vec<String>, Vec<String>> {
+fn topo_order(
+    entries: &[TemplateEntry],
+    deps: &BTreeMap<String, BTreeSet<String>>,
+) -> Result<Vec<String>, Vec<String>> {
     let mut done: BTreeSet<&str> = BTreeSet::new();
     let mut order = Vec::with_capacity(entries.len());
     while order.len() < entries.len() {
         let next = entries.iter().find(|e| {
-            !done.contains(e.name.as_str()) && deps.get(&e.name).is_none_or(|d| d.iter().all(|x| done.contains(x.as_str())))
+            !done.contains(e.name.as_str())
+                && deps
+                    .get(&e.name)
+                    .is_none_or(|d| d.iter().all(|x| done.contains(x.as_str())))
         });
         match next {
             Some(e) => {
@@ -131,7 +181,11 @@ fn topo_order(entries: &[TemplateEntry], deps: &BTreeMap<String, BTreeSet<String
     Ok(order)
 }
 
-fn find_cycle(entries: &[TemplateEntry], deps: &BTreeMap<String, BTreeSet<String>>, done: &BTreeSet<&str>) -> Vec<String> {
+fn find_cycle(
+    entries: &[TemplateEntry],
+    deps: &BTreeMap<String, BTreeSet<String>>,
+    done: &BTreeSet<&str>,
+) -> Vec<String> {
     // Every remaining node has a remaining dependency: walk until a node repeats.
     let Some(start) = entries.iter().find(|e| !done.contains(e.name.as_str())) else {
         return Vec::new();
@@ -139,7 +193,10 @@ fn find_cycle(entries: &[TemplateEntry], deps: &BTreeMap<String, BTreeSet<String
     let mut path = vec![start.name.clone()];
     loop {
         let cur = path.last().cloned().unwrap_or_default();
-        let next = deps.get(&cur).and_then(|d| d.iter().find(|x| !done.contains(x.as_str()))).cloned();
+        let next = deps
+            .get(&cur)
+            .and_then(|d| d.iter().find(|x| !done.contains(x.as_str())))
+            .cloned();
         let Some(next) = next else { return path };
         if let Some(pos) = path.iter().position(|p| *p == next) {
             let mut cycle = path[pos..].to_vec();
@@ -156,12 +213,19 @@ mod tests {
     use crate::api::GatewayClassBlueprintSpec;
 
     fn entry(name: &str, template: &str) -> TemplateEntry {
-        TemplateEntry { name: name.into(), template: template.into(), ready_when: None }
+        TemplateEntry {
+            name: name.into(),
+            template: template.into(),
+            ready_when: None,
+        }
     }
 
     fn build(entries: Vec<TemplateEntry>) -> Result<Graph, Vec<RenderError>> {
-        let spec = GatewayClassBlueprintSpec { gateway_templates: entries.clone(), ..Default::default() };
-        let compiled = Compiled::compile("bp", &spec).map_err(|e| e)?;
+        let spec = GatewayClassBlueprintSpec {
+            gateway_templates: entries.clone(),
+            ..Default::default()
+        };
+        let compiled = Compiled::compile("bp", &spec)?;
         Graph::build(&compiled, TemplateSet::Gateway, &entries)
     }
 
@@ -180,7 +244,11 @@ mod tests {
 
     #[test]
     fn subscript_reads_count() {
-        let g = build(vec![entry("a", "x: {{ resources[\"b\"] }}"), entry("b", "y: 1")]).unwrap();
+        let g = build(vec![
+            entry("a", "x: {{ resources[\"b\"] }}"),
+            entry("b", "y: 1"),
+        ])
+        .unwrap();
         assert_eq!(g.order, ["b", "a"]);
     }
 
@@ -193,15 +261,29 @@ mod tests {
         ])
         .unwrap_err();
         assert_eq!(errs[0].category, "DependencyCycle");
-        assert!(errs[0].message.contains("a -> b -> c -> a"), "{}", errs[0].message);
+        assert!(
+            errs[0].message.contains("a -> b -> c -> a"),
+            "{}",
+            errs[0].message
+        );
     }
 
     #[test]
     fn unknown_variables_and_templates_are_errors() {
-        let errs = build(vec![entry("a", "x: {{ gatway.metadata.name }}\ny: {{ resources.nope }}")]).unwrap_err();
+        let errs = build(vec![entry(
+            "a",
+            "x: {{ gatway.metadata.name }}\ny: {{ resources.nope }}",
+        )])
+        .unwrap_err();
         assert_eq!(errs.len(), 2, "{errs:?}");
-        assert!(errs.iter().any(|e| e.message.contains("unknown variable \"gatway\"")));
-        assert!(errs.iter().any(|e| e.message.contains("no template is named \"nope\"")));
+        assert!(
+            errs.iter()
+                .any(|e| e.message.contains("unknown variable \"gatway\""))
+        );
+        assert!(
+            errs.iter()
+                .any(|e| e.message.contains("no template is named \"nope\""))
+        );
     }
 
     #[test]

@@ -30,7 +30,13 @@ impl RenderError {
     /// A template error with the generic category.
     #[must_use]
     pub fn new(blueprint: &str, template: &str, line: Option<usize>, message: String) -> Self {
-        Self { blueprint: blueprint.to_owned(), template: template.to_owned(), line, message, category: "TemplateError" }
+        Self {
+            blueprint: blueprint.to_owned(),
+            template: template.to_owned(),
+            line,
+            message,
+            category: "TemplateError",
+        }
     }
 
     /// With another category.
@@ -45,7 +51,9 @@ impl RenderError {
     pub fn from_minijinja(blueprint: &str, template: &str, err: &minijinja::Error) -> Self {
         use minijinja::ErrorKind as K;
         let category = match err.kind() {
-            K::SyntaxError | K::UnknownBlock | K::InvalidDelimiter | K::BadEscape => "TemplateSyntax",
+            K::SyntaxError | K::UnknownBlock | K::InvalidDelimiter | K::BadEscape => {
+                "TemplateSyntax"
+            }
             K::UndefinedError => "UndefinedVariable",
             K::OutOfFuel => "TemplateOutOfFuel",
             _ => "TemplateError",
@@ -57,13 +65,25 @@ impl RenderError {
         if err.kind() == K::InvalidOperation && message.contains("recursion") {
             message = format!("{message} (recursion limit {})", engine::RECURSION_LIMIT);
         }
-        Self { blueprint: blueprint.to_owned(), template: template.to_owned(), line: err.line(), message, category }
+        Self {
+            blueprint: blueprint.to_owned(),
+            template: template.to_owned(),
+            line: err.line(),
+            message,
+            category,
+        }
     }
 
     fn display(&self) -> String {
         match self.line {
-            Some(line) => format!("blueprint {}: template {}: line {line}: {}", self.blueprint, self.template, self.message),
-            None => format!("blueprint {}: template {}: {}", self.blueprint, self.template, self.message),
+            Some(line) => format!(
+                "blueprint {}: template {}: line {line}: {}",
+                self.blueprint, self.template, self.message
+            ),
+            None => format!(
+                "blueprint {}: template {}: {}",
+                self.blueprint, self.template, self.message
+            ),
         }
     }
 }

@@ -50,40 +50,78 @@ pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
 /// # Errors
 /// Bad YAML, a document that is not an object, a forbidden namespace or kind, too big.
 pub fn objects_from_render(text: &str, at: Placement<'_>) -> Result<Vec<Value>, RenderError> {
-    let err = |msg: String| RenderError::new(at.blueprint, at.template, None, msg).with_category("InvalidOutput");
+    let err = |msg: String| {
+        RenderError::new(at.blueprint, at.template, None, msg).with_category("InvalidOutput")
+    };
     if text.len() > MAX_RENDERED_BYTES {
-        return Err(err(format!("rendered {} bytes, more than the limit of {MAX_RENDERED_BYTES}", text.len())));
+        return Err(err(format!(
+            "rendered {} bytes, more than the limit of {MAX_RENDERED_BYTES}",
+            text.len()
+        )));
     }
-    let docs = parse_documents(text).map_err(|e| err(format!("rendered output is not valid YAML: {e}")))?;
+    let docs = parse_documents(text)
+        .map_err(|e| err(format!("rendered output is not valid YAML: {e}")))?;
     if docs.len() > MAX_OBJECTS_PER_TEMPLATE {
-        return Err(err(format!("rendered {} objects, more than the limit of {MAX_OBJECTS_PER_TEMPLATE}", docs.len())));
+        return Err(err(format!(
+            "rendered {} objects, more than the limit of {MAX_OBJECTS_PER_TEMPLATE}",
+            docs.len()
+        )));
     }
-    docs.into_iter().map(|doc| check_object(doc, at).map_err(&err)).collect()
+    docs.into_iter()
+        .map(|doc| check_object(doc, at).map_err(&err))
+        .collect()
 }
 
 fn check_object(mut doc: Value, at: Placement<'_>) -> Result<Value, String> {
     let Some(obj) = doc.as_object_mut() else {
-        return Err(format!("rendered a document that is not a map: {}", short(&doc)));
+        return Err(format!(
+            "rendered a document that is not a map: {}",
+            short(&doc)
+        ));
     };
-    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let api_version = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let kind = obj
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     if api_version.is_empty() || kind.is_empty() {
         return Err("every rendered object needs apiVersion and kind".into());
     }
-    let meta = obj.entry("metadata").or_insert_with(|| Value::Object(serde_json::Map::new()));
+    let meta = obj
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
     let Some(meta) = meta.as_object_mut() else {
         return Err(format!("{kind}: metadata is not a map"));
     };
     if meta.contains_key("generateName") {
-        return Err(format!("{kind}: generateName is not supported; children need stable names"));
+        return Err(format!(
+            "{kind}: generateName is not supported; children need stable names"
+        ));
     }
-    let name = meta.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     validate_name(&name).map_err(|e| format!("{kind} {name:?}: {e}"))?;
-    let gk = GroupKind { group: api_group(&api_version).to_owned(), kind: kind.clone() };
+    let gk = GroupKind {
+        group: api_group(&api_version).to_owned(),
+        kind: kind.clone(),
+    };
     let cluster_scoped = at.cluster_scoped.contains(&gk);
-    match (cluster_scoped, meta.get("namespace").and_then(Value::as_str)) {
+    match (
+        cluster_scoped,
+        meta.get("namespace").and_then(Value::as_str),
+    ) {
         (true, Some(ns)) if !ns.is_empty() => {
-            return Err(format!("{kind} {name}: the blueprint lists {kind} as cluster-scoped, but the template sets namespace {ns:?}"));
+            return Err(format!(
+                "{kind} {name}: the blueprint lists {kind} as cluster-scoped, but the template sets namespace {ns:?}"
+            ));
         }
         (true, _) => {
             meta.remove("namespace");
@@ -98,9 +136,13 @@ fn check_object(mut doc: Value, at: Placement<'_>) -> Result<Value, String> {
             meta.insert("namespace".into(), Value::String(at.namespace.to_owned()));
         }
     }
-    let size = serde_json::to_vec(&doc).map(|v| v.len()).unwrap_or(usize::MAX);
+    let size = serde_json::to_vec(&doc)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
     if size > MAX_OBJECT_BYTES {
-        return Err(format!("{kind} {name}: {size} bytes, more than the limit of {MAX_OBJECT_BYTES}"));
+        return Err(format!(
+            "{kind} {name}: {size} bytes, more than the limit of {MAX_OBJECT_BYTES}"
+        ));
     }
     Ok(doc)
 }
@@ -111,10 +153,16 @@ fn validate_name(name: &str) -> Result<(), String> {
         return Err("metadata.name is missing".into());
     }
     if name.len() > 253 {
-        return Err(format!("metadata.name is {} characters, more than 253", name.len()));
+        return Err(format!(
+            "metadata.name is {} characters, more than 253",
+            name.len()
+        ));
     }
-    let ok_chars = name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
-    let ok_ends = name.starts_with(|c: char| c.is_ascii_alphanumeric()) && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+    let ok_ends = name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
     if ok_chars && ok_ends {
         Ok(())
     } else {
@@ -124,7 +172,11 @@ fn validate_name(name: &str) -> Result<(), String> {
 
 fn short(v: &Value) -> String {
     let s = v.to_string();
-    if s.len() > 80 { format!("{}...", &s[..s.floor_char_boundary(80)]) } else { s }
+    if s.len() > 80 {
+        format!("{}...", &s[..s.floor_char_boundary(80)])
+    } else {
+        s
+    }
 }
 
 #[cfg(test)]
@@ -133,7 +185,12 @@ mod tests {
     use serde_json::json;
 
     fn at<'a>(cs: &'a [GroupKind]) -> Placement<'a> {
-        Placement { blueprint: "bp", template: "t", namespace: "team", cluster_scoped: cs }
+        Placement {
+            blueprint: "bp",
+            template: "t",
+            namespace: "team",
+            cluster_scoped: cs,
+        }
     }
 
     #[test]
@@ -145,15 +202,26 @@ mod tests {
 
     #[test]
     fn other_namespaces_are_refused() {
-        let e = objects_from_render("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: kube-system}\n", at(&[])).unwrap_err();
+        let e = objects_from_render(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: kube-system}\n",
+            at(&[]),
+        )
+        .unwrap_err();
         assert!(e.message.contains("kube-system"), "{e}");
         assert_eq!(e.category, "InvalidOutput");
     }
 
     #[test]
     fn cluster_scoped_kinds_only_when_listed() {
-        let cs = [GroupKind { group: "elbv2.aws.upbound.io".into(), kind: "LB".into() }];
-        let objs = objects_from_render("apiVersion: elbv2.aws.upbound.io/v1beta1\nkind: LB\nmetadata: {name: lb}\n", at(&cs)).unwrap();
+        let cs = [GroupKind {
+            group: "elbv2.aws.upbound.io".into(),
+            kind: "LB".into(),
+        }];
+        let objs = objects_from_render(
+            "apiVersion: elbv2.aws.upbound.io/v1beta1\nkind: LB\nmetadata: {name: lb}\n",
+            at(&cs),
+        )
+        .unwrap();
         assert!(objs[0]["metadata"].get("namespace").is_none());
         let e = objects_from_render("apiVersion: elbv2.aws.upbound.io/v1beta1\nkind: LB\nmetadata: {name: lb, namespace: x}\n", at(&cs)).unwrap_err();
         assert!(e.message.contains("cluster-scoped"));
@@ -163,9 +231,18 @@ mod tests {
     fn bad_documents_are_refused() {
         for (text, needle) in [
             ("- a\n- b\n", "not a map"),
-            ("kind: ConfigMap\nmetadata: {name: a}\n", "apiVersion and kind"),
-            ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: \"A_b\"}\n", "lowercase"),
-            ("apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: a-}\n", "generateName"),
+            (
+                "kind: ConfigMap\nmetadata: {name: a}\n",
+                "apiVersion and kind",
+            ),
+            (
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: \"A_b\"}\n",
+                "lowercase",
+            ),
+            (
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: a-}\n",
+                "generateName",
+            ),
             ("apiVersion: v1\nkind: [\n", "not valid YAML"),
         ] {
             let e = objects_from_render(text, at(&[])).unwrap_err();
@@ -175,10 +252,25 @@ mod tests {
 
     #[test]
     fn sizes_are_bounded() {
-        let big = format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata: {{x: {:?}}}\n", "x".repeat(MAX_OBJECT_BYTES));
-        assert!(objects_from_render(&big, at(&[])).unwrap_err().message.contains("limit"));
-        let many: String = (0..=MAX_OBJECTS_PER_TEMPLATE).map(|i| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a{i}}}\n")).collect();
-        assert!(objects_from_render(&many, at(&[])).unwrap_err().message.contains("objects"));
+        let big = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata: {{x: {:?}}}\n",
+            "x".repeat(MAX_OBJECT_BYTES)
+        );
+        assert!(
+            objects_from_render(&big, at(&[]))
+                .unwrap_err()
+                .message
+                .contains("limit")
+        );
+        let many: String = (0..=MAX_OBJECTS_PER_TEMPLATE)
+            .map(|i| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a{i}}}\n"))
+            .collect();
+        assert!(
+            objects_from_render(&many, at(&[]))
+                .unwrap_err()
+                .message
+                .contains("objects")
+        );
     }
 
     #[test]

@@ -60,14 +60,24 @@ mod tests {
     use serde_json::json;
 
     fn layer(d: Value, o: Value) -> Layer {
-        Layer { source: String::new(), default: Some(d), override_: Some(o) }
+        Layer {
+            source: String::new(),
+            default: Some(d),
+            override_: Some(o),
+        }
     }
 
     #[test]
     fn defaults_stronger_later_overrides_stronger_earlier() {
         let layers = [
-            layer(json!({"a": 1, "m": {"x": 1, "y": 1}}), json!({"locked": "blueprint"})),
-            layer(json!({"a": 2, "m": {"y": 2}}), json!({"locked": "global", "o": 1})),
+            layer(
+                json!({"a": 1, "m": {"x": 1, "y": 1}}),
+                json!({"locked": "blueprint"}),
+            ),
+            layer(
+                json!({"a": 2, "m": {"y": 2}}),
+                json!({"locked": "global", "o": 1}),
+            ),
             layer(json!({"a": 3, "list": [1]}), json!({"o": 2})),
         ];
         let v = merge_layers(&layers);

@@ -64,10 +64,16 @@ pub fn yaml_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
 }
 
 fn collect(p: &Path, out: &mut Vec<PathBuf>, explicit: bool) -> Result<(), LoadError> {
-    let meta = std::fs::metadata(p).map_err(|source| LoadError::Read { path: p.to_owned(), source })?;
+    let meta = std::fs::metadata(p).map_err(|source| LoadError::Read {
+        path: p.to_owned(),
+        source,
+    })?;
     if meta.is_dir() {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
-            .map_err(|source| LoadError::Read { path: p.to_owned(), source })?
+            .map_err(|source| LoadError::Read {
+                path: p.to_owned(),
+                source,
+            })?
             .filter_map(Result::ok)
             .map(|e| e.path())
             .collect();
@@ -86,18 +92,38 @@ fn collect(p: &Path, out: &mut Vec<PathBuf>, explicit: bool) -> Result<(), LoadE
 /// # Errors
 /// The first path that cannot be read or parsed.
 pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, LoadError> {
-    let mut loaded = Loaded { snapshot: Snapshot::new(controller_namespace), ..Loaded::default() };
+    let mut loaded = Loaded {
+        snapshot: Snapshot::new(controller_namespace),
+        ..Loaded::default()
+    };
     let mut namespaces: BTreeSet<String> = BTreeSet::new();
     let mut explicit_ns: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     for path in yaml_files(paths)? {
-        let size = std::fs::metadata(&path).map_err(|source| LoadError::Read { path: path.clone(), source })?.len();
+        let size = std::fs::metadata(&path)
+            .map_err(|source| LoadError::Read {
+                path: path.clone(),
+                source,
+            })?
+            .len();
         if size > MAX_FILE_BYTES {
-            return Err(LoadError::Parse { path, message: format!("{size} bytes, more than the limit of {MAX_FILE_BYTES}") });
+            return Err(LoadError::Parse {
+                path,
+                message: format!("{size} bytes, more than the limit of {MAX_FILE_BYTES}"),
+            });
         }
-        let text = std::fs::read_to_string(&path).map_err(|source| LoadError::Read { path: path.clone(), source })?;
-        let docs = parse_documents(&text).map_err(|message| LoadError::Parse { path: path.clone(), message })?;
+        let text = std::fs::read_to_string(&path).map_err(|source| LoadError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let docs = parse_documents(&text).map_err(|message| LoadError::Parse {
+            path: path.clone(),
+            message,
+        })?;
         for (i, doc) in docs.into_iter().enumerate() {
-            let perr = |m: String| LoadError::Parse { path: path.clone(), message: format!("document {}: {m}", i + 1) };
+            let perr = |m: String| LoadError::Parse {
+                path: path.clone(),
+                message: format!("document {}: {m}", i + 1),
+            };
             if !doc.is_object() {
                 return Err(perr("not a map".into()));
             }
@@ -106,13 +132,19 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
             if api_version.is_empty() || kind.is_empty() {
                 return Err(perr("apiVersion and kind are required".into()));
             }
-            let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+            let name = doc["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
             let mut doc = doc;
             let cluster_scoped = matches!(
                 (api_group(&api_version), kind.as_str()),
-                ("gateway.networking.k8s.io", "GatewayClass") | ("gatewright.dev", "GatewayClassBlueprint") | ("", "Namespace")
+                ("gateway.networking.k8s.io", "GatewayClass")
+                    | ("gatewright.dev", "GatewayClassBlueprint")
+                    | ("", "Namespace")
             );
-            if !cluster_scoped && doc["metadata"]["namespace"].as_str().is_none() && !is_child(&doc) {
+            if !cluster_scoped && doc["metadata"]["namespace"].as_str().is_none() && !is_child(&doc)
+            {
                 doc["metadata"]["namespace"] = Value::String("default".into());
             }
             if let Some(ns) = doc["metadata"]["namespace"].as_str() {
@@ -134,18 +166,30 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
                 ("gatewright.dev", "GatewayClassConfig") => snap.put_class_config(de(doc, &perr)?),
                 ("gatewright.dev", "GatewayConfig") => snap.put_gateway_config(de(doc, &perr)?),
                 ("", "Namespace") => {
-                    let mut l: BTreeMap<String, String> = serde_json::from_value(doc["metadata"]["labels"].clone()).unwrap_or_default();
+                    let mut l: BTreeMap<String, String> =
+                        serde_json::from_value(doc["metadata"]["labels"].clone())
+                            .unwrap_or_default();
                     l.insert("kubernetes.io/metadata.name".into(), name.clone());
                     explicit_ns.insert(name.clone(), l);
                 }
                 ("", "Secret") => snap.put_secret(&de(doc, &perr)?),
-                ("", "Service") => snap.put_service((doc["metadata"]["namespace"].as_str().unwrap_or_default().to_owned(), name.clone())),
-                _ => loaded.ignored.push(format!("{}: {kind} {name}", path.display())),
+                ("", "Service") => snap.put_service((
+                    doc["metadata"]["namespace"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    name.clone(),
+                )),
+                _ => loaded
+                    .ignored
+                    .push(format!("{}: {kind} {name}", path.display())),
             }
         }
     }
     for ns in namespaces {
-        let labels = explicit_ns.remove(&ns).unwrap_or_else(|| BTreeMap::from([("kubernetes.io/metadata.name".to_owned(), ns.clone())]));
+        let labels = explicit_ns.remove(&ns).unwrap_or_else(|| {
+            BTreeMap::from([("kubernetes.io/metadata.name".to_owned(), ns.clone())])
+        });
         loaded.snapshot.put_namespace(&ns, labels);
     }
     for (ns, labels) in explicit_ns {
@@ -155,11 +199,15 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
 }
 
 fn is_child(doc: &Value) -> bool {
-    doc["metadata"]["labels"][labels::MANAGED_BY] == labels::MANAGED_BY_VALUE && labels::parent_uid(doc).is_some()
+    doc["metadata"]["labels"][labels::MANAGED_BY] == labels::MANAGED_BY_VALUE
+        && labels::parent_uid(doc).is_some()
 }
 
 fn de<T: DeserializeOwned>(doc: Value, perr: &dyn Fn(String) -> LoadError) -> Result<T, LoadError> {
     let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
-    let name = doc["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    let name = doc["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     serde_json::from_value(doc).map_err(|e| perr(format!("{kind} {name:?}: {e}")))
 }

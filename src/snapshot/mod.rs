@@ -116,14 +116,20 @@ pub struct Snapshot {
 }
 
 fn key_of(meta: &kube::api::ObjectMeta) -> Key {
-    (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
 }
 
 impl Snapshot {
     /// An empty snapshot; `controller_namespace` holds the cluster-wide GatewayClassConfigs.
     #[must_use]
     pub fn new(controller_namespace: &str) -> Self {
-        Self { controller_namespace: controller_namespace.to_owned(), ..Self::default() }
+        Self {
+            controller_namespace: controller_namespace.to_owned(),
+            ..Self::default()
+        }
     }
 
     /// The controller namespace.
@@ -142,7 +148,8 @@ impl Snapshot {
 
     /// Inserts or replaces a GatewayClass.
     pub fn put_class(&mut self, c: GatewayClass) {
-        self.classes.insert(c.metadata.name.clone().unwrap_or_default(), Arc::new(c));
+        self.classes
+            .insert(c.metadata.name.clone().unwrap_or_default(), Arc::new(c));
     }
     /// Removes a GatewayClass.
     pub fn remove_class(&mut self, name: &str) {
@@ -152,7 +159,13 @@ impl Snapshot {
     pub fn put_blueprint(&mut self, b: GatewayClassBlueprint) {
         let name = b.metadata.name.clone().unwrap_or_default();
         let prepared = Prepared::new(&name, &b.spec).map(Arc::new);
-        self.blueprints.insert(name, Arc::new(BlueprintEntry { object: b, prepared }));
+        self.blueprints.insert(
+            name,
+            Arc::new(BlueprintEntry {
+                object: b,
+                prepared,
+            }),
+        );
     }
     /// Removes a blueprint.
     pub fn remove_blueprint(&mut self, name: &str) {
@@ -168,7 +181,8 @@ impl Snapshot {
     }
     /// Inserts or replaces a GatewayConfig.
     pub fn put_gateway_config(&mut self, c: GatewayConfig) {
-        self.gateway_configs.insert(key_of(&c.metadata), Arc::new(c));
+        self.gateway_configs
+            .insert(key_of(&c.metadata), Arc::new(c));
     }
     /// Removes a GatewayConfig.
     pub fn remove_gateway_config(&mut self, key: &Key) {
@@ -177,7 +191,10 @@ impl Snapshot {
     /// Inserts or replaces a Gateway.
     pub fn put_gateway(&mut self, g: Gateway) {
         let json = serde_json::to_value(&g).unwrap_or(Value::Null);
-        self.gateways.insert(key_of(&g.metadata), Arc::new(GatewayEntry { typed: g, json }));
+        self.gateways.insert(
+            key_of(&g.metadata),
+            Arc::new(GatewayEntry { typed: g, json }),
+        );
     }
     /// Removes a Gateway.
     pub fn remove_gateway(&mut self, key: &Key) {
@@ -190,11 +207,18 @@ impl Snapshot {
         self.put_route(view, json);
     }
     fn put_route(&mut self, view: RouteView, json: Value) {
-        let key: RouteKey = (view.kind.kind.clone(), view.namespace.clone(), view.name.clone());
+        let key: RouteKey = (
+            view.kind.kind.clone(),
+            view.namespace.clone(),
+            view.name.clone(),
+        );
         self.remove_route(&key);
         for p in &view.parent_refs {
             if p.group == crate::gateway::GATEWAY_API_GROUP && p.kind == "Gateway" {
-                self.routes_by_gateway.entry((p.namespace.clone(), p.name.clone())).or_default().insert(key.clone());
+                self.routes_by_gateway
+                    .entry((p.namespace.clone(), p.name.clone()))
+                    .or_default()
+                    .insert(key.clone());
             }
         }
         self.routes.insert(key, Arc::new(RouteEntry { view, json }));
@@ -234,7 +258,8 @@ impl Snapshot {
     }
     /// Inserts or replaces a Secret (only its type and TLS validity are kept).
     pub fn put_secret(&mut self, s: &Secret) {
-        self.secrets.insert(key_of(&s.metadata), SecretInfo::from_secret(s));
+        self.secrets
+            .insert(key_of(&s.metadata), SecretInfo::from_secret(s));
     }
     /// Removes a Secret.
     pub fn remove_secret(&mut self, key: &Key) {
@@ -255,30 +280,36 @@ impl Snapshot {
         let key = ObjectKey::of(&obj);
         self.remove_child(&key);
         if let Some(uid) = labels::parent_uid(&obj) {
-            self.children_by_parent.entry(uid.to_owned()).or_default().insert(key.clone());
+            self.children_by_parent
+                .entry(uid.to_owned())
+                .or_default()
+                .insert(key.clone());
         }
         if let Some(uid) = labels::gateway_uid(&obj) {
-            self.children_by_gateway.entry(uid.to_owned()).or_default().insert(key.clone());
+            self.children_by_gateway
+                .entry(uid.to_owned())
+                .or_default()
+                .insert(key.clone());
         }
         self.children.insert(key, Arc::new(obj));
     }
     /// Removes a live child.
     pub fn remove_child(&mut self, key: &ObjectKey) {
         if let Some(old) = self.children.remove(key) {
-            if let Some(uid) = labels::parent_uid(&old) {
-                if let Some(set) = self.children_by_parent.get_mut(uid) {
-                    set.remove(key);
-                    if set.is_empty() {
-                        self.children_by_parent.remove(uid);
-                    }
+            if let Some(uid) = labels::parent_uid(&old)
+                && let Some(set) = self.children_by_parent.get_mut(uid)
+            {
+                set.remove(key);
+                if set.is_empty() {
+                    self.children_by_parent.remove(uid);
                 }
             }
-            if let Some(uid) = labels::gateway_uid(&old) {
-                if let Some(set) = self.children_by_gateway.get_mut(uid) {
-                    set.remove(key);
-                    if set.is_empty() {
-                        self.children_by_gateway.remove(uid);
-                    }
+            if let Some(uid) = labels::gateway_uid(&old)
+                && let Some(set) = self.children_by_gateway.get_mut(uid)
+            {
+                set.remove(key);
+                if set.is_empty() {
+                    self.children_by_gateway.remove(uid);
                 }
             }
         }
@@ -305,12 +336,24 @@ impl Snapshot {
         self.blueprints.values()
     }
     /// GatewayClassConfigs of a namespace.
-    pub fn class_configs_in<'a>(&'a self, ns: &'a str) -> impl Iterator<Item = &'a Arc<GatewayClassConfig>> + 'a {
-        self.class_configs.range((ns.to_owned(), String::new())..).take_while(move |((n, _), _)| n == ns).map(|(_, v)| v)
+    pub fn class_configs_in<'a>(
+        &'a self,
+        ns: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<GatewayClassConfig>> + 'a {
+        self.class_configs
+            .range((ns.to_owned(), String::new())..)
+            .take_while(move |((n, _), _)| n == ns)
+            .map(|(_, v)| v)
     }
     /// GatewayConfigs of a namespace.
-    pub fn gateway_configs_in<'a>(&'a self, ns: &'a str) -> impl Iterator<Item = &'a Arc<GatewayConfig>> + 'a {
-        self.gateway_configs.range((ns.to_owned(), String::new())..).take_while(move |((n, _), _)| n == ns).map(|(_, v)| v)
+    pub fn gateway_configs_in<'a>(
+        &'a self,
+        ns: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<GatewayConfig>> + 'a {
+        self.gateway_configs
+            .range((ns.to_owned(), String::new())..)
+            .take_while(move |((n, _), _)| n == ns)
+            .map(|(_, v)| v)
     }
     /// A GatewayConfig by key.
     #[must_use]
@@ -336,7 +379,10 @@ impl Snapshot {
         self.routes.iter()
     }
     /// Routes with a parentRef naming this Gateway, in (kind, namespace, name) order.
-    pub fn routes_referencing<'a>(&'a self, gw: &Key) -> impl Iterator<Item = (&'a RouteKey, &'a Arc<RouteEntry>)> + 'a {
+    pub fn routes_referencing<'a>(
+        &'a self,
+        gw: &Key,
+    ) -> impl Iterator<Item = (&'a RouteKey, &'a Arc<RouteEntry>)> + 'a {
         self.routes_by_gateway
             .get(gw)
             .into_iter()
@@ -344,7 +390,10 @@ impl Snapshot {
             .filter_map(|k| self.routes.get(k).map(|r| (k, r)))
     }
     /// Live children labelled with this parent uid.
-    pub fn children_of<'a>(&'a self, parent_uid: &str) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
+    pub fn children_of<'a>(
+        &'a self,
+        parent_uid: &str,
+    ) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
         self.children_by_parent
             .get(parent_uid)
             .into_iter()
@@ -352,7 +401,10 @@ impl Snapshot {
             .filter_map(|k| self.children.get(k))
     }
     /// Live children labelled with this Gateway uid (its own and its routes').
-    pub fn children_by_gateway<'a>(&'a self, gateway_uid: &str) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
+    pub fn children_by_gateway<'a>(
+        &'a self,
+        gateway_uid: &str,
+    ) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
         self.children_by_gateway
             .get(gateway_uid)
             .into_iter()
@@ -378,9 +430,14 @@ impl Lookup for Snapshot {
         self.secrets.get(&(namespace.to_owned(), name.to_owned()))
     }
     fn reference_grants(&self, namespace: &str) -> Vec<&ReferenceGrant> {
-        self.grants.get(namespace).map(|m| m.values().collect()).unwrap_or_default()
+        self.grants
+            .get(namespace)
+            .map(|m| m.values().collect())
+            .unwrap_or_default()
     }
     fn service_exists(&self, namespace: &str, name: &str) -> Option<bool> {
-        self.services.as_ref().map(|s| s.contains(&(namespace.to_owned(), name.to_owned())))
+        self.services
+            .as_ref()
+            .map(|s| s.contains(&(namespace.to_owned(), name.to_owned())))
     }
 }

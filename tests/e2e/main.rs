@@ -1,0 +1,11 @@
+//! Tests against a real Kubernetes API server, read from `KUBECONFIG` (scripts/test.sh
+//! brings up the local one; kind or k3d work too). Each test uses its own namespace.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code"
+)]
+
+mod common;
+mod smoke;
