@@ -7,8 +7,10 @@
 
 pub mod api;
 pub mod cli;
+pub mod controller;
 pub mod gateway;
 pub mod plan;
 pub mod render;
 pub mod simulate;
 pub mod snapshot;
+pub mod telemetry;

@@ -1,0 +1,256 @@
+//! The cluster shell around the planner: watches feed one [`Snapshot`]; every change
+//! enqueues exactly the parents it affects; a worker plans each parent and executes the
+//! plan (server-side apply of what changed, prune after every apply succeeded, status
+//! written only when it changed), emits Events on transitions, and counts what it did.
+//!
+//! Child kinds are watched as plans name them (a registrar, label-selected to our
+//! children); a kind the API server does not serve is reported on the Gateway and looked
+//! up again until it appears.
+
+mod apply;
+mod status;
+mod watch;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+use tokio::sync::mpsc;
+
+use crate::snapshot::{Key, RouteKey, Snapshot};
+use crate::telemetry::Metrics;
+
+pub use apply::is_subset;
+
+/// Field manager of every server-side apply.
+pub const FIELD_MANAGER: &str = "gatewright";
+/// Finalizer on our Gateways: children are deleted, in reverse dependency order, first.
+pub const GATEWAY_FINALIZER: &str = "gatewright.dev/children";
+
+/// Errors of one reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API server refused or failed a request.
+    #[error("failed to {action}: {source}")]
+    Kube {
+        /// What we tried.
+        action: String,
+        /// The cause.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// A child kind is not served.
+    #[error("kind {0} is not served by the API server (is its CRD installed?)")]
+    KindNotServed(String),
+    /// Deletion of children is still in progress.
+    #[error("waiting for {0} children to be deleted")]
+    Deleting(usize),
+}
+
+impl Error {
+    /// One PascalCase word for metrics and Events.
+    #[must_use]
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Kube { .. } => "ApiError",
+            Self::KindNotServed(_) => "KindNotServed",
+            Self::Deleting(_) => "Deleting",
+        }
+    }
+    pub(crate) fn kube(action: impl Into<String>, source: kube::Error) -> Self {
+        Self::Kube { action: action.into(), source: Box::new(source) }
+    }
+}
+
+/// Work items.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Work {
+    /// Plan and execute a Gateway (and its routes' children and status).
+    Gateway(Key),
+    /// Write a GatewayClass's status and finalizer.
+    Class(String),
+    /// Remove our stale `status.parents` entries of a route.
+    Route(RouteKey),
+}
+
+/// How `gatewright run` is configured.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Namespace whose GatewayClassConfigs apply cluster-wide.
+    pub controller_namespace: String,
+    /// Where to serve /metrics, /healthz, /readyz (none: not served).
+    pub metrics_addr: Option<String>,
+    /// How often every parent is re-planned to catch drift.
+    pub resync: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { controller_namespace: "gatewright-system".into(), metrics_addr: None, resync: Duration::from_secs(3600) }
+    }
+}
+
+/// What the last reconcile of a Gateway reported, to emit Events only on transitions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Reported {
+    programmed: String,
+    errors: BTreeSet<String>,
+    missing: BTreeSet<String>,
+}
+
+/// The running controller's shared state.
+pub struct Controller {
+    client: Client,
+    opts: Options,
+    snapshot: RwLock<Snapshot>,
+    metrics: Arc<Metrics>,
+    tx: mpsc::UnboundedSender<Work>,
+    pending: Mutex<BTreeSet<Work>>,
+    kinds: watch::Registrar,
+    recorder: Recorder,
+    reported: Mutex<HashMap<Key, Reported>>,
+    failures: Mutex<HashMap<Work, u32>>,
+    uid_to_gateway: RwLock<BTreeMap<String, Key>>,
+}
+
+impl Controller {
+    /// The metrics.
+    #[must_use]
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Enqueues work unless it is already waiting.
+    pub fn enqueue(&self, w: Work) {
+        let fresh = self.pending.lock().is_ok_and(|mut p| p.insert(w.clone()));
+        if fresh {
+            self.metrics.queue_depth.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let _ = self.tx.send(w);
+        }
+    }
+
+    /// Enqueues work after `delay`.
+    pub fn enqueue_after(self: &Arc<Self>, w: Work, delay: Duration) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            me.enqueue(w);
+        });
+    }
+
+    /// Enqueues every Gateway (and class) we know: a forced full resync.
+    pub fn enqueue_all(&self) {
+        let (gws, classes): (Vec<Key>, Vec<String>) = match self.snapshot.read() {
+            Ok(s) => (s.gateways().map(|(k, _)| k.clone()).collect(), s.classes().filter_map(|c| c.metadata.name.clone()).collect()),
+            Err(_) => return,
+        };
+        for c in classes {
+            self.enqueue(Work::Class(c));
+        }
+        for g in gws {
+            self.enqueue(Work::Gateway(g));
+        }
+    }
+
+    async fn work(self: &Arc<Self>, w: &Work) {
+        let started = Instant::now();
+        let kind = match w {
+            Work::Gateway(_) => "Gateway",
+            Work::Class(_) => "GatewayClass",
+            Work::Route(_) => "HTTPRoute",
+        };
+        let result = match w {
+            Work::Gateway(k) => self.reconcile_gateway(k).await,
+            Work::Class(n) => self.reconcile_class(n).await,
+            Work::Route(k) => self.reconcile_route(k).await,
+        };
+        match result {
+            Ok(requeue) => {
+                self.metrics.reconciled(kind, "Ok");
+                if let Ok(mut f) = self.failures.lock() {
+                    f.remove(w);
+                }
+                if let Some(d) = requeue {
+                    self.enqueue_after(w.clone(), d);
+                }
+            }
+            Err(e) => {
+                self.metrics.reconciled(kind, e.category());
+                let n = self.failures.lock().map(|mut f| {
+                    let n = f.entry(w.clone()).or_default();
+                    *n += 1;
+                    *n
+                });
+                let n = n.unwrap_or(1);
+                let delay = Duration::from_millis(500u64.saturating_mul(1 << n.min(9))).min(Duration::from_secs(300));
+                if matches!(e, Error::Deleting(_)) {
+                    tracing::debug!(?w, "{e}");
+                } else {
+                    tracing::warn!(?w, error = %e, retry_in = ?delay, "reconcile failed");
+                }
+                self.enqueue_after(w.clone(), delay);
+            }
+        }
+        tracing::debug!(elapsed = ?started.elapsed(), "reconciled");
+    }
+}
+
+/// Starts the controller: watches, the worker, the periodic resync and (when configured)
+/// the metrics server. Returns the handle; the tasks run until the runtime stops.
+///
+/// # Errors
+/// The metrics address cannot be bound.
+pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std::io::Error> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let reporter = Reporter { controller: "gatewright".into(), instance: std::env::var("POD_NAME").ok() };
+    let ctl = Arc::new(Controller {
+        recorder: Recorder::new(client.clone(), reporter),
+        client,
+        snapshot: RwLock::new({
+            let mut s = Snapshot::new(&opts.controller_namespace);
+            s.track_services();
+            s
+        }),
+        opts,
+        metrics: Arc::new(Metrics::default()),
+        tx,
+        pending: Mutex::new(BTreeSet::new()),
+        kinds: watch::Registrar::default(),
+        reported: Mutex::new(HashMap::new()),
+        failures: Mutex::new(HashMap::new()),
+        uid_to_gateway: RwLock::new(BTreeMap::new()),
+    });
+    if let Some(addr) = ctl.opts.metrics_addr.clone() {
+        let listener_metrics = ctl.metrics.clone();
+        let l = tokio::net::TcpListener::bind(&addr).await?;
+        drop(l);
+        tokio::spawn(async move {
+            if let Err(e) = crate::telemetry::serve(&addr, listener_metrics).await {
+                tracing::error!(error = %e, "metrics server stopped");
+            }
+        });
+    }
+    watch::start_primary_watches(&ctl);
+    let worker = ctl.clone();
+    tokio::spawn(async move {
+        while let Some(w) = rx.recv().await {
+            if let Ok(mut p) = worker.pending.lock() {
+                p.remove(&w);
+            }
+            worker.metrics.queue_depth.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            worker.work(&w).await;
+        }
+    });
+    let resync = ctl.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(resync.opts.resync);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            resync.enqueue_all();
+        }
+    });
+    Ok(ctl)
+}

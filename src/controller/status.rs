@@ -1,0 +1,332 @@
+//! Reconcile functions: a Gateway (apply, prune, status, route status, Events, teardown),
+//! a GatewayClass (status, finalizer) and a route (stale entries of ours).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use gateway_api::apis::standard::gatewayclasses::{GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures};
+use gateway_api::apis::standard::gateways::Gateway;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::watch::KindState;
+use super::{Controller, Error, GATEWAY_FINALIZER, Reported};
+use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
+use crate::gateway::{CONTROLLER_NAME, ParentAttachment};
+use crate::plan::class::GATEWAY_EXISTS_FINALIZER;
+use crate::plan::gateway::OutOfScope;
+use crate::plan::route::merge_route_parents;
+use crate::plan::{plan_class, plan_gateway, plan_route};
+use crate::snapshot::{Key, ObjectKey, RouteKey};
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// A copy of `v` without `lastTransitionTime` anywhere, for comparing statuses.
+fn strip_times(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(m.iter().filter(|(k, _)| k.as_str() != "lastTransitionTime").map(|(k, v)| (k.clone(), strip_times(v))).collect()),
+        Value::Array(a) => Value::Array(a.iter().map(strip_times).collect()),
+        other => other.clone(),
+    }
+}
+
+fn note(s: &str) -> String {
+    if s.len() <= 1024 { s.to_owned() } else { format!("{}...", &s[..s.floor_char_boundary(1020)]) }
+}
+
+impl Controller {
+    async fn event<K: Resource<DynamicType = ()>>(&self, obj: &K, warning: bool, reason: &str, action: &str, message: &str) {
+        let ev = Event { type_: if warning { EventType::Warning } else { EventType::Normal }, reason: reason.into(), note: Some(note(message)), action: action.into(), secondary: None };
+        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
+            tracing::debug!(error = %e, "failed to publish an event");
+        }
+    }
+
+    /// Plans and executes one Gateway.
+    pub(crate) async fn reconcile_gateway(self: &Arc<Self>, key: &Key) -> Result<Option<Duration>, Error> {
+        let started = Instant::now();
+        let planned = {
+            let snap = self.snapshot.read().map_err(|_| Error::Deleting(0))?;
+            match plan_gateway(&snap, key) {
+                Ok(plan) => {
+                    let routes: Vec<_> = plan.context.routes.iter().map(|r| plan_route(&snap, &plan, r)).collect();
+                    let gw = snap.gateway(key).map(|g| g.typed.clone());
+                    let live: Vec<(ObjectKey, Option<Value>)> = plan
+                        .children
+                        .iter()
+                        .chain(routes.iter().flat_map(|r| r.children.iter()))
+                        .map(|c| (c.key.clone(), snap.child(&c.key).map(|v| (**v).clone())))
+                        .collect();
+                    Some((plan, routes, gw, live))
+                }
+                Err(OutOfScope::NoGateway | OutOfScope::NoClass(_) | OutOfScope::NotOurs) => None,
+            }
+        };
+        self.metrics.plans.fetch_add(1, Ordering::Relaxed);
+        self.metrics.plan_micros.fetch_add(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        let Some((plan, routes, Some(gw), live)) = planned else { return Ok(None) };
+        if let Some(uid) = gw.metadata.uid.clone() {
+            if let Ok(mut m) = self.uid_to_gateway.write() {
+                m.insert(uid, key.clone());
+            }
+        }
+        if gw.metadata.deletion_timestamp.is_some() {
+            return self.teardown(key, &gw).await;
+        }
+        let gw_api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.0);
+        if plan.accepted && !gw.finalizers().iter().any(|f| f == GATEWAY_FINALIZER) {
+            let mut fins = gw.finalizers().to_vec();
+            fins.push(GATEWAY_FINALIZER.to_owned());
+            let patch = json!({ "metadata": { "finalizers": fins, "resourceVersion": gw.resource_version() } });
+            gw_api.patch_metadata(&key.1, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| Error::kube("add the Gateway finalizer", e))?;
+            self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+        }
+
+        // Apply in dependency order: the Gateway's children, then each route's.
+        let mut missing = BTreeSet::new();
+        let mut apply_errors = Vec::new();
+        let mut pending_kinds = false;
+        for (c, (_, live)) in plan.children.iter().chain(routes.iter().flat_map(|r| r.children.iter())).zip(&live) {
+            match self.kinds.ensure(self, &c.key.api_version, &c.key.kind) {
+                KindState::Missing(msg) => {
+                    missing.insert(msg);
+                    continue;
+                }
+                KindState::Pending => {
+                    pending_kinds = true;
+                    continue;
+                }
+                KindState::Served { .. } => {}
+            }
+            if let Err(e) = self.apply_child(&c.key, &c.object, live.as_ref()).await {
+                apply_errors.push(e.to_string());
+            }
+        }
+        let settled = apply_errors.is_empty() && missing.is_empty() && !pending_kinds;
+        if settled {
+            for k in plan.prune.iter().chain(routes.iter().flat_map(|r| r.prune.iter())).chain(&plan.orphaned_route_children) {
+                self.delete_child(k).await?;
+            }
+        }
+
+        // Status.
+        let mut status = plan.status.clone();
+        let override_programmed = if let Some(m) = missing.iter().next() {
+            Some(Cond::f(types::PROGRAMMED, reasons::INVALID, m))
+        } else if let Some(e) = apply_errors.first() {
+            Some(Cond::f(types::PROGRAMMED, reasons::PENDING, e))
+        } else if let Some(e) = routes.iter().flat_map(|r| r.errors.iter()).next() {
+            Some(Cond::f(types::PROGRAMMED, reasons::INVALID, &e.to_string()))
+        } else {
+            None
+        };
+        if let Some(p) = &override_programmed {
+            if let Some(c) = status.conditions.iter_mut().find(|c| c.type_ == types::PROGRAMMED) {
+                *c = p.clone();
+            }
+            for (l, conds) in &mut status.listeners {
+                *conds = l.status_conds(p);
+            }
+        }
+        let desired = status.to_status(gw.status.as_ref(), gw.metadata.generation, &now());
+        let mut desired_json = serde_json::to_value(&desired).unwrap_or(Value::Null);
+        if desired.addresses.is_none() {
+            desired_json["addresses"] = Value::Null;
+        }
+        let current_json = serde_json::to_value(gw.status.clone().unwrap_or_default()).unwrap_or(Value::Null);
+        let mut cmp_desired = strip_times(&desired_json);
+        if let Some(o) = cmp_desired.as_object_mut() {
+            o.retain(|_, v| !v.is_null());
+        }
+        if cmp_desired != strip_times(&current_json) {
+            self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+            gw_api
+                .patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&json!({ "status": desired_json })))
+                .await
+                .map_err(|e| Error::kube("write the Gateway status", e))?;
+        }
+
+        // Route status, after the route's children were applied (Flagger waits on it).
+        for (rkey, atts) in &plan.attachments {
+            self.write_route_status(rkey, Some((key, atts.as_slice()))).await?;
+        }
+
+        // Events on transitions only.
+        let programmed = status.conditions.iter().find(|c| c.type_ == types::PROGRAMMED).cloned();
+        let now_reported = Reported {
+            programmed: programmed.as_ref().map(|c| format!("{}/{}", c.status, c.reason)).unwrap_or_default(),
+            errors: plan.errors.iter().chain(routes.iter().flat_map(|r| r.errors.iter())).map(ToString::to_string).collect(),
+            missing: missing.clone(),
+        };
+        let before = self.reported.lock().ok().and_then(|mut r| r.insert(key.clone(), now_reported.clone())).unwrap_or_default();
+        for e in now_reported.errors.difference(&before.errors) {
+            self.event(&gw, true, "TemplateFailed", "Render", e).await;
+        }
+        for m in now_reported.missing.difference(&before.missing) {
+            self.event(&gw, true, "KindNotServed", "Apply", m).await;
+        }
+        if before.programmed != now_reported.programmed {
+            if let Some(p) = &programmed {
+                self.event(&gw, !p.status.is_true(), if p.status.is_true() { "Programmed" } else { "NotProgrammed" }, "Reconcile", &p.message).await;
+            }
+        }
+        if pending_kinds {
+            return Ok(Some(Duration::from_millis(500)));
+        }
+        Ok(None)
+    }
+
+    /// Deletes every child of a deleted Gateway, dependents first, then lets it go.
+    async fn teardown(self: &Arc<Self>, key: &Key, gw: &Gateway) -> Result<Option<Duration>, Error> {
+        if !gw.finalizers().iter().any(|f| f == GATEWAY_FINALIZER) {
+            return Ok(None);
+        }
+        let uid = gw.metadata.uid.clone().unwrap_or_default();
+        let (children, order) = {
+            let snap = self.snapshot.read().map_err(|_| Error::Deleting(0))?;
+            let children: Vec<Value> = snap.children_by_gateway(&uid).map(|c| (**c).clone()).collect();
+            let order = crate::plan::class::resolve_blueprint(&snap, snap.class(&gw.spec.gateway_class_name).map_or(&GatewayClass::default(), |c| c.as_ref()))
+                .map(|p| (p.gateway_graph.order.clone(), p.route_graph.order.clone()))
+                .unwrap_or_default();
+            (children, order)
+        };
+        if !children.is_empty() {
+            // Route children first, then the Gateway's, each set in reverse template order.
+            let rank = |c: &Value| {
+                let t = crate::plan::labels::template(c).unwrap_or_default();
+                let route_child = crate::plan::labels::parent_uid(c) != Some(uid.as_str());
+                let set = if route_child { &order.1 } else { &order.0 };
+                let pos = set.iter().position(|x| x == t).unwrap_or(usize::MAX - 1);
+                (!route_child, std::cmp::Reverse(pos))
+            };
+            let mut sorted = children;
+            sorted.sort_by_key(|c| rank(c));
+            let n = sorted.len();
+            for c in sorted.iter().filter(|c| c["metadata"]["deletionTimestamp"].is_null()) {
+                self.delete_child(&ObjectKey::of(c)).await?;
+            }
+            return Err(Error::Deleting(n));
+        }
+        let fins: Vec<String> = gw.finalizers().iter().filter(|f| *f != GATEWAY_FINALIZER).cloned().collect();
+        let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.0);
+        let patch = json!({ "metadata": { "finalizers": fins, "resourceVersion": gw.resource_version() } });
+        match api.patch_metadata(&key.1, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(Error::kube("remove the Gateway finalizer", e)),
+        }
+        self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+        Ok(None)
+    }
+
+    /// Writes our `status.parents` entries of a route: with `Some((gateway, entries))`,
+    /// the entries for that Gateway are replaced; ours for other Gateways still in the
+    /// spec are kept; entries of other controllers are never touched. Read-modify-write
+    /// with the resourceVersion, retried on conflict.
+    pub(crate) async fn write_route_status(self: &Arc<Self>, rkey: &RouteKey, update: Option<(&Key, &[ParentAttachment])>) -> Result<(), Error> {
+        let ar = ApiResource::erase::<gateway_api::apis::standard::httproutes::HttpRoute>(&());
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &rkey.1, &ar);
+        for _ in 0..5 {
+            let Some(route) = api.get_opt(&rkey.2).await.map_err(|e| Error::kube(format!("read {} {}/{}", rkey.0, rkey.1, rkey.2), e))? else { return Ok(()) };
+            let mut obj = serde_json::to_value(&route).unwrap_or(Value::Null);
+            let generation = obj["metadata"]["generation"].as_i64();
+            let existing = obj["status"]["parents"].as_array().cloned().unwrap_or_default();
+            let spec_refs: Vec<Value> = obj["spec"]["parentRefs"].as_array().cloned().unwrap_or_default();
+            let targets = |p: &Value, gw: &Key| {
+                p["name"].as_str() == Some(gw.1.as_str()) && p["namespace"].as_str().unwrap_or(rkey.1.as_str()) == gw.0 && p["kind"].as_str().unwrap_or("Gateway") == "Gateway"
+            };
+            let in_spec = |p: &Value| spec_refs.iter().any(|s| same_ref(s, p, &rkey.1));
+            let still_ours = |p: &Value| {
+                let gw: Key = (p["namespace"].as_str().unwrap_or(rkey.1.as_str()).to_owned(), p["name"].as_str().unwrap_or_default().to_owned());
+                self.snapshot.read().ok().is_some_and(|s| matches!(plan_gateway(&s, &gw), Ok(_)))
+            };
+            let mut next: Vec<Value> = Vec::new();
+            for e in &existing {
+                let ours = e["controllerName"] == CONTROLLER_NAME;
+                let keep = !ours || (in_spec(&e["parentRef"]) && update.is_none_or(|(gw, _)| !targets(&e["parentRef"], gw)) && still_ours(&e["parentRef"]));
+                if keep {
+                    next.push(e.clone());
+                }
+            }
+            if let Some((_, atts)) = update {
+                let fresh = merge_route_parents(Some(&Value::Array(existing.clone())), atts, generation, &now());
+                next.extend(fresh.into_iter().filter(|e| e["controllerName"] == CONTROLLER_NAME));
+            }
+            let (mut foreign, mut ours): (Vec<Value>, Vec<Value>) = next.into_iter().partition(|e| e["controllerName"] != CONTROLLER_NAME);
+            ours.sort_by_key(|e| e["parentRef"].to_string());
+            foreign.extend(ours);
+            if strip_times(&Value::Array(foreign.clone())) == strip_times(&Value::Array(existing)) {
+                return Ok(());
+            }
+            obj["status"]["parents"] = Value::Array(foreign);
+            let Ok(body) = serde_json::from_value::<DynamicObject>(obj) else { return Ok(()) };
+            self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+            match api.replace_status(&rkey.2, &PostParams::default(), &body).await {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(Error::kube(format!("write the status of {} {}/{}", rkey.0, rkey.1, rkey.2), e)),
+            }
+        }
+        Err(Error::kube(format!("write the status of {} {}/{}", rkey.0, rkey.1, rkey.2), kube::Error::LinesCodecMaxLineLengthExceeded))
+    }
+
+    /// Removes our stale entries from a route (parentRef gone, Gateway no longer ours).
+    pub(crate) async fn reconcile_route(self: &Arc<Self>, rkey: &RouteKey) -> Result<Option<Duration>, Error> {
+        self.write_route_status(rkey, None).await?;
+        Ok(None)
+    }
+
+    /// Writes a GatewayClass's status and gateway-exists finalizer.
+    pub(crate) async fn reconcile_class(self: &Arc<Self>, name: &str) -> Result<Option<Duration>, Error> {
+        let (plan, class) = {
+            let snap = self.snapshot.read().map_err(|_| Error::Deleting(0))?;
+            (plan_class(&snap, name), snap.class(name).map(|c| (**c).clone()))
+        };
+        let (Some(plan), Some(class)) = (plan, class) else { return Ok(None) };
+        let api: Api<GatewayClass> = Api::all(self.client.clone());
+        let has_fin = class.finalizers().iter().any(|f| f == GATEWAY_EXISTS_FINALIZER);
+        if plan.in_use != has_fin && class.metadata.deletion_timestamp.is_none() || (has_fin && !plan.in_use) {
+            let mut fins: Vec<String> = class.finalizers().iter().filter(|f| *f != GATEWAY_EXISTS_FINALIZER).cloned().collect();
+            if plan.in_use {
+                fins.push(GATEWAY_EXISTS_FINALIZER.to_owned());
+            }
+            let patch = json!({ "metadata": { "finalizers": fins, "resourceVersion": class.resource_version() } });
+            api.patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| Error::kube("update the GatewayClass finalizer", e))?;
+            self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        let existing = class.status.clone().unwrap_or_default();
+        let status = GatewayClassStatus {
+            conditions: Some(merge_conditions(existing.conditions.as_deref().unwrap_or_default(), std::slice::from_ref(&plan.accepted), &[types::ACCEPTED], class.metadata.generation, &now())),
+            supported_features: Some(plan.supported_features.iter().map(|n| GatewayClassStatusSupportedFeatures { name: n.clone() }).collect()),
+        };
+        let desired = serde_json::to_value(&status).unwrap_or(Value::Null);
+        if strip_times(&desired) != strip_times(&serde_json::to_value(&existing).unwrap_or(Value::Null)) {
+            self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({ "status": desired }))).await.map_err(|e| Error::kube("write the GatewayClass status", e))?;
+            let accepted = plan.accepted.status.is_true();
+            let before = existing.conditions.iter().flatten().find(|c| c.type_ == types::ACCEPTED).map(|c| c.status.clone());
+            if before.as_deref() != Some(plan.accepted.status.as_str()) {
+                self.event(&class, !accepted, if accepted { "Accepted" } else { "InvalidParameters" }, "Reconcile", &plan.accepted.message).await;
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Whether two parentRefs name the same parent (API defaults applied).
+fn same_ref(a: &Value, b: &Value, route_ns: &str) -> bool {
+    let f = |v: &Value, k: &str, d: &str| v[k].as_str().map_or_else(|| d.to_owned(), str::to_owned);
+    f(a, "group", crate::gateway::GATEWAY_API_GROUP) == f(b, "group", crate::gateway::GATEWAY_API_GROUP)
+        && f(a, "kind", "Gateway") == f(b, "kind", "Gateway")
+        && f(a, "namespace", route_ns) == f(b, "namespace", route_ns)
+        && f(a, "name", "") == f(b, "name", "")
+        && f(a, "sectionName", "") == f(b, "sectionName", "")
+        && a["port"] == b["port"]
+}

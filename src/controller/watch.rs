@@ -1,0 +1,338 @@
+//! Watches: the primary kinds (GatewayClass, our CRDs, Gateway, HTTPRoute, Namespace,
+//! ReferenceGrant, Secret, Service) and, through the [`Registrar`], every child kind a
+//! plan names, label-selected to our children. Each event updates the snapshot and
+//! enqueues the parents it affects. Objects are decoded one by one, so one object that
+//! does not parse is logged and skipped instead of stalling its watch.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use gateway_api::apis::standard::referencegrants::ReferenceGrant;
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::discovery::Scope;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::{Controller, Work};
+use crate::api::{GatewayClassBlueprint, GatewayClassConfig, GatewayConfig};
+use crate::plan::labels;
+use crate::snapshot::{Key, ObjectKey, Snapshot};
+
+/// What we know of a child kind.
+#[derive(Clone, Debug)]
+pub enum KindState {
+    /// Discovery is running.
+    Pending,
+    /// Served; watched.
+    Served {
+        /// How to reach it.
+        resource: ApiResource,
+        /// Whether it is namespaced.
+        namespaced: bool,
+    },
+    /// Not served; why.
+    Missing(String),
+}
+
+/// Child kinds in use and their watches (one watch per kind, for every blueprint).
+#[derive(Default)]
+pub struct Registrar {
+    kinds: Mutex<BTreeMap<(String, String), KindState>>,
+}
+
+impl Registrar {
+    /// The state of a kind, starting its discovery and watch the first time it is named.
+    pub fn ensure(&self, ctl: &Arc<Controller>, api_version: &str, kind: &str) -> KindState {
+        let key = (api_version.to_owned(), kind.to_owned());
+        let Ok(mut kinds) = self.kinds.lock() else { return KindState::Pending };
+        if let Some(s) = kinds.get(&key) {
+            return s.clone();
+        }
+        kinds.insert(key.clone(), KindState::Pending);
+        drop(kinds);
+        let ctl = ctl.clone();
+        tokio::spawn(async move { discover_and_watch(ctl, key).await });
+        KindState::Pending
+    }
+
+    fn set(&self, key: &(String, String), state: KindState) {
+        if let Ok(mut k) = self.kinds.lock() {
+            k.insert(key.clone(), state);
+        }
+    }
+
+    /// The state of a kind without starting anything.
+    pub fn get(&self, api_version: &str, kind: &str) -> Option<KindState> {
+        self.kinds.lock().ok()?.get(&(api_version.to_owned(), kind.to_owned())).cloned()
+    }
+}
+
+fn gvk_of(api_version: &str, kind: &str) -> GroupVersionKind {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    GroupVersionKind::gvk(group, version, kind)
+}
+
+/// Looks a child kind up; once served, watches it. While not served, looks again every
+/// 10 seconds (the only polling we do: it waits for a CRD to be installed).
+async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
+    let gvk = gvk_of(&key.0, &key.1);
+    loop {
+        match kube::discovery::pinned_kind(&ctl.client, &gvk).await {
+            Ok((resource, caps)) => {
+                let namespaced = caps.scope == Scope::Namespaced;
+                ctl.kinds.set(&key, KindState::Served { resource: resource.clone(), namespaced });
+                tracing::info!(kind = %key.1, api_version = %key.0, "watching child kind");
+                ctl.enqueue_all();
+                let api: Api<DynamicObject> = Api::all_with(ctl.client.clone(), &resource);
+                let cfg = watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE));
+                run_watch(ctl.clone(), api, cfg, None, |ctl, obj, deleted| on_child(ctl, obj, deleted)).await;
+                return;
+            }
+            Err(e) => {
+                let msg = format!("kind {} ({}) is not served by the API server: {e}", key.1, key.0);
+                let was_missing = matches!(ctl.kinds.get(&key.0, &key.1), Some(KindState::Missing(_)));
+                ctl.kinds.set(&key, KindState::Missing(msg));
+                if !was_missing {
+                    ctl.enqueue_all();
+                }
+                tokio::time::sleep(Duration::from_secs(10)).await;
+            }
+        }
+    }
+}
+
+/// Counts primary watches that have listed everything once.
+static SYNCED: AtomicUsize = AtomicUsize::new(0);
+const PRIMARY_WATCHES: usize = 10;
+
+async fn run_watch<F>(ctl: Arc<Controller>, api: Api<DynamicObject>, cfg: watcher::Config, sync: Option<&'static AtomicUsize>, handle: F)
+where
+    F: Fn(&Arc<Controller>, Value, bool),
+{
+    let mut synced = false;
+    let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(Event::Apply(o) | Event::InitApply(o)) => handle(&ctl, to_json(&o), false),
+            Ok(Event::Delete(o)) => handle(&ctl, to_json(&o), true),
+            Ok(Event::Init) => {}
+            Ok(Event::InitDone) => {
+                if let (Some(counter), false) = (sync, synced) {
+                    synced = true;
+                    if counter.fetch_add(1, Ordering::SeqCst) + 1 == PRIMARY_WATCHES {
+                        ctl.metrics.ready.store(true, Ordering::Relaxed);
+                        ctl.enqueue_all();
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "watch error; retrying"),
+        }
+    }
+}
+
+fn to_json(o: &DynamicObject) -> Value {
+    serde_json::to_value(o).unwrap_or(Value::Null)
+}
+
+fn decode<K: DeserializeOwned>(v: Value) -> Option<K> {
+    let what = format!("{} {}/{}", v["kind"], v["metadata"]["namespace"].as_str().unwrap_or_default(), v["metadata"]["name"].as_str().unwrap_or_default());
+    match serde_json::from_value(v) {
+        Ok(k) => Some(k),
+        Err(e) => {
+            tracing::warn!(object = %what, error = %e, "skipping an object that does not decode");
+            None
+        }
+    }
+}
+
+fn key_of(v: &Value) -> Key {
+    (v["metadata"]["namespace"].as_str().unwrap_or_default().to_owned(), v["metadata"]["name"].as_str().unwrap_or_default().to_owned())
+}
+
+fn is_our_child(v: &Value) -> bool {
+    v["metadata"]["labels"][labels::MANAGED_BY] == labels::MANAGED_BY_VALUE && labels::parent_uid(v).is_some()
+}
+
+fn with_snapshot<T>(ctl: &Controller, f: impl FnOnce(&mut Snapshot) -> T) -> Option<T> {
+    ctl.snapshot.write().ok().map(|mut s| f(&mut s))
+}
+
+fn gateways_where(ctl: &Controller, pred: impl Fn(&Gateway) -> bool) -> Vec<Key> {
+    ctl.snapshot.read().map(|s| s.gateways().filter(|(_, g)| pred(&g.typed)).map(|(k, _)| k.clone()).collect()).unwrap_or_default()
+}
+
+fn enqueue_gateways(ctl: &Controller, keys: Vec<Key>) {
+    for k in keys {
+        ctl.enqueue(Work::Gateway(k));
+    }
+}
+
+macro_rules! primary {
+    ($ctl:expr, $k:ty, $handler:expr) => {{
+        let ctl = $ctl.clone();
+        let api: Api<DynamicObject> = Api::all_with(ctl.client.clone(), &ApiResource::erase::<$k>(&()));
+        tokio::spawn(async move { run_watch(ctl, api, watcher::Config::default(), Some(&SYNCED), $handler).await });
+    }};
+}
+
+/// Starts the watches of the primary kinds.
+pub fn start_primary_watches(ctl: &Arc<Controller>) {
+    primary!(ctl, GatewayClass, |ctl, v, deleted| {
+        let name = v["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        if deleted {
+            with_snapshot(ctl, |s| s.remove_class(&name));
+        } else if let Some(c) = decode::<GatewayClass>(v) {
+            with_snapshot(ctl, |s| s.put_class(c));
+        }
+        ctl.enqueue(Work::Class(name.clone()));
+        enqueue_gateways(ctl, gateways_where(ctl, |g| g.spec.gateway_class_name == name));
+    });
+    primary!(ctl, GatewayClassBlueprint, |ctl, v, deleted| {
+        let name = v["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        if deleted {
+            with_snapshot(ctl, |s| s.remove_blueprint(&name));
+        } else if let Some(b) = decode::<GatewayClassBlueprint>(v) {
+            with_snapshot(ctl, |s| s.put_blueprint(b));
+        }
+        ctl.enqueue_all();
+    });
+    primary!(ctl, GatewayClassConfig, |ctl, v, deleted| {
+        let key = key_of(&v);
+        if deleted {
+            with_snapshot(ctl, |s| s.remove_class_config(&key));
+        } else if let Some(c) = decode::<GatewayClassConfig>(v) {
+            with_snapshot(ctl, |s| s.put_class_config(c));
+        }
+        let global = key.0 == ctl.opts.controller_namespace;
+        enqueue_gateways(ctl, gateways_where(ctl, |g| global || g.metadata.namespace.as_deref() == Some(key.0.as_str())));
+    });
+    primary!(ctl, GatewayConfig, |ctl, v, deleted| {
+        let key = key_of(&v);
+        if deleted {
+            with_snapshot(ctl, |s| s.remove_gateway_config(&key));
+        } else if let Some(c) = decode::<GatewayConfig>(v) {
+            with_snapshot(ctl, |s| s.put_gateway_config(c));
+        }
+        enqueue_gateways(ctl, gateways_where(ctl, |g| g.metadata.namespace.as_deref() == Some(key.0.as_str())));
+    });
+    primary!(ctl, Gateway, |ctl, v, deleted| {
+        if is_our_child(&v) {
+            return;
+        }
+        let key = key_of(&v);
+        let class = v["spec"]["gatewayClassName"].as_str().unwrap_or_default().to_owned();
+        if deleted {
+            with_snapshot(ctl, |s| s.remove_gateway(&key));
+        } else if let Some(g) = decode::<Gateway>(v) {
+            if let (Some(uid), Ok(mut m)) = (g.metadata.uid.clone(), ctl.uid_to_gateway.write()) {
+                m.insert(uid, key.clone());
+            }
+            with_snapshot(ctl, |s| s.put_gateway(g));
+        }
+        ctl.enqueue(Work::Gateway(key));
+        ctl.enqueue(Work::Class(class));
+    });
+    primary!(ctl, HttpRoute, |ctl, v, deleted| {
+        if is_our_child(&v) {
+            return;
+        }
+        let key = ("HTTPRoute".to_owned(), v["metadata"]["namespace"].as_str().unwrap_or_default().to_owned(), v["metadata"]["name"].as_str().unwrap_or_default().to_owned());
+        let mut parents: Vec<Key> = ctl
+            .snapshot
+            .read()
+            .ok()
+            .and_then(|s| s.route(&key).map(|r| r.view.parent_refs.iter().map(|p| (p.namespace.clone(), p.name.clone())).collect()))
+            .unwrap_or_default();
+        if deleted {
+            with_snapshot(ctl, |s| s.remove_route(&key));
+        } else if let Some(r) = decode::<HttpRoute>(v) {
+            let view = crate::gateway::RouteView::from_http_route(&r);
+            parents.extend(view.parent_refs.iter().map(|p| (p.namespace.clone(), p.name.clone())));
+            with_snapshot(ctl, |s| s.put_http_route(&r));
+            ctl.enqueue(Work::Route(key));
+        }
+        parents.sort();
+        parents.dedup();
+        enqueue_gateways(ctl, parents);
+    });
+    primary!(ctl, Namespace, |ctl, v, deleted| {
+        let name = v["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        let labels: BTreeMap<String, String> = serde_json::from_value(v["metadata"]["labels"].clone()).unwrap_or_default();
+        let changed = with_snapshot(ctl, |s| {
+            use crate::gateway::Lookup;
+            let before = s.namespace_labels(&name).cloned();
+            if deleted {
+                s.remove_namespace(&name);
+            } else {
+                s.put_namespace(&name, labels.clone());
+            }
+            before != (!deleted).then_some(labels)
+        });
+        if changed == Some(true) && ctl.metrics.ready.load(Ordering::Relaxed) {
+            enqueue_gateways(ctl, gateways_where(ctl, |_| true));
+        }
+    });
+    primary!(ctl, ReferenceGrant, |ctl, v, deleted| {
+        let key = key_of(&v);
+        if deleted {
+            with_snapshot(ctl, |s| s.remove_grant(&key));
+        } else if let Some(g) = decode::<ReferenceGrant>(v) {
+            with_snapshot(ctl, |s| s.put_grant(g));
+        }
+        enqueue_gateways(ctl, gateways_where(ctl, |_| true));
+    });
+    primary!(ctl, Secret, |ctl, v, deleted| {
+        let key = key_of(&v);
+        if deleted {
+            with_snapshot(ctl, |s| s.remove_secret(&key));
+        } else if let Some(sec) = decode::<Secret>(v) {
+            with_snapshot(ctl, |s| s.put_secret(&sec));
+        }
+        enqueue_gateways(ctl, gateways_where(ctl, |g| references_secret(g, &key)));
+    });
+    primary!(ctl, Service, |ctl, v, deleted| {
+        let key = key_of(&v);
+        let known = ctl.snapshot.read().ok().map(|s| {
+            use crate::gateway::Lookup;
+            s.service_exists(&key.0, &key.1) == Some(true)
+        });
+        if deleted {
+            with_snapshot(ctl, |s| s.remove_service(&key));
+        } else {
+            with_snapshot(ctl, |s| s.put_service(key.clone()));
+        }
+        // Only existence matters: a Service that keeps existing changes nothing.
+        if known != Some(!deleted) && ctl.metrics.ready.load(Ordering::Relaxed) {
+            enqueue_gateways(ctl, gateways_where(ctl, |_| true));
+        }
+    });
+}
+
+fn references_secret(g: &Gateway, key: &Key) -> bool {
+    let ns = g.metadata.namespace.as_deref().unwrap_or_default();
+    g.spec.listeners.iter().filter_map(|l| l.tls.as_ref()).flat_map(|t| t.certificate_refs.iter().flatten()).any(|r| r.name == key.1 && r.namespace.as_deref().unwrap_or(ns) == key.0)
+}
+
+fn on_child(ctl: &Arc<Controller>, v: Value, deleted: bool) {
+    let gw_uid = labels::gateway_uid(&v).map(str::to_owned);
+    if deleted {
+        let key = ObjectKey::of(&v);
+        with_snapshot(ctl, |s| s.remove_child(&key));
+    } else {
+        with_snapshot(ctl, |s| s.put_child(v));
+    }
+    if let Some(uid) = gw_uid {
+        if let Some(key) = ctl.uid_to_gateway.read().ok().and_then(|m| m.get(&uid).cloned()) {
+            ctl.enqueue(Work::Gateway(key));
+        }
+    }
+}
