@@ -42,6 +42,25 @@ enum Command {
     },
     /// Print our CustomResourceDefinitions as YAML.
     Crds,
+    /// Run the controller against the cluster of the kubeconfig (or in-cluster config).
+    Run {
+        /// Namespace whose GatewayClassConfigs apply cluster-wide.
+        #[arg(long, env = "GATEWRIGHT_NAMESPACE", default_value = "gatewright-system")]
+        controller_namespace: String,
+        /// Address of /metrics, /healthz and /readyz.
+        #[arg(long, env = "GATEWRIGHT_METRICS_ADDR", default_value = "127.0.0.1:8080")]
+        metrics_addr: String,
+        /// Log format.
+        #[arg(long, env = "GATEWRIGHT_LOG_FORMAT", value_parser = ["text", "json"], default_value = "text")]
+        log_format: String,
+        /// Seconds between forced re-plans of every Gateway (drift safety net).
+        #[arg(long, env = "GATEWRIGHT_RESYNC_SECONDS", default_value_t = 3600)]
+        resync_seconds: u64,
+    },
+    /// Local testing only: write the status that downstream controllers (Istio,
+    /// cert-manager, external-dns, Crossplane, ...) would write on every child we manage,
+    /// once. The local test cluster runs none of them.
+    SimulateReady,
 }
 
 fn main() -> ExitCode {
@@ -76,6 +95,32 @@ fn run() -> anyhow::Result<ExitCode> {
             )))
         }
         Command::Check { paths } => Ok(emit(gatewright::cli::check(&paths))),
+        Command::Run { controller_namespace, metrics_addr, log_format, resync_seconds } => {
+            init_logging(&log_format);
+            let rt = tokio::runtime::Runtime::new()?;
+            rt.block_on(async {
+                let client = kube::Client::try_default().await.context("failed to load a kubeconfig or in-cluster config")?;
+                let opts = gatewright::controller::Options {
+                    controller_namespace,
+                    metrics_addr: Some(metrics_addr),
+                    resync: std::time::Duration::from_secs(resync_seconds.max(10)),
+                };
+                gatewright::controller::start(client, opts).await.context("failed to start the controller")?;
+                shutdown_signal().await;
+                tracing::info!("shutting down");
+                anyhow::Ok(())
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::SimulateReady => {
+            let rt = tokio::runtime::Runtime::new()?;
+            let n = rt.block_on(async {
+                let client = kube::Client::try_default().await.context("failed to load a kubeconfig")?;
+                gatewright::controller::simulate_ready(&client).await.context("failed to write simulated status")
+            })?;
+            println!("marked {n} children ready");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Crds => {
             let mut out = std::io::stdout().lock();
             out.write_all(gatewright::api::crds_yaml()?.as_bytes())?;
@@ -95,4 +140,29 @@ fn emit(out: gatewright::cli::Output) -> ExitCode {
         eprintln!("{line}");
     }
     ExitCode::from(u8::try_from(out.code).unwrap_or(1))
+}
+
+fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = ctrl_c.await;
 }

@@ -254,3 +254,36 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
     });
     Ok(ctl)
 }
+
+/// Local testing only: writes on every child we manage the status its downstream
+/// controller would write ([`crate::simulate`]). Returns how many children it marked.
+///
+/// # Errors
+/// Discovery or a status write failed.
+pub async fn simulate_ready(client: &Client) -> Result<usize, Error> {
+    use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+    let discovery = kube::discovery::Discovery::new(client.clone()).run().await.map_err(|e| Error::kube("discover API resources", e))?;
+    let selector = format!("{}={}", crate::plan::labels::MANAGED_BY, crate::plan::labels::MANAGED_BY_VALUE);
+    let mut n = 0;
+    for group in discovery.groups() {
+        for (ar, caps) in group.recommended_resources() {
+            if !caps.supports_operation(kube::discovery::verbs::LIST) || caps.subresources.is_empty() && ar.kind != "Ingress" {
+                continue;
+            }
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let Ok(list) = api.list(&ListParams::default().labels(&selector)).await else { continue };
+            for obj in list {
+                let v = serde_json::to_value(&obj).unwrap_or(serde_json::Value::Null);
+                let Some(status) = crate::simulate::ready_status(&v) else { continue };
+                let ns = obj.metadata.namespace.clone().unwrap_or_default();
+                let api: Api<DynamicObject> = if ns.is_empty() { Api::all_with(client.clone(), &ar) } else { Api::namespaced_with(client.clone(), &ns, &ar) };
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&serde_json::json!({ "status": status })))
+                    .await
+                    .map_err(|e| Error::kube(format!("write the status of {} {name}", ar.kind), e))?;
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
