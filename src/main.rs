@@ -45,10 +45,18 @@ enum Command {
     /// Run the controller against the cluster of the kubeconfig (or in-cluster config).
     Run {
         /// Namespace whose GatewayClassConfigs apply cluster-wide.
-        #[arg(long, env = "GATEWRIGHT_NAMESPACE", default_value = "gatewright-system")]
+        #[arg(
+            long,
+            env = "GATEWRIGHT_NAMESPACE",
+            default_value = "gatewright-system"
+        )]
         controller_namespace: String,
         /// Address of /metrics, /healthz and /readyz.
-        #[arg(long, env = "GATEWRIGHT_METRICS_ADDR", default_value = "127.0.0.1:8080")]
+        #[arg(
+            long,
+            env = "GATEWRIGHT_METRICS_ADDR",
+            default_value = "127.0.0.1:8080"
+        )]
         metrics_addr: String,
         /// Log format.
         #[arg(long, env = "GATEWRIGHT_LOG_FORMAT", value_parser = ["text", "json"], default_value = "text")]
@@ -95,17 +103,26 @@ fn run() -> anyhow::Result<ExitCode> {
             )))
         }
         Command::Check { paths } => Ok(emit(gatewright::cli::check(&paths))),
-        Command::Run { controller_namespace, metrics_addr, log_format, resync_seconds } => {
+        Command::Run {
+            controller_namespace,
+            metrics_addr,
+            log_format,
+            resync_seconds,
+        } => {
             init_logging(&log_format);
             let rt = tokio::runtime::Runtime::new()?;
             rt.block_on(async {
-                let client = kube::Client::try_default().await.context("failed to load a kubeconfig or in-cluster config")?;
+                let client = kube::Client::try_default()
+                    .await
+                    .context("failed to load a kubeconfig or in-cluster config")?;
                 let opts = gatewright::controller::Options {
                     controller_namespace,
                     metrics_addr: Some(metrics_addr),
                     resync: std::time::Duration::from_secs(resync_seconds.max(10)),
                 };
-                gatewright::controller::start(client, opts).await.context("failed to start the controller")?;
+                gatewright::controller::start(client, opts)
+                    .await
+                    .context("failed to start the controller")?;
                 shutdown_signal().await;
                 tracing::info!("shutting down");
                 anyhow::Ok(())
@@ -115,8 +132,12 @@ fn run() -> anyhow::Result<ExitCode> {
         Command::SimulateReady => {
             let rt = tokio::runtime::Runtime::new()?;
             let n = rt.block_on(async {
-                let client = kube::Client::try_default().await.context("failed to load a kubeconfig")?;
-                gatewright::controller::simulate_ready(&client).await.context("failed to write simulated status")
+                let client = kube::Client::try_default()
+                    .await
+                    .context("failed to load a kubeconfig")?;
+                gatewright::controller::simulate_ready(&client)
+                    .await
+                    .context("failed to write simulated status")
             })?;
             println!("marked {n} children ready");
             Ok(ExitCode::SUCCESS)
@@ -143,7 +164,8 @@ fn emit(out: gatewright::cli::Output) -> ExitCode {
 }
 
 fn init_logging(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     if format == "json" {
         builder.json().init();
@@ -156,7 +178,9 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        if let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
             tokio::select! {
                 _ = ctrl_c => {}
                 _ = term.recv() => {}

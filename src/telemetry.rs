@@ -41,7 +41,9 @@ impl Metrics {
     /// Writes (applies, deletes, status writes) sent so far.
     #[must_use]
     pub fn writes(&self) -> u64 {
-        self.applies.load(Ordering::Relaxed) + self.prunes.load(Ordering::Relaxed) + self.status_writes.load(Ordering::Relaxed)
+        self.applies.load(Ordering::Relaxed)
+            + self.prunes.load(Ordering::Relaxed)
+            + self.status_writes.load(Ordering::Relaxed)
     }
 
     /// The Prometheus text exposition.
@@ -52,22 +54,40 @@ impl Metrics {
         let _ = writeln!(out, "# TYPE gatewright_reconciles_total counter");
         if let Ok(m) = self.reconciles.lock() {
             for ((kind, category), n) in m.iter() {
-                let _ = writeln!(out, "gatewright_reconciles_total{{kind=\"{kind}\",category=\"{category}\"}} {n}");
+                let _ = writeln!(
+                    out,
+                    "gatewright_reconciles_total{{kind=\"{kind}\",category=\"{category}\"}} {n}"
+                );
             }
         }
         for (name, help, v) in [
             ("gatewright_applies_total", "counter", &self.applies),
-            ("gatewright_applies_skipped_total", "counter", &self.applies_skipped),
+            (
+                "gatewright_applies_skipped_total",
+                "counter",
+                &self.applies_skipped,
+            ),
             ("gatewright_prunes_total", "counter", &self.prunes),
-            ("gatewright_status_writes_total", "counter", &self.status_writes),
+            (
+                "gatewright_status_writes_total",
+                "counter",
+                &self.status_writes,
+            ),
             ("gatewright_plan_seconds_count", "counter", &self.plans),
             ("gatewright_queue_depth", "gauge", &self.queue_depth),
         ] {
-            let _ = writeln!(out, "# TYPE {name} {help}\n{name} {}", v.load(Ordering::Relaxed));
+            let _ = writeln!(
+                out,
+                "# TYPE {name} {help}\n{name} {}",
+                v.load(Ordering::Relaxed)
+            );
         }
         #[allow(clippy::cast_precision_loss, reason = "a metric")]
         let secs = self.plan_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "# TYPE gatewright_plan_seconds_sum counter\ngatewright_plan_seconds_sum {secs}");
+        let _ = writeln!(
+            out,
+            "# TYPE gatewright_plan_seconds_sum counter\ngatewright_plan_seconds_sum {secs}"
+        );
         out
     }
 }
@@ -80,7 +100,9 @@ pub async fn serve(addr: &str, metrics: std::sync::Arc<Metrics>) -> std::io::Res
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(%addr, "serving metrics and health");
     loop {
-        let Ok((mut sock, _)) = listener.accept().await else { continue };
+        let Ok((mut sock, _)) = listener.accept().await else {
+            continue;
+        };
         let metrics = metrics.clone();
         tokio::spawn(async move {
             let mut buf = [0u8; 1024];
@@ -94,7 +116,10 @@ pub async fn serve(addr: &str, metrics: std::sync::Arc<Metrics>) -> std::io::Res
                 "/readyz" => ("503 Service Unavailable", "caches not synced\n".to_owned()),
                 _ => ("404 Not Found", "not found\n".to_owned()),
             };
-            let resp = format!("HTTP/1.1 {code}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+            let resp = format!(
+                "HTTP/1.1 {code}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
             let _ = sock.write_all(resp.as_bytes()).await;
         });
     }

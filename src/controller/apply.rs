@@ -16,8 +16,12 @@ use crate::snapshot::ObjectKey;
 #[must_use]
 pub fn is_subset(desired: &Value, live: &Value) -> bool {
     match (desired, live) {
-        (Value::Object(d), Value::Object(l)) => d.iter().all(|(k, v)| l.get(k).is_some_and(|lv| is_subset(v, lv))),
-        (Value::Array(d), Value::Array(l)) => d.len() == l.len() && d.iter().zip(l).all(|(a, b)| is_subset(a, b)),
+        (Value::Object(d), Value::Object(l)) => d
+            .iter()
+            .all(|(k, v)| l.get(k).is_some_and(|lv| is_subset(v, lv))),
+        (Value::Array(d), Value::Array(l)) => {
+            d.len() == l.len() && d.iter().zip(l).all(|(a, b)| is_subset(a, b))
+        }
         (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
         (a, b) => a == b,
     }
@@ -25,9 +29,15 @@ pub fn is_subset(desired: &Value, live: &Value) -> bool {
 
 impl Controller {
     /// The API of a served child kind.
-    pub(crate) fn child_api(self: &Arc<Self>, key: &ObjectKey) -> Result<Option<Api<DynamicObject>>, Error> {
+    pub(crate) fn child_api(
+        self: &Arc<Self>,
+        key: &ObjectKey,
+    ) -> Result<Option<Api<DynamicObject>>, Error> {
         match self.kinds.ensure(self, &key.api_version, &key.kind) {
-            KindState::Served { resource, namespaced } => Ok(Some(if namespaced {
+            KindState::Served {
+                resource,
+                namespaced,
+            } => Ok(Some(if namespaced {
                 Api::namespaced_with(self.client.clone(), &key.namespace, &resource)
             } else {
                 Api::all_with(self.client.clone(), &resource)
@@ -38,15 +48,25 @@ impl Controller {
     }
 
     /// Applies `obj` unless `live` already holds it. Returns whether a request was sent.
-    pub(crate) async fn apply_child(self: &Arc<Self>, key: &ObjectKey, obj: &Value, live: Option<&Value>) -> Result<bool, Error> {
+    pub(crate) async fn apply_child(
+        self: &Arc<Self>,
+        key: &ObjectKey,
+        obj: &Value,
+        live: Option<&Value>,
+    ) -> Result<bool, Error> {
         if live.is_some_and(|l| is_subset(obj, l)) {
             self.metrics.applies_skipped.fetch_add(1, Ordering::Relaxed);
             return Ok(false);
         }
-        let Some(api) = self.child_api(key)? else { return Ok(false) };
+        let Some(api) = self.child_api(key)? else {
+            return Ok(false);
+        };
         let pp = PatchParams::apply(FIELD_MANAGER).force();
         self.metrics.applies.fetch_add(1, Ordering::Relaxed);
-        let applied = api.patch(&key.name, &pp, &Patch::Apply(obj)).await.map_err(|e| Error::kube(format!("apply {key}"), e))?;
+        let applied = api
+            .patch(&key.name, &pp, &Patch::Apply(obj))
+            .await
+            .map_err(|e| Error::kube(format!("apply {key}"), e))?;
         // Keep the snapshot current so the next pass sees what we just wrote.
         if let (Ok(v), Ok(mut s)) = (serde_json::to_value(&applied), self.snapshot.write()) {
             s.put_child(v);
@@ -56,7 +76,9 @@ impl Controller {
 
     /// Deletes a child (a no-op when it is already gone).
     pub(crate) async fn delete_child(self: &Arc<Self>, key: &ObjectKey) -> Result<(), Error> {
-        let Some(api) = self.child_api(key)? else { return Ok(()) };
+        let Some(api) = self.child_api(key)? else {
+            return Ok(());
+        };
         self.metrics.prunes.fetch_add(1, Ordering::Relaxed);
         match api.delete(&key.name, &DeleteParams::background()).await {
             Ok(_) => Ok(()),
@@ -76,8 +98,14 @@ mod tests {
         let d = json!({"spec": {"a": 1, "l": [{"x": 1}]}, "metadata": {"labels": {"k": "v"}}});
         let l = json!({"spec": {"a": 1.0, "b": 2, "l": [{"x": 1, "y": 2}]}, "metadata": {"labels": {"k": "v", "o": "1"}, "uid": "u"}, "status": {}});
         assert!(is_subset(&d, &l));
-        assert!(!is_subset(&json!({"spec": {"a": 2}}), &l), "drift on an owned field");
-        assert!(!is_subset(&json!({"spec": {"l": [{"x": 1}, {"x": 2}]}}), &l), "list length differs");
+        assert!(
+            !is_subset(&json!({"spec": {"a": 2}}), &l),
+            "drift on an owned field"
+        );
+        assert!(
+            !is_subset(&json!({"spec": {"l": [{"x": 1}, {"x": 2}]}}), &l),
+            "list length differs"
+        );
         assert!(!is_subset(&json!({"spec": {"c": 1}}), &l), "missing field");
     }
 }

@@ -60,7 +60,10 @@ impl Error {
         }
     }
     pub(crate) fn kube(action: impl Into<String>, source: kube::Error) -> Self {
-        Self::Kube { action: action.into(), source: Box::new(source) }
+        Self::Kube {
+            action: action.into(),
+            source: Box::new(source),
+        }
     }
 }
 
@@ -88,7 +91,11 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { controller_namespace: "gatewright-system".into(), metrics_addr: None, resync: Duration::from_secs(3600) }
+        Self {
+            controller_namespace: "gatewright-system".into(),
+            metrics_addr: None,
+            resync: Duration::from_secs(3600),
+        }
     }
 }
 
@@ -113,6 +120,7 @@ pub struct Controller {
     reported: Mutex<HashMap<Key, Reported>>,
     failures: Mutex<HashMap<Work, u32>>,
     uid_to_gateway: RwLock<BTreeMap<String, Key>>,
+    last_writes: Mutex<HashMap<Key, (u64, u64)>>,
 }
 
 impl Controller {
@@ -122,11 +130,23 @@ impl Controller {
         &self.metrics
     }
 
+    /// For a Gateway: how many reconciles ran, and how many write requests the last one sent.
+    #[must_use]
+    pub fn last_writes(&self, key: &Key) -> (u64, u64) {
+        self.last_writes
+            .lock()
+            .ok()
+            .and_then(|m| m.get(key).copied())
+            .unwrap_or_default()
+    }
+
     /// Enqueues work unless it is already waiting.
     pub fn enqueue(&self, w: Work) {
         let fresh = self.pending.lock().is_ok_and(|mut p| p.insert(w.clone()));
         if fresh {
-            self.metrics.queue_depth.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.metrics
+                .queue_depth
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let _ = self.tx.send(w);
         }
     }
@@ -143,7 +163,12 @@ impl Controller {
     /// Enqueues every Gateway (and class) we know: a forced full resync.
     pub fn enqueue_all(&self) {
         let (gws, classes): (Vec<Key>, Vec<String>) = match self.snapshot.read() {
-            Ok(s) => (s.gateways().map(|(k, _)| k.clone()).collect(), s.classes().filter_map(|c| c.metadata.name.clone()).collect()),
+            Ok(s) => (
+                s.gateways().map(|(k, _)| k.clone()).collect(),
+                s.classes()
+                    .filter_map(|c| c.metadata.name.clone())
+                    .collect(),
+            ),
             Err(_) => return,
         };
         for c in classes {
@@ -161,8 +186,19 @@ impl Controller {
             Work::Class(_) => "GatewayClass",
             Work::Route(_) => "HTTPRoute",
         };
+        let writes_before = self.metrics.writes();
         let result = match w {
-            Work::Gateway(k) => self.reconcile_gateway(k).await,
+            Work::Gateway(k) => {
+                let r = self.reconcile_gateway(k).await;
+                // One worker: every write in between belongs to this reconcile.
+                let written = self.metrics.writes() - writes_before;
+                if let Ok(mut m) = self.last_writes.lock() {
+                    let e = m.entry(k.clone()).or_default();
+                    e.0 += 1;
+                    e.1 = written;
+                }
+                r
+            }
             Work::Class(n) => self.reconcile_class(n).await,
             Work::Route(k) => self.reconcile_route(k).await,
         };
@@ -184,7 +220,8 @@ impl Controller {
                     *n
                 });
                 let n = n.unwrap_or(1);
-                let delay = Duration::from_millis(500u64.saturating_mul(1 << n.min(9))).min(Duration::from_secs(300));
+                let delay = Duration::from_millis(500u64.saturating_mul(1 << n.min(9)))
+                    .min(Duration::from_secs(300));
                 if matches!(e, Error::Deleting(_)) {
                     tracing::debug!(?w, "{e}");
                 } else {
@@ -204,7 +241,10 @@ impl Controller {
 /// The metrics address cannot be bound.
 pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std::io::Error> {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let reporter = Reporter { controller: "gatewright".into(), instance: std::env::var("POD_NAME").ok() };
+    let reporter = Reporter {
+        controller: "gatewright".into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
     let ctl = Arc::new(Controller {
         recorder: Recorder::new(client.clone(), reporter),
         client,
@@ -221,6 +261,7 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         reported: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
         uid_to_gateway: RwLock::new(BTreeMap::new()),
+        last_writes: Mutex::new(HashMap::new()),
     });
     if let Some(addr) = ctl.opts.metrics_addr.clone() {
         let listener_metrics = ctl.metrics.clone();
@@ -239,7 +280,10 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
             if let Ok(mut p) = worker.pending.lock() {
                 p.remove(&w);
             }
-            worker.metrics.queue_depth.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            worker
+                .metrics
+                .queue_depth
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             worker.work(&w).await;
         }
     });
@@ -262,25 +306,46 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
 /// Discovery or a status write failed.
 pub async fn simulate_ready(client: &Client) -> Result<usize, Error> {
     use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
-    let discovery = kube::discovery::Discovery::new(client.clone()).run().await.map_err(|e| Error::kube("discover API resources", e))?;
-    let selector = format!("{}={}", crate::plan::labels::MANAGED_BY, crate::plan::labels::MANAGED_BY_VALUE);
+    let discovery = kube::discovery::Discovery::new(client.clone())
+        .run()
+        .await
+        .map_err(|e| Error::kube("discover API resources", e))?;
+    let selector = format!(
+        "{}={}",
+        crate::plan::labels::MANAGED_BY,
+        crate::plan::labels::MANAGED_BY_VALUE
+    );
     let mut n = 0;
     for group in discovery.groups() {
         for (ar, caps) in group.recommended_resources() {
-            if !caps.supports_operation(kube::discovery::verbs::LIST) || caps.subresources.is_empty() && ar.kind != "Ingress" {
+            if !caps.supports_operation(kube::discovery::verbs::LIST)
+                || caps.subresources.is_empty() && ar.kind != "Ingress"
+            {
                 continue;
             }
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-            let Ok(list) = api.list(&ListParams::default().labels(&selector)).await else { continue };
+            let Ok(list) = api.list(&ListParams::default().labels(&selector)).await else {
+                continue;
+            };
             for obj in list {
                 let v = serde_json::to_value(&obj).unwrap_or(serde_json::Value::Null);
-                let Some(status) = crate::simulate::ready_status(&v) else { continue };
+                let Some(status) = crate::simulate::ready_status(&v) else {
+                    continue;
+                };
                 let ns = obj.metadata.namespace.clone().unwrap_or_default();
-                let api: Api<DynamicObject> = if ns.is_empty() { Api::all_with(client.clone(), &ar) } else { Api::namespaced_with(client.clone(), &ns, &ar) };
+                let api: Api<DynamicObject> = if ns.is_empty() {
+                    Api::all_with(client.clone(), &ar)
+                } else {
+                    Api::namespaced_with(client.clone(), &ns, &ar)
+                };
                 let name = obj.metadata.name.clone().unwrap_or_default();
-                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&serde_json::json!({ "status": status })))
-                    .await
-                    .map_err(|e| Error::kube(format!("write the status of {} {name}", ar.kind), e))?;
+                api.patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&serde_json::json!({ "status": status })),
+                )
+                .await
+                .map_err(|e| Error::kube(format!("write the status of {} {name}", ar.kind), e))?;
                 n += 1;
             }
         }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use gateway_api::apis::standard::gatewayclasses::{GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures};
+use gateway_api::apis::standard::gatewayclasses::{
+    GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures,
+};
 use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -31,32 +33,66 @@ fn now() -> Time {
 /// A copy of `v` without `lastTransitionTime` anywhere, for comparing statuses.
 fn strip_times(v: &Value) -> Value {
     match v {
-        Value::Object(m) => Value::Object(m.iter().filter(|(k, _)| k.as_str() != "lastTransitionTime").map(|(k, v)| (k.clone(), strip_times(v))).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| k.as_str() != "lastTransitionTime")
+                .map(|(k, v)| (k.clone(), strip_times(v)))
+                .collect(),
+        ),
         Value::Array(a) => Value::Array(a.iter().map(strip_times).collect()),
         other => other.clone(),
     }
 }
 
 fn note(s: &str) -> String {
-    if s.len() <= 1024 { s.to_owned() } else { format!("{}...", &s[..s.floor_char_boundary(1020)]) }
+    if s.len() <= 1024 {
+        s.to_owned()
+    } else {
+        format!("{}...", &s[..s.floor_char_boundary(1020)])
+    }
 }
 
 impl Controller {
-    async fn event<K: Resource<DynamicType = ()>>(&self, obj: &K, warning: bool, reason: &str, action: &str, message: &str) {
-        let ev = Event { type_: if warning { EventType::Warning } else { EventType::Normal }, reason: reason.into(), note: Some(note(message)), action: action.into(), secondary: None };
+    async fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        message: &str,
+    ) {
+        let ev = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.into(),
+            note: Some(note(message)),
+            action: action.into(),
+            secondary: None,
+        };
         if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
             tracing::debug!(error = %e, "failed to publish an event");
         }
     }
 
     /// Plans and executes one Gateway.
-    pub(crate) async fn reconcile_gateway(self: &Arc<Self>, key: &Key) -> Result<Option<Duration>, Error> {
+    pub(crate) async fn reconcile_gateway(
+        self: &Arc<Self>,
+        key: &Key,
+    ) -> Result<Option<Duration>, Error> {
         let started = Instant::now();
         let planned = {
             let snap = self.snapshot.read().map_err(|_| Error::Deleting(0))?;
             match plan_gateway(&snap, key) {
                 Ok(plan) => {
-                    let routes: Vec<_> = plan.context.routes.iter().map(|r| plan_route(&snap, &plan, r)).collect();
+                    let routes: Vec<_> = plan
+                        .context
+                        .routes
+                        .iter()
+                        .map(|r| plan_route(&snap, &plan, r))
+                        .collect();
                     let gw = snap.gateway(key).map(|g| g.typed.clone());
                     let live: Vec<(ObjectKey, Option<Value>)> = plan
                         .children
@@ -70,8 +106,13 @@ impl Controller {
             }
         };
         self.metrics.plans.fetch_add(1, Ordering::Relaxed);
-        self.metrics.plan_micros.fetch_add(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
-        let Some((plan, routes, Some(gw), live)) = planned else { return Ok(None) };
+        self.metrics.plan_micros.fetch_add(
+            u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        let Some((plan, routes, Some(gw), live)) = planned else {
+            return Ok(None);
+        };
         if let Some(uid) = gw.metadata.uid.clone() {
             if let Ok(mut m) = self.uid_to_gateway.write() {
                 m.insert(uid, key.clone());
@@ -85,7 +126,10 @@ impl Controller {
             let mut fins = gw.finalizers().to_vec();
             fins.push(GATEWAY_FINALIZER.to_owned());
             let patch = json!({ "metadata": { "finalizers": fins, "resourceVersion": gw.resource_version() } });
-            gw_api.patch_metadata(&key.1, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| Error::kube("add the Gateway finalizer", e))?;
+            gw_api
+                .patch_metadata(&key.1, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| Error::kube("add the Gateway finalizer", e))?;
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
         }
 
@@ -93,7 +137,12 @@ impl Controller {
         let mut missing = BTreeSet::new();
         let mut apply_errors = Vec::new();
         let mut pending_kinds = false;
-        for (c, (_, live)) in plan.children.iter().chain(routes.iter().flat_map(|r| r.children.iter())).zip(&live) {
+        for (c, (_, live)) in plan
+            .children
+            .iter()
+            .chain(routes.iter().flat_map(|r| r.children.iter()))
+            .zip(&live)
+        {
             match self.kinds.ensure(self, &c.key.api_version, &c.key.kind) {
                 KindState::Missing(msg) => {
                     missing.insert(msg);
@@ -111,7 +160,12 @@ impl Controller {
         }
         let settled = apply_errors.is_empty() && missing.is_empty() && !pending_kinds;
         if settled {
-            for k in plan.prune.iter().chain(routes.iter().flat_map(|r| r.prune.iter())).chain(&plan.orphaned_route_children) {
+            for k in plan
+                .prune
+                .iter()
+                .chain(routes.iter().flat_map(|r| r.prune.iter()))
+                .chain(&plan.orphaned_route_children)
+            {
                 self.delete_child(k).await?;
             }
         }
@@ -128,7 +182,11 @@ impl Controller {
             None
         };
         if let Some(p) = &override_programmed {
-            if let Some(c) = status.conditions.iter_mut().find(|c| c.type_ == types::PROGRAMMED) {
+            if let Some(c) = status
+                .conditions
+                .iter_mut()
+                .find(|c| c.type_ == types::PROGRAMMED)
+            {
                 *c = p.clone();
             }
             for (l, conds) in &mut status.listeners {
@@ -140,7 +198,8 @@ impl Controller {
         if desired.addresses.is_none() {
             desired_json["addresses"] = Value::Null;
         }
-        let current_json = serde_json::to_value(gw.status.clone().unwrap_or_default()).unwrap_or(Value::Null);
+        let current_json =
+            serde_json::to_value(gw.status.clone().unwrap_or_default()).unwrap_or(Value::Null);
         let mut cmp_desired = strip_times(&desired_json);
         if let Some(o) = cmp_desired.as_object_mut() {
             o.retain(|_, v| !v.is_null());
@@ -148,24 +207,46 @@ impl Controller {
         if cmp_desired != strip_times(&current_json) {
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
             gw_api
-                .patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&json!({ "status": desired_json })))
+                .patch_status(
+                    &key.1,
+                    &PatchParams::default(),
+                    &Patch::Merge(&json!({ "status": desired_json })),
+                )
                 .await
                 .map_err(|e| Error::kube("write the Gateway status", e))?;
         }
 
         // Route status, after the route's children were applied (Flagger waits on it).
         for (rkey, atts) in &plan.attachments {
-            self.write_route_status(rkey, Some((key, atts.as_slice()))).await?;
+            self.write_route_status(rkey, Some((key, atts.as_slice())))
+                .await?;
         }
 
         // Events on transitions only.
-        let programmed = status.conditions.iter().find(|c| c.type_ == types::PROGRAMMED).cloned();
+        let programmed = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == types::PROGRAMMED)
+            .cloned();
         let now_reported = Reported {
-            programmed: programmed.as_ref().map(|c| format!("{}/{}", c.status, c.reason)).unwrap_or_default(),
-            errors: plan.errors.iter().chain(routes.iter().flat_map(|r| r.errors.iter())).map(ToString::to_string).collect(),
+            programmed: programmed
+                .as_ref()
+                .map(|c| format!("{}/{}", c.status, c.reason))
+                .unwrap_or_default(),
+            errors: plan
+                .errors
+                .iter()
+                .chain(routes.iter().flat_map(|r| r.errors.iter()))
+                .map(ToString::to_string)
+                .collect(),
             missing: missing.clone(),
         };
-        let before = self.reported.lock().ok().and_then(|mut r| r.insert(key.clone(), now_reported.clone())).unwrap_or_default();
+        let before = self
+            .reported
+            .lock()
+            .ok()
+            .and_then(|mut r| r.insert(key.clone(), now_reported.clone()))
+            .unwrap_or_default();
         for e in now_reported.errors.difference(&before.errors) {
             self.event(&gw, true, "TemplateFailed", "Render", e).await;
         }
@@ -174,7 +255,18 @@ impl Controller {
         }
         if before.programmed != now_reported.programmed {
             if let Some(p) = &programmed {
-                self.event(&gw, !p.status.is_true(), if p.status.is_true() { "Programmed" } else { "NotProgrammed" }, "Reconcile", &p.message).await;
+                self.event(
+                    &gw,
+                    !p.status.is_true(),
+                    if p.status.is_true() {
+                        "Programmed"
+                    } else {
+                        "NotProgrammed"
+                    },
+                    "Reconcile",
+                    &p.message,
+                )
+                .await;
             }
         }
         if pending_kinds {
@@ -184,17 +276,28 @@ impl Controller {
     }
 
     /// Deletes every child of a deleted Gateway, dependents first, then lets it go.
-    async fn teardown(self: &Arc<Self>, key: &Key, gw: &Gateway) -> Result<Option<Duration>, Error> {
+    async fn teardown(
+        self: &Arc<Self>,
+        key: &Key,
+        gw: &Gateway,
+    ) -> Result<Option<Duration>, Error> {
         if !gw.finalizers().iter().any(|f| f == GATEWAY_FINALIZER) {
             return Ok(None);
         }
         let uid = gw.metadata.uid.clone().unwrap_or_default();
         let (children, order) = {
             let snap = self.snapshot.read().map_err(|_| Error::Deleting(0))?;
-            let children: Vec<Value> = snap.children_by_gateway(&uid).map(|c| (**c).clone()).collect();
-            let order = crate::plan::class::resolve_blueprint(&snap, snap.class(&gw.spec.gateway_class_name).map_or(&GatewayClass::default(), |c| c.as_ref()))
-                .map(|p| (p.gateway_graph.order.clone(), p.route_graph.order.clone()))
-                .unwrap_or_default();
+            let children: Vec<Value> = snap
+                .children_by_gateway(&uid)
+                .map(|c| (**c).clone())
+                .collect();
+            let order = crate::plan::class::resolve_blueprint(
+                &snap,
+                snap.class(&gw.spec.gateway_class_name)
+                    .map_or(&GatewayClass::default(), |c| c.as_ref()),
+            )
+            .map(|p| (p.gateway_graph.order.clone(), p.route_graph.order.clone()))
+            .unwrap_or_default();
             (children, order)
         };
         if !children.is_empty() {
@@ -209,15 +312,27 @@ impl Controller {
             let mut sorted = children;
             sorted.sort_by_key(|c| rank(c));
             let n = sorted.len();
-            for c in sorted.iter().filter(|c| c["metadata"]["deletionTimestamp"].is_null()) {
+            for c in sorted
+                .iter()
+                .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
+            {
                 self.delete_child(&ObjectKey::of(c)).await?;
             }
             return Err(Error::Deleting(n));
         }
-        let fins: Vec<String> = gw.finalizers().iter().filter(|f| *f != GATEWAY_FINALIZER).cloned().collect();
+        let fins: Vec<String> = gw
+            .finalizers()
+            .iter()
+            .filter(|f| *f != GATEWAY_FINALIZER)
+            .cloned()
+            .collect();
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.0);
-        let patch = json!({ "metadata": { "finalizers": fins, "resourceVersion": gw.resource_version() } });
-        match api.patch_metadata(&key.1, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        let patch =
+            json!({ "metadata": { "finalizers": fins, "resourceVersion": gw.resource_version() } });
+        match api
+            .patch_metadata(&key.1, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(Error::kube("remove the Gateway finalizer", e)),
@@ -230,90 +345,202 @@ impl Controller {
     /// the entries for that Gateway are replaced; ours for other Gateways still in the
     /// spec are kept; entries of other controllers are never touched. Read-modify-write
     /// with the resourceVersion, retried on conflict.
-    pub(crate) async fn write_route_status(self: &Arc<Self>, rkey: &RouteKey, update: Option<(&Key, &[ParentAttachment])>) -> Result<(), Error> {
+    pub(crate) async fn write_route_status(
+        self: &Arc<Self>,
+        rkey: &RouteKey,
+        update: Option<(&Key, &[ParentAttachment])>,
+    ) -> Result<(), Error> {
         let ar = ApiResource::erase::<gateway_api::apis::standard::httproutes::HttpRoute>(&());
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &rkey.1, &ar);
         for _ in 0..5 {
-            let Some(route) = api.get_opt(&rkey.2).await.map_err(|e| Error::kube(format!("read {} {}/{}", rkey.0, rkey.1, rkey.2), e))? else { return Ok(()) };
+            let Some(route) = api
+                .get_opt(&rkey.2)
+                .await
+                .map_err(|e| Error::kube(format!("read {} {}/{}", rkey.0, rkey.1, rkey.2), e))?
+            else {
+                return Ok(());
+            };
             let mut obj = serde_json::to_value(&route).unwrap_or(Value::Null);
             let generation = obj["metadata"]["generation"].as_i64();
-            let existing = obj["status"]["parents"].as_array().cloned().unwrap_or_default();
-            let spec_refs: Vec<Value> = obj["spec"]["parentRefs"].as_array().cloned().unwrap_or_default();
+            let existing = obj["status"]["parents"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let spec_refs: Vec<Value> = obj["spec"]["parentRefs"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             let targets = |p: &Value, gw: &Key| {
-                p["name"].as_str() == Some(gw.1.as_str()) && p["namespace"].as_str().unwrap_or(rkey.1.as_str()) == gw.0 && p["kind"].as_str().unwrap_or("Gateway") == "Gateway"
+                p["name"].as_str() == Some(gw.1.as_str())
+                    && p["namespace"].as_str().unwrap_or(rkey.1.as_str()) == gw.0
+                    && p["kind"].as_str().unwrap_or("Gateway") == "Gateway"
             };
             let in_spec = |p: &Value| spec_refs.iter().any(|s| same_ref(s, p, &rkey.1));
             let still_ours = |p: &Value| {
-                let gw: Key = (p["namespace"].as_str().unwrap_or(rkey.1.as_str()).to_owned(), p["name"].as_str().unwrap_or_default().to_owned());
-                self.snapshot.read().ok().is_some_and(|s| matches!(plan_gateway(&s, &gw), Ok(_)))
+                let gw: Key = (
+                    p["namespace"]
+                        .as_str()
+                        .unwrap_or(rkey.1.as_str())
+                        .to_owned(),
+                    p["name"].as_str().unwrap_or_default().to_owned(),
+                );
+                self.snapshot
+                    .read()
+                    .ok()
+                    .is_some_and(|s| matches!(plan_gateway(&s, &gw), Ok(_)))
             };
             let mut next: Vec<Value> = Vec::new();
             for e in &existing {
                 let ours = e["controllerName"] == CONTROLLER_NAME;
-                let keep = !ours || (in_spec(&e["parentRef"]) && update.is_none_or(|(gw, _)| !targets(&e["parentRef"], gw)) && still_ours(&e["parentRef"]));
+                let keep = !ours
+                    || (in_spec(&e["parentRef"])
+                        && update.is_none_or(|(gw, _)| !targets(&e["parentRef"], gw))
+                        && still_ours(&e["parentRef"]));
                 if keep {
                     next.push(e.clone());
                 }
             }
             if let Some((_, atts)) = update {
-                let fresh = merge_route_parents(Some(&Value::Array(existing.clone())), atts, generation, &now());
-                next.extend(fresh.into_iter().filter(|e| e["controllerName"] == CONTROLLER_NAME));
+                let fresh = merge_route_parents(
+                    Some(&Value::Array(existing.clone())),
+                    atts,
+                    generation,
+                    &now(),
+                );
+                next.extend(
+                    fresh
+                        .into_iter()
+                        .filter(|e| e["controllerName"] == CONTROLLER_NAME),
+                );
             }
-            let (mut foreign, mut ours): (Vec<Value>, Vec<Value>) = next.into_iter().partition(|e| e["controllerName"] != CONTROLLER_NAME);
+            let (mut foreign, mut ours): (Vec<Value>, Vec<Value>) = next
+                .into_iter()
+                .partition(|e| e["controllerName"] != CONTROLLER_NAME);
             ours.sort_by_key(|e| e["parentRef"].to_string());
             foreign.extend(ours);
             if strip_times(&Value::Array(foreign.clone())) == strip_times(&Value::Array(existing)) {
                 return Ok(());
             }
             obj["status"]["parents"] = Value::Array(foreign);
-            let Ok(body) = serde_json::from_value::<DynamicObject>(obj) else { return Ok(()) };
+            let Ok(body) = serde_json::from_value::<DynamicObject>(obj) else {
+                return Ok(());
+            };
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-            match api.replace_status(&rkey.2, &PostParams::default(), &body).await {
+            match api
+                .replace_status(&rkey.2, &PostParams::default(), &body)
+                .await
+            {
                 Ok(_) => return Ok(()),
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
-                Err(e) => return Err(Error::kube(format!("write the status of {} {}/{}", rkey.0, rkey.1, rkey.2), e)),
+                Err(e) => {
+                    return Err(Error::kube(
+                        format!("write the status of {} {}/{}", rkey.0, rkey.1, rkey.2),
+                        e,
+                    ));
+                }
             }
         }
-        Err(Error::kube(format!("write the status of {} {}/{}", rkey.0, rkey.1, rkey.2), kube::Error::LinesCodecMaxLineLengthExceeded))
+        Err(Error::kube(
+            format!("write the status of {} {}/{}", rkey.0, rkey.1, rkey.2),
+            kube::Error::LinesCodecMaxLineLengthExceeded,
+        ))
     }
 
     /// Removes our stale entries from a route (parentRef gone, Gateway no longer ours).
-    pub(crate) async fn reconcile_route(self: &Arc<Self>, rkey: &RouteKey) -> Result<Option<Duration>, Error> {
+    pub(crate) async fn reconcile_route(
+        self: &Arc<Self>,
+        rkey: &RouteKey,
+    ) -> Result<Option<Duration>, Error> {
         self.write_route_status(rkey, None).await?;
         Ok(None)
     }
 
     /// Writes a GatewayClass's status and gateway-exists finalizer.
-    pub(crate) async fn reconcile_class(self: &Arc<Self>, name: &str) -> Result<Option<Duration>, Error> {
+    pub(crate) async fn reconcile_class(
+        self: &Arc<Self>,
+        name: &str,
+    ) -> Result<Option<Duration>, Error> {
         let (plan, class) = {
             let snap = self.snapshot.read().map_err(|_| Error::Deleting(0))?;
-            (plan_class(&snap, name), snap.class(name).map(|c| (**c).clone()))
+            (
+                plan_class(&snap, name),
+                snap.class(name).map(|c| (**c).clone()),
+            )
         };
-        let (Some(plan), Some(class)) = (plan, class) else { return Ok(None) };
+        let (Some(plan), Some(class)) = (plan, class) else {
+            return Ok(None);
+        };
         let api: Api<GatewayClass> = Api::all(self.client.clone());
-        let has_fin = class.finalizers().iter().any(|f| f == GATEWAY_EXISTS_FINALIZER);
-        if plan.in_use != has_fin && class.metadata.deletion_timestamp.is_none() || (has_fin && !plan.in_use) {
-            let mut fins: Vec<String> = class.finalizers().iter().filter(|f| *f != GATEWAY_EXISTS_FINALIZER).cloned().collect();
+        let has_fin = class
+            .finalizers()
+            .iter()
+            .any(|f| f == GATEWAY_EXISTS_FINALIZER);
+        if plan.in_use != has_fin && class.metadata.deletion_timestamp.is_none()
+            || (has_fin && !plan.in_use)
+        {
+            let mut fins: Vec<String> = class
+                .finalizers()
+                .iter()
+                .filter(|f| *f != GATEWAY_EXISTS_FINALIZER)
+                .cloned()
+                .collect();
             if plan.in_use {
                 fins.push(GATEWAY_EXISTS_FINALIZER.to_owned());
             }
             let patch = json!({ "metadata": { "finalizers": fins, "resourceVersion": class.resource_version() } });
-            api.patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| Error::kube("update the GatewayClass finalizer", e))?;
+            api.patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| Error::kube("update the GatewayClass finalizer", e))?;
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
         }
         let existing = class.status.clone().unwrap_or_default();
         let status = GatewayClassStatus {
-            conditions: Some(merge_conditions(existing.conditions.as_deref().unwrap_or_default(), std::slice::from_ref(&plan.accepted), &[types::ACCEPTED], class.metadata.generation, &now())),
-            supported_features: Some(plan.supported_features.iter().map(|n| GatewayClassStatusSupportedFeatures { name: n.clone() }).collect()),
+            conditions: Some(merge_conditions(
+                existing.conditions.as_deref().unwrap_or_default(),
+                std::slice::from_ref(&plan.accepted),
+                &[types::ACCEPTED],
+                class.metadata.generation,
+                &now(),
+            )),
+            supported_features: Some(
+                plan.supported_features
+                    .iter()
+                    .map(|n| GatewayClassStatusSupportedFeatures { name: n.clone() })
+                    .collect(),
+            ),
         };
         let desired = serde_json::to_value(&status).unwrap_or(Value::Null);
-        if strip_times(&desired) != strip_times(&serde_json::to_value(&existing).unwrap_or(Value::Null)) {
+        if strip_times(&desired)
+            != strip_times(&serde_json::to_value(&existing).unwrap_or(Value::Null))
+        {
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-            api.patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({ "status": desired }))).await.map_err(|e| Error::kube("write the GatewayClass status", e))?;
+            api.patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "status": desired })),
+            )
+            .await
+            .map_err(|e| Error::kube("write the GatewayClass status", e))?;
             let accepted = plan.accepted.status.is_true();
-            let before = existing.conditions.iter().flatten().find(|c| c.type_ == types::ACCEPTED).map(|c| c.status.clone());
+            let before = existing
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == types::ACCEPTED)
+                .map(|c| c.status.clone());
             if before.as_deref() != Some(plan.accepted.status.as_str()) {
-                self.event(&class, !accepted, if accepted { "Accepted" } else { "InvalidParameters" }, "Reconcile", &plan.accepted.message).await;
+                self.event(
+                    &class,
+                    !accepted,
+                    if accepted {
+                        "Accepted"
+                    } else {
+                        "InvalidParameters"
+                    },
+                    "Reconcile",
+                    &plan.accepted.message,
+                )
+                .await;
             }
         }
         Ok(None)
@@ -323,7 +550,8 @@ impl Controller {
 /// Whether two parentRefs name the same parent (API defaults applied).
 fn same_ref(a: &Value, b: &Value, route_ns: &str) -> bool {
     let f = |v: &Value, k: &str, d: &str| v[k].as_str().map_or_else(|| d.to_owned(), str::to_owned);
-    f(a, "group", crate::gateway::GATEWAY_API_GROUP) == f(b, "group", crate::gateway::GATEWAY_API_GROUP)
+    f(a, "group", crate::gateway::GATEWAY_API_GROUP)
+        == f(b, "group", crate::gateway::GATEWAY_API_GROUP)
         && f(a, "kind", "Gateway") == f(b, "kind", "Gateway")
         && f(a, "namespace", route_ns) == f(b, "namespace", route_ns)
         && f(a, "name", "") == f(b, "name", "")

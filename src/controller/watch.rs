@@ -53,7 +53,9 @@ impl Registrar {
     /// The state of a kind, starting its discovery and watch the first time it is named.
     pub fn ensure(&self, ctl: &Arc<Controller>, api_version: &str, kind: &str) -> KindState {
         let key = (api_version.to_owned(), kind.to_owned());
-        let Ok(mut kinds) = self.kinds.lock() else { return KindState::Pending };
+        let Ok(mut kinds) = self.kinds.lock() else {
+            return KindState::Pending;
+        };
         if let Some(s) = kinds.get(&key) {
             return s.clone();
         }
@@ -72,7 +74,11 @@ impl Registrar {
 
     /// The state of a kind without starting anything.
     pub fn get(&self, api_version: &str, kind: &str) -> Option<KindState> {
-        self.kinds.lock().ok()?.get(&(api_version.to_owned(), kind.to_owned())).cloned()
+        self.kinds
+            .lock()
+            .ok()?
+            .get(&(api_version.to_owned(), kind.to_owned()))
+            .cloned()
     }
 }
 
@@ -89,17 +95,34 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
         match kube::discovery::pinned_kind(&ctl.client, &gvk).await {
             Ok((resource, caps)) => {
                 let namespaced = caps.scope == Scope::Namespaced;
-                ctl.kinds.set(&key, KindState::Served { resource: resource.clone(), namespaced });
+                ctl.kinds.set(
+                    &key,
+                    KindState::Served {
+                        resource: resource.clone(),
+                        namespaced,
+                    },
+                );
                 tracing::info!(kind = %key.1, api_version = %key.0, "watching child kind");
                 ctl.enqueue_all();
                 let api: Api<DynamicObject> = Api::all_with(ctl.client.clone(), &resource);
-                let cfg = watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE));
-                run_watch(ctl.clone(), api, cfg, None, |ctl, obj, deleted| on_child(ctl, obj, deleted)).await;
+                let cfg = watcher::Config::default().labels(&format!(
+                    "{}={}",
+                    labels::MANAGED_BY,
+                    labels::MANAGED_BY_VALUE
+                ));
+                run_watch(ctl.clone(), api, cfg, None, |ctl, obj, deleted| {
+                    on_child(ctl, obj, deleted)
+                })
+                .await;
                 return;
             }
             Err(e) => {
-                let msg = format!("kind {} ({}) is not served by the API server: {e}", key.1, key.0);
-                let was_missing = matches!(ctl.kinds.get(&key.0, &key.1), Some(KindState::Missing(_)));
+                let msg = format!(
+                    "kind {} ({}) is not served by the API server: {e}",
+                    key.1, key.0
+                );
+                let was_missing =
+                    matches!(ctl.kinds.get(&key.0, &key.1), Some(KindState::Missing(_)));
                 ctl.kinds.set(&key, KindState::Missing(msg));
                 if !was_missing {
                     ctl.enqueue_all();
@@ -114,8 +137,13 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
 static SYNCED: AtomicUsize = AtomicUsize::new(0);
 const PRIMARY_WATCHES: usize = 10;
 
-async fn run_watch<F>(ctl: Arc<Controller>, api: Api<DynamicObject>, cfg: watcher::Config, sync: Option<&'static AtomicUsize>, handle: F)
-where
+async fn run_watch<F>(
+    ctl: Arc<Controller>,
+    api: Api<DynamicObject>,
+    cfg: watcher::Config,
+    sync: Option<&'static AtomicUsize>,
+    handle: F,
+) where
     F: Fn(&Arc<Controller>, Value, bool),
 {
     let mut synced = false;
@@ -144,7 +172,12 @@ fn to_json(o: &DynamicObject) -> Value {
 }
 
 fn decode<K: DeserializeOwned>(v: Value) -> Option<K> {
-    let what = format!("{} {}/{}", v["kind"], v["metadata"]["namespace"].as_str().unwrap_or_default(), v["metadata"]["name"].as_str().unwrap_or_default());
+    let what = format!(
+        "{} {}/{}",
+        v["kind"],
+        v["metadata"]["namespace"].as_str().unwrap_or_default(),
+        v["metadata"]["name"].as_str().unwrap_or_default()
+    );
     match serde_json::from_value(v) {
         Ok(k) => Some(k),
         Err(e) => {
@@ -155,11 +188,21 @@ fn decode<K: DeserializeOwned>(v: Value) -> Option<K> {
 }
 
 fn key_of(v: &Value) -> Key {
-    (v["metadata"]["namespace"].as_str().unwrap_or_default().to_owned(), v["metadata"]["name"].as_str().unwrap_or_default().to_owned())
+    (
+        v["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        v["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
 }
 
 fn is_our_child(v: &Value) -> bool {
-    v["metadata"]["labels"][labels::MANAGED_BY] == labels::MANAGED_BY_VALUE && labels::parent_uid(v).is_some()
+    v["metadata"]["labels"][labels::MANAGED_BY] == labels::MANAGED_BY_VALUE
+        && labels::parent_uid(v).is_some()
 }
 
 fn with_snapshot<T>(ctl: &Controller, f: impl FnOnce(&mut Snapshot) -> T) -> Option<T> {
@@ -167,7 +210,15 @@ fn with_snapshot<T>(ctl: &Controller, f: impl FnOnce(&mut Snapshot) -> T) -> Opt
 }
 
 fn gateways_where(ctl: &Controller, pred: impl Fn(&Gateway) -> bool) -> Vec<Key> {
-    ctl.snapshot.read().map(|s| s.gateways().filter(|(_, g)| pred(&g.typed)).map(|(k, _)| k.clone()).collect()).unwrap_or_default()
+    ctl.snapshot
+        .read()
+        .map(|s| {
+            s.gateways()
+                .filter(|(_, g)| pred(&g.typed))
+                .map(|(k, _)| k.clone())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn enqueue_gateways(ctl: &Controller, keys: Vec<Key>) {
@@ -179,25 +230,44 @@ fn enqueue_gateways(ctl: &Controller, keys: Vec<Key>) {
 macro_rules! primary {
     ($ctl:expr, $k:ty, $handler:expr) => {{
         let ctl = $ctl.clone();
-        let api: Api<DynamicObject> = Api::all_with(ctl.client.clone(), &ApiResource::erase::<$k>(&()));
-        tokio::spawn(async move { run_watch(ctl, api, watcher::Config::default(), Some(&SYNCED), $handler).await });
+        let api: Api<DynamicObject> =
+            Api::all_with(ctl.client.clone(), &ApiResource::erase::<$k>(&()));
+        tokio::spawn(async move {
+            run_watch(
+                ctl,
+                api,
+                watcher::Config::default(),
+                Some(&SYNCED),
+                $handler,
+            )
+            .await
+        });
     }};
 }
 
 /// Starts the watches of the primary kinds.
 pub fn start_primary_watches(ctl: &Arc<Controller>) {
     primary!(ctl, GatewayClass, |ctl, v, deleted| {
-        let name = v["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        let name = v["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         if deleted {
             with_snapshot(ctl, |s| s.remove_class(&name));
         } else if let Some(c) = decode::<GatewayClass>(v) {
             with_snapshot(ctl, |s| s.put_class(c));
         }
         ctl.enqueue(Work::Class(name.clone()));
-        enqueue_gateways(ctl, gateways_where(ctl, |g| g.spec.gateway_class_name == name));
+        enqueue_gateways(
+            ctl,
+            gateways_where(ctl, |g| g.spec.gateway_class_name == name),
+        );
     });
     primary!(ctl, GatewayClassBlueprint, |ctl, v, deleted| {
-        let name = v["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        let name = v["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         if deleted {
             with_snapshot(ctl, |s| s.remove_blueprint(&name));
         } else if let Some(b) = decode::<GatewayClassBlueprint>(v) {
@@ -213,7 +283,12 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             with_snapshot(ctl, |s| s.put_class_config(c));
         }
         let global = key.0 == ctl.opts.controller_namespace;
-        enqueue_gateways(ctl, gateways_where(ctl, |g| global || g.metadata.namespace.as_deref() == Some(key.0.as_str())));
+        enqueue_gateways(
+            ctl,
+            gateways_where(ctl, |g| {
+                global || g.metadata.namespace.as_deref() == Some(key.0.as_str())
+            }),
+        );
     });
     primary!(ctl, GatewayConfig, |ctl, v, deleted| {
         let key = key_of(&v);
@@ -222,14 +297,22 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         } else if let Some(c) = decode::<GatewayConfig>(v) {
             with_snapshot(ctl, |s| s.put_gateway_config(c));
         }
-        enqueue_gateways(ctl, gateways_where(ctl, |g| g.metadata.namespace.as_deref() == Some(key.0.as_str())));
+        enqueue_gateways(
+            ctl,
+            gateways_where(ctl, |g| {
+                g.metadata.namespace.as_deref() == Some(key.0.as_str())
+            }),
+        );
     });
     primary!(ctl, Gateway, |ctl, v, deleted| {
         if is_our_child(&v) {
             return;
         }
         let key = key_of(&v);
-        let class = v["spec"]["gatewayClassName"].as_str().unwrap_or_default().to_owned();
+        let class = v["spec"]["gatewayClassName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         if deleted {
             with_snapshot(ctl, |s| s.remove_gateway(&key));
         } else if let Some(g) = decode::<Gateway>(v) {
@@ -245,18 +328,40 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         if is_our_child(&v) {
             return;
         }
-        let key = ("HTTPRoute".to_owned(), v["metadata"]["namespace"].as_str().unwrap_or_default().to_owned(), v["metadata"]["name"].as_str().unwrap_or_default().to_owned());
+        let key = (
+            "HTTPRoute".to_owned(),
+            v["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            v["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
         let mut parents: Vec<Key> = ctl
             .snapshot
             .read()
             .ok()
-            .and_then(|s| s.route(&key).map(|r| r.view.parent_refs.iter().map(|p| (p.namespace.clone(), p.name.clone())).collect()))
+            .and_then(|s| {
+                s.route(&key).map(|r| {
+                    r.view
+                        .parent_refs
+                        .iter()
+                        .map(|p| (p.namespace.clone(), p.name.clone()))
+                        .collect()
+                })
+            })
             .unwrap_or_default();
         if deleted {
             with_snapshot(ctl, |s| s.remove_route(&key));
         } else if let Some(r) = decode::<HttpRoute>(v) {
             let view = crate::gateway::RouteView::from_http_route(&r);
-            parents.extend(view.parent_refs.iter().map(|p| (p.namespace.clone(), p.name.clone())));
+            parents.extend(
+                view.parent_refs
+                    .iter()
+                    .map(|p| (p.namespace.clone(), p.name.clone())),
+            );
             with_snapshot(ctl, |s| s.put_http_route(&r));
             ctl.enqueue(Work::Route(key));
         }
@@ -265,8 +370,12 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         enqueue_gateways(ctl, parents);
     });
     primary!(ctl, Namespace, |ctl, v, deleted| {
-        let name = v["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-        let labels: BTreeMap<String, String> = serde_json::from_value(v["metadata"]["labels"].clone()).unwrap_or_default();
+        let name = v["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let labels: BTreeMap<String, String> =
+            serde_json::from_value(v["metadata"]["labels"].clone()).unwrap_or_default();
         let changed = with_snapshot(ctl, |s| {
             use crate::gateway::Lookup;
             let before = s.namespace_labels(&name).cloned();
@@ -319,7 +428,12 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
 
 fn references_secret(g: &Gateway, key: &Key) -> bool {
     let ns = g.metadata.namespace.as_deref().unwrap_or_default();
-    g.spec.listeners.iter().filter_map(|l| l.tls.as_ref()).flat_map(|t| t.certificate_refs.iter().flatten()).any(|r| r.name == key.1 && r.namespace.as_deref().unwrap_or(ns) == key.0)
+    g.spec
+        .listeners
+        .iter()
+        .filter_map(|l| l.tls.as_ref())
+        .flat_map(|t| t.certificate_refs.iter().flatten())
+        .any(|r| r.name == key.1 && r.namespace.as_deref().unwrap_or(ns) == key.0)
 }
 
 fn on_child(ctl: &Arc<Controller>, v: Value, deleted: bool) {
@@ -331,7 +445,12 @@ fn on_child(ctl: &Arc<Controller>, v: Value, deleted: bool) {
         with_snapshot(ctl, |s| s.put_child(v));
     }
     if let Some(uid) = gw_uid {
-        if let Some(key) = ctl.uid_to_gateway.read().ok().and_then(|m| m.get(&uid).cloned()) {
+        if let Some(key) = ctl
+            .uid_to_gateway
+            .read()
+            .ok()
+            .and_then(|m| m.get(&uid).cloned())
+        {
             ctl.enqueue(Work::Gateway(key));
         }
     }

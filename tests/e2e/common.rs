@@ -83,3 +83,58 @@ where
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Applies every YAML document of `text` with server-side apply (field manager `e2e`).
+pub async fn apply_yaml(client: &Client, text: &str) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+    for doc in gatewright::render::output::parse_documents(text).expect("yaml") {
+        let api_version = doc["apiVersion"].as_str().unwrap();
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, doc["kind"].as_str().unwrap());
+        let (ar, caps): (ApiResource, _) = kube::discovery::pinned_kind(client, &gvk)
+            .await
+            .expect("kind served");
+        let name = doc["metadata"]["name"].as_str().unwrap().to_owned();
+        let api: Api<DynamicObject> = match (caps.scope, doc["metadata"]["namespace"].as_str()) {
+            (kube::discovery::Scope::Namespaced, Some(ns)) => {
+                Api::namespaced_with(client.clone(), ns, &ar)
+            }
+            _ => Api::all_with(client.clone(), &ar),
+        };
+        api.patch(
+            &name,
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&doc),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("apply {name}: {e}"));
+    }
+}
+
+/// The one in-process controller of this test binary, started on first use on a runtime
+/// of its own (each test has its own runtime, which ends with the test).
+pub fn controller() -> std::sync::Arc<gatewright::controller::Controller> {
+    static CTL: std::sync::OnceLock<std::sync::Arc<gatewright::controller::Controller>> =
+        std::sync::OnceLock::new();
+    CTL.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().expect("runtime");
+            rt.block_on(async move {
+                let client = Client::try_default().await.expect("KUBECONFIG");
+                let opts = gatewright::controller::Options {
+                    controller_namespace: "gatewright-e2e-global".into(),
+                    metrics_addr: None,
+                    resync: Duration::from_secs(3600),
+                };
+                let ctl = gatewright::controller::start(client, opts)
+                    .await
+                    .expect("start");
+                tx.send(ctl).expect("send");
+                std::future::pending::<()>().await;
+            });
+        });
+        rx.recv().expect("controller started")
+    })
+    .clone()
+}

@@ -8,4 +8,5 @@
 )]
 
 mod common;
+mod controller;
 mod smoke;

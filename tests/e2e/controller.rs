@@ -1,0 +1,514 @@
+//! The controller on the real cluster: it runs in-process (one per test binary), each
+//! test in its own namespace with its own GatewayClass and blueprint names.
+
+use std::time::Duration;
+
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use kube::Client;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use serde_json::{Value, json};
+
+use crate::common::{TestNamespace, admin, apply_yaml, controller, wait_for};
+
+const T: Duration = Duration::from_secs(60);
+
+fn dynamic(
+    client: &Client,
+    ns: &str,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural),
+    )
+}
+
+/// The istio-certmanager-externaldns class and blueprint under a name of this test.
+fn shipped_class(name: &str) -> String {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/gatewayclasses/istio-certmanager-externaldns"
+    );
+    let class = std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap();
+    let bp = std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap();
+    format!("{class}\n---\n{bp}").replace("istio-certmanager-externaldns", name)
+}
+
+fn gateway_yaml(ns: &str, class: &str) -> String {
+    format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: {ns}}}
+spec:
+  gatewayClassName: {class}
+  listeners:
+  - {{name: http, port: 80, protocol: HTTP, hostname: "*.example.com"}}
+"#
+    )
+}
+
+fn route_yaml(ns: &str, name: &str, host: &str) -> String {
+    format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: gw}}]
+  hostnames: [{host}]
+  rules:
+  - backendRefs:
+    - {{name: primary, port: 80, weight: 100}}
+    - {{name: canary, port: 80, weight: 0}}
+"#
+    )
+}
+
+fn cond<'a>(conds: &'a Value, t: &str) -> Option<&'a Value> {
+    conds.as_array()?.iter().find(|c| c["type"] == t)
+}
+
+async fn gateway_json(client: &Client, ns: &str) -> Value {
+    serde_json::to_value(
+        Api::<Gateway>::namespaced(client.clone(), ns)
+            .get("gw")
+            .await
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+async fn wait_programmed(client: &Client, ns: &str, want: &str) -> Value {
+    wait_for(
+        &format!("Gateway {ns}/gw Programmed={want}"),
+        T,
+        || async move {
+            let g = gateway_json(client, ns).await;
+            (cond(&g["status"]["conditions"], "Programmed")?["status"] == want).then_some(g)
+        },
+    )
+    .await
+}
+
+async fn cert_dns_names(client: &Client, ns: &str) -> Option<Value> {
+    let certs = dynamic(
+        client,
+        ns,
+        "cert-manager.io",
+        "v1",
+        "Certificate",
+        "certificates",
+    );
+    certs
+        .get_opt("gw-tls")
+        .await
+        .unwrap()
+        .map(|c| c.data["spec"]["dnsNames"].clone())
+}
+
+async fn simulate(client: &Client, times: usize) {
+    for _ in 0..times {
+        gatewright::controller::simulate_ready(client)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+}
+
+#[tokio::test]
+async fn gateway_class_accepted_or_rejected() {
+    let client = admin().await;
+    let _ctl = controller();
+    let ns = TestNamespace::new(&client, "class").await;
+    let good = format!("class-ok-{}", ns.name);
+    apply_yaml(&client, &shipped_class(&good)).await;
+    let bad = format!("class-bad-{}", ns.name);
+    apply_yaml(&client, &format!("apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: {bad}}}\nspec:\n  controllerName: gatewright.dev/gateway-controller\n  parametersRef: {{group: gatewright.dev, kind: GatewayClassBlueprint, name: does-not-exist}}\n")).await;
+    let classes: Api<GatewayClass> = Api::all(client.clone());
+    for (name, want, reason) in [
+        (&good, "True", "Accepted"),
+        (&bad, "False", "InvalidParameters"),
+    ] {
+        let c = wait_for(&format!("class {name} Accepted={want}"), T, || {
+            let classes = classes.clone();
+            async move {
+                let c = serde_json::to_value(classes.get(name).await.unwrap()).unwrap();
+                (cond(&c["status"]["conditions"], "Accepted")?["status"] == want).then_some(c)
+            }
+        })
+        .await;
+        assert_eq!(
+            cond(&c["status"]["conditions"], "Accepted").unwrap()["reason"],
+            reason
+        );
+        assert_eq!(
+            cond(&c["status"]["conditions"], "Accepted").unwrap()["observedGeneration"],
+            c["metadata"]["generation"]
+        );
+    }
+    let c = serde_json::to_value(classes.get(&good).await.unwrap()).unwrap();
+    assert_eq!(
+        c["status"]["supportedFeatures"],
+        json!([{"name": "Gateway"}, {"name": "HTTPRoute"}, {"name": "ReferenceGrant"}])
+    );
+    let _ = classes.delete(&good, &DeleteParams::default()).await;
+    let _ = classes.delete(&bad, &DeleteParams::default()).await;
+    ns.delete().await;
+}
+
+/// The whole life of a Gateway of a shipped class: children, readiness, routes coming and
+/// going, drift, a removed template, another controller's route status, Flagger-style
+/// weight changes, nothing written once converged, and deletion.
+#[tokio::test]
+async fn a_shipped_class_end_to_end() {
+    let client = admin().await;
+    let ctl = controller();
+    let ns = TestNamespace::new(&client, "e2e").await;
+    let class = format!("istio-{}", ns.name);
+    apply_yaml(&client, &shipped_class(&class)).await;
+    apply_yaml(&client, &gateway_yaml(&ns.name, &class)).await;
+    apply_yaml(&client, &route_yaml(&ns.name, "shop", "shop.example.com")).await;
+
+    // Children appear; Programmed stays False until the downstream controllers are done.
+    let names = wait_for("the Certificate", T, || cert_dns_names(&client, &ns.name)).await;
+    assert_eq!(names, json!(["shop.example.com"]));
+    let g = wait_programmed(&client, &ns.name, "False").await;
+    assert!(g["status"].get("addresses").is_none_or(Value::is_null));
+    simulate(&client, 4).await;
+    let g = wait_programmed(&client, &ns.name, "True").await;
+    assert_eq!(
+        g["status"]["addresses"][0]["value"],
+        gatewright::simulate::SIMULATED_IP
+    );
+    assert_eq!(g["status"]["listeners"][0]["attachedRoutes"], 1);
+
+    // A second route adds its hostname to the certificate and to attachedRoutes.
+    apply_yaml(&client, &route_yaml(&ns.name, "blog", "blog.example.com")).await;
+    wait_for("the Certificate to gain blog.example.com", T, || async {
+        (cert_dns_names(&client, &ns.name).await?
+            == json!(["blog.example.com", "shop.example.com"]))
+        .then_some(())
+    })
+    .await;
+    wait_for("attachedRoutes 2", T, || async {
+        (gateway_json(&client, &ns.name).await["status"]["listeners"][0]["attachedRoutes"] == 2)
+            .then_some(())
+    })
+    .await;
+    let routes: Api<HttpRoute> = Api::namespaced(client.clone(), &ns.name);
+    routes
+        .delete("blog", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the Certificate to lose blog.example.com", T, || async {
+        (cert_dns_names(&client, &ns.name).await? == json!(["shop.example.com"])).then_some(())
+    })
+    .await;
+
+    // Drift on a field we own is undone.
+    let certs = dynamic(
+        &client,
+        &ns.name,
+        "cert-manager.io",
+        "v1",
+        "Certificate",
+        "certificates",
+    );
+    certs
+        .patch(
+            "gw-tls",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"dnsNames": ["evil.example.com"]}})),
+        )
+        .await
+        .unwrap();
+    wait_for("the drift to be undone", T, || async {
+        (cert_dns_names(&client, &ns.name).await? == json!(["shop.example.com"])).then_some(())
+    })
+    .await;
+
+    // Another controller's entry in the route's status survives our writes.
+    let foreign = json!({"status": {"parents": [
+        {"parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "other"}, "controllerName": "example.com/other",
+         "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]}
+    ]}});
+    routes
+        .patch_status("shop", &PatchParams::default(), &Patch::Merge(&foreign))
+        .await
+        .unwrap();
+    wait_for("our entry back beside the foreign one", T, || {
+        let routes = routes.clone();
+        async move {
+            let r = serde_json::to_value(routes.get("shop").await.unwrap()).unwrap();
+            let parents = r["status"]["parents"].as_array()?.clone();
+            (parents.len() == 2
+                && parents
+                    .iter()
+                    .any(|p| p["controllerName"] == "example.com/other"))
+            .then_some(())
+        }
+    })
+    .await;
+
+    // Flagger: full PUT of the spec, weights shifted step by step.
+    let shadows = dynamic(
+        &client,
+        &ns.name,
+        "gateway.networking.k8s.io",
+        "v1",
+        "HTTPRoute",
+        "httproutes",
+    );
+    for canary in [10, 30, 50] {
+        let mut r = routes.get("shop").await.unwrap();
+        let backends = r.spec.rules.as_mut().unwrap()[0]
+            .backend_refs
+            .as_mut()
+            .unwrap();
+        backends[0].weight = Some(100 - canary);
+        backends[1].weight = Some(canary);
+        let r = routes
+            .replace("shop", &PostParams::default(), &r)
+            .await
+            .unwrap();
+        let generation = r.metadata.generation.unwrap();
+        wait_for(
+            &format!("shadow route weight {canary} and status at generation {generation}"),
+            T,
+            || {
+                let (routes, shadows) = (routes.clone(), shadows.clone());
+                async move {
+                    let shadow = shadows.get_opt("shop-gw-istio").await.unwrap()?;
+                    let w = shadow.data["spec"]["rules"][0]["backendRefs"][1]["weight"].as_i64()?;
+                    let r = serde_json::to_value(routes.get("shop").await.unwrap()).unwrap();
+                    let ours = r["status"]["parents"]
+                        .as_array()?
+                        .iter()
+                        .find(|p| p["controllerName"] == "gatewright.dev/gateway-controller")?
+                        .clone();
+                    let acc = cond(&ours["conditions"], "Accepted")?;
+                    (w == i64::from(canary)
+                        && acc["status"] == "True"
+                        && acc["observedGeneration"] == generation)
+                        .then_some(())
+                }
+            },
+        )
+        .await;
+    }
+
+    // Converged: a forced re-plan writes nothing.
+    simulate(&client, 2).await;
+    wait_programmed(&client, &ns.name, "True").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let key = (ns.name.clone(), "gw".to_owned());
+    let (runs_before, _) = ctl.last_writes(&key);
+    ctl.enqueue(gatewright::controller::Work::Gateway(key.clone()));
+    let written = wait_for("a forced re-plan", T, || async {
+        let (runs, w) = ctl.last_writes(&key);
+        (runs > runs_before).then_some(w)
+    })
+    .await;
+    assert_eq!(
+        written, 0,
+        "a re-plan of a converged Gateway must write nothing"
+    );
+
+    // Removing a template from the blueprint prunes its child.
+    let bps: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("gatewright.dev", "v1alpha1", "GatewayClassBlueprint"),
+            "gatewayclassblueprints",
+        ),
+    );
+    let dns = dynamic(
+        &client,
+        &ns.name,
+        "externaldns.k8s.io",
+        "v1alpha1",
+        "DNSEndpoint",
+        "dnsendpoints",
+    );
+    assert!(dns.get_opt("gw-dns").await.unwrap().is_some());
+    let mut bp = bps.get(&class).await.unwrap();
+    let templates = bp.data["spec"]["gatewayTemplates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"] != "dns")
+        .cloned()
+        .collect::<Vec<_>>();
+    bp.data["spec"]["gatewayTemplates"] = Value::Array(templates);
+    bp.metadata.managed_fields = None;
+    bps.replace(&class, &PostParams::default(), &bp)
+        .await
+        .unwrap();
+    wait_for("the DNSEndpoint to be pruned", T, || {
+        let dns = dns.clone();
+        async move { dns.get_opt("gw-dns").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+
+    // Deleting the Gateway removes its children, the route's too.
+    Api::<Gateway>::namespaced(client.clone(), &ns.name)
+        .delete("gw", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the Gateway and its children to be gone", T, || async {
+        let gone = Api::<Gateway>::namespaced(client.clone(), &ns.name)
+            .get_opt("gw")
+            .await
+            .unwrap()
+            .is_none()
+            && cert_dns_names(&client, &ns.name).await.is_none()
+            && shadows.get_opt("shop-gw-istio").await.unwrap().is_none()
+            && shadows.get_opt("gw-istio").await.is_ok_and(|o| o.is_none());
+        gone.then_some(())
+    })
+    .await;
+    let _ = Api::<GatewayClass>::all(client.clone())
+        .delete(&class, &DeleteParams::default())
+        .await;
+    let _ = bps.delete(&class, &DeleteParams::default()).await;
+    ns.delete().await;
+}
+
+/// A blueprint naming a kind the API server does not serve: reported, then picked up
+/// once its CRD appears, without a restart. A broken template: the template and line in
+/// status, and what ran before stays.
+#[tokio::test]
+async fn missing_kinds_and_broken_templates() {
+    let client = admin().await;
+    let _ctl = controller();
+    let ns = TestNamespace::new(&client, "kind").await;
+    let class = format!("widgets-{}", ns.name);
+    let group = format!("{}.e2e.gatewright.dev", ns.name);
+    let bp = |extra: &str| {
+        format!(
+            r#"apiVersion: gatewright.dev/v1alpha1
+kind: GatewayClassBlueprint
+metadata: {{name: {class}}}
+spec:
+  gatewayTemplates:
+  - name: cm
+    template: |
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: {{{{ gateway.metadata.name ~ "-cm" }}}}
+      data:
+        listeners: {{{{ listeners | length | string }}}}
+  - name: widget
+    template: |
+      apiVersion: {group}/v1
+      kind: Widget
+      metadata:
+        name: {{{{ gateway.metadata.name ~ "-widget" }}}}
+      spec: {{size: 1}}
+{extra}  status:
+    template: |
+      addresses: [{{type: IPAddress, value: 192.0.2.20}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: {class}}}
+spec:
+  controllerName: gatewright.dev/gateway-controller
+  parametersRef: {{group: gatewright.dev, kind: GatewayClassBlueprint, name: {class}}}
+"#
+        )
+    };
+    apply_yaml(&client, &bp("")).await;
+    apply_yaml(&client, &gateway_yaml(&ns.name, &class)).await;
+    let g = wait_for("Programmed=False naming the missing kind", T, || async {
+        let g = gateway_json(&client, &ns.name).await;
+        let p = cond(&g["status"]["conditions"], "Programmed")?;
+        p["message"].as_str()?.contains("Widget").then(|| g.clone())
+    })
+    .await;
+    assert_eq!(
+        cond(&g["status"]["conditions"], "Programmed").unwrap()["status"],
+        "False"
+    );
+    let crd = format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: widgets.{group}}}
+spec:
+  group: {group}
+  names: {{kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+"#
+    );
+    apply_yaml(&client, &crd).await;
+    let widgets = dynamic(&client, &ns.name, &group, "v1", "Widget", "widgets");
+    let w = widgets.clone();
+    wait_for(
+        "the Widget once its CRD exists",
+        Duration::from_secs(90),
+        || {
+            let w = w.clone();
+            async move { w.get_opt("gw-widget").await.ok().flatten() }
+        },
+    )
+    .await;
+    wait_programmed(&client, &ns.name, "True").await;
+
+    // Break a template: status names it and its line; the children from before stay.
+    apply_yaml(
+        &client,
+        &bp("  - name: broken\n    template: |\n      a: 1\n      b: {{ values.nope.deeper }}\n"),
+    )
+    .await;
+    let g = wait_for("Programmed=False naming the broken template", T, || async {
+        let g = gateway_json(&client, &ns.name).await;
+        let p = cond(&g["status"]["conditions"], "Programmed")?;
+        p["message"]
+            .as_str()?
+            .contains("template broken: line 2")
+            .then(|| g.clone())
+    })
+    .await;
+    assert_eq!(
+        cond(&g["status"]["conditions"], "Programmed").unwrap()["reason"],
+        "Invalid"
+    );
+    assert!(
+        widgets.get_opt("gw-widget").await.unwrap().is_some(),
+        "what ran before is kept"
+    );
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    assert!(cms.get_opt("gw-cm").await.unwrap().is_some());
+
+    Api::<Gateway>::namespaced(client.clone(), &ns.name)
+        .delete("gw", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the Gateway to be gone", T, || async {
+        Api::<Gateway>::namespaced(client.clone(), &ns.name)
+            .get_opt("gw")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let _ = Api::<GatewayClass>::all(client.clone())
+        .delete(&class, &DeleteParams::default())
+        .await;
+    ns.delete().await;
+}
