@@ -111,6 +111,39 @@ pub async fn apply_yaml(client: &Client, text: &str) {
     }
 }
 
+/// The user the in-process controller acts as.
+pub const E2E_USER: &str = "gatewright-e2e";
+/// The API group of the kind the missing-kind test installs late.
+pub const WIDGET_GROUP: &str = "e2e.gatewright.dev";
+
+const E2E_RBAC: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: gatewright-e2e-widgets}
+rules:
+- apiGroups: [e2e.gatewright.dev]
+  resources: [widgets]
+  verbs: [get, list, watch, create, update, patch, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: gatewright-e2e}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: gatewright}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: gatewright-e2e}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: gatewright-e2e-children}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: gatewright-children}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: gatewright-e2e}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: gatewright-e2e-widgets}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: gatewright-e2e-widgets}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: gatewright-e2e}]
+"#;
+
 /// The one in-process controller of this test binary, started on first use on a runtime
 /// of its own (each test has its own runtime, which ends with the test).
 pub fn controller() -> std::sync::Arc<gatewright::controller::Controller> {
@@ -121,7 +154,17 @@ pub fn controller() -> std::sync::Arc<gatewright::controller::Controller> {
         std::thread::spawn(move || {
             let rt = tokio::runtime::Runtime::new().expect("runtime");
             rt.block_on(async move {
-                let client = Client::try_default().await.expect("KUBECONFIG");
+                // Least privilege, proven: the controller runs as a user that holds only
+                // config/rbac/ (plus the Widget kind of the missing-kind test).
+                let admin = Client::try_default().await.expect("KUBECONFIG");
+                let rbac = std::fs::read_to_string(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/config/rbac/clusterrole.yaml"
+                ))
+                .expect("config/rbac");
+                apply_yaml(&admin, &rbac).await;
+                apply_yaml(&admin, E2E_RBAC).await;
+                let client = as_user(E2E_USER).await;
                 let opts = gatewright::controller::Options {
                     controller_namespace: "gatewright-e2e-global".into(),
                     metrics_addr: None,

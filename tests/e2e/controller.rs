@@ -390,7 +390,17 @@ async fn missing_kinds_and_broken_templates() {
     let _ctl = controller();
     let ns = TestNamespace::new(&client, "kind").await;
     let class = format!("widgets-{}", ns.name);
-    let group = format!("{}.e2e.gatewright.dev", ns.name);
+    let group = crate::common::WIDGET_GROUP.to_owned();
+    // The kind must be missing when the test starts, also on a reused cluster.
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(client.clone());
+    let crd_name = format!("widgets.{group}");
+    let _ = crds.delete(&crd_name, &DeleteParams::default()).await;
+    wait_for("the Widget CRD to be gone", T, || {
+        let crds = crds.clone();
+        let n = crd_name.clone();
+        async move { crds.get_opt(&n).await.unwrap().is_none().then_some(()) }
+    })
+    .await;
     let bp = |extra: &str| {
         format!(
             r#"apiVersion: gatewright.dev/v1alpha1
