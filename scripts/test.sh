@@ -1,25 +1,49 @@
 #!/usr/bin/env bash
-# The project's test command: format and lint gates, then every test (unit, golden,
-# render, and the cluster tests against a real kube-apiserver built from source), with
-# the local cluster brought up for the run and always brought down again.
+# The project's test command (README.md; .ci/run runs it): the format and lint gates, then
+# every test (unit, golden, render, and the cluster tests against a real kube-apiserver
+# built from source by tests/cluster), with a fresh local cluster brought up for the run in
+# a temporary directory and always brought down again, on success, failure or Ctrl-C.
+#
+# Needs Rust (with rustfmt and clippy) and Go; the cluster's binaries and CRDs come from
+# the Go module proxy on first use (tests/cluster/README.md).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
-echo "==> cargo fmt --check"
+step() { echo "==> $*"; }
+began=$(date +%s)
+
+step "cargo fmt --check"
 cargo fmt --check
-echo "==> cargo clippy"
+
+step "cargo clippy --all-targets --features cluster-tests -- -D warnings"
 cargo clippy --all-targets --features cluster-tests -- -D warnings
 
-echo "==> test cluster"
+step "test cluster binaries (tests/cluster/build)"
 tests/cluster/build
-export GATEWRIGHT_CLUSTER_DIR="$(mktemp -d)"
-cleanup() { tests/cluster/down || true; }
-trap cleanup EXIT INT TERM
-eval "$(tests/cluster/up)"
+
+step "test cluster up"
+GATEWRIGHT_CLUSTER_DIR="$(mktemp -d -t gatewright-cluster.XXXXXX)"
+export GATEWRIGHT_CLUSTER_DIR
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM HUP
+  step "test cluster down"
+  tests/cluster/down || rc=1
+  echo "==> done in $(( $(date +%s) - began ))s (exit $rc)"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+# An assignment, not `eval "$(...)"`, so that a failed `up` stops the script.
+env_line="$(tests/cluster/up)"
+eval "$env_line"
+export KUBECONFIG
 echo "KUBECONFIG=$KUBECONFIG"
 
-echo "==> cargo test"
+step "cargo test --features cluster-tests"
 cargo test --features cluster-tests
 
-# conformance: the Gateway API conformance run joins here.
+# conformance: the Gateway API conformance suite will run here, against the same cluster
+# ($KUBECONFIG), before it is brought down.

@@ -113,10 +113,10 @@ impl Controller {
         let Some((plan, routes, Some(gw), live)) = planned else {
             return Ok(None);
         };
-        if let Some(uid) = gw.metadata.uid.clone() {
-            if let Ok(mut m) = self.uid_to_gateway.write() {
-                m.insert(uid, key.clone());
-            }
+        if let Some(uid) = gw.metadata.uid.clone()
+            && let Ok(mut m) = self.uid_to_gateway.write()
+        {
+            m.insert(uid, key.clone());
         }
         if gw.metadata.deletion_timestamp.is_some() {
             return self.teardown(key, &gw).await;
@@ -176,10 +176,12 @@ impl Controller {
             Some(Cond::f(types::PROGRAMMED, reasons::INVALID, m))
         } else if let Some(e) = apply_errors.first() {
             Some(Cond::f(types::PROGRAMMED, reasons::PENDING, e))
-        } else if let Some(e) = routes.iter().flat_map(|r| r.errors.iter()).next() {
-            Some(Cond::f(types::PROGRAMMED, reasons::INVALID, &e.to_string()))
         } else {
-            None
+            routes
+                .iter()
+                .flat_map(|r| r.errors.iter())
+                .next()
+                .map(|e| Cond::f(types::PROGRAMMED, reasons::INVALID, &e.to_string()))
         };
         if let Some(p) = &override_programmed {
             if let Some(c) = status
@@ -253,21 +255,21 @@ impl Controller {
         for m in now_reported.missing.difference(&before.missing) {
             self.event(&gw, true, "KindNotServed", "Apply", m).await;
         }
-        if before.programmed != now_reported.programmed {
-            if let Some(p) = &programmed {
-                self.event(
-                    &gw,
-                    !p.status.is_true(),
-                    if p.status.is_true() {
-                        "Programmed"
-                    } else {
-                        "NotProgrammed"
-                    },
-                    "Reconcile",
-                    &p.message,
-                )
-                .await;
-            }
+        if before.programmed != now_reported.programmed
+            && let Some(p) = &programmed
+        {
+            self.event(
+                &gw,
+                !p.status.is_true(),
+                if p.status.is_true() {
+                    "Programmed"
+                } else {
+                    "NotProgrammed"
+                },
+                "Reconcile",
+                &p.message,
+            )
+            .await;
         }
         if pending_kinds {
             return Ok(Some(Duration::from_millis(500)));
@@ -387,7 +389,7 @@ impl Controller {
                 self.snapshot
                     .read()
                     .ok()
-                    .is_some_and(|s| matches!(plan_gateway(&s, &gw), Ok(_)))
+                    .is_some_and(|s| plan_gateway(&s, &gw).is_ok())
             };
             let mut next: Vec<Value> = Vec::new();
             for e in &existing {

@@ -444,14 +444,13 @@ fn on_child(ctl: &Arc<Controller>, v: Value, deleted: bool) {
     } else {
         with_snapshot(ctl, |s| s.put_child(v));
     }
-    if let Some(uid) = gw_uid {
-        if let Some(key) = ctl
+    if let Some(uid) = gw_uid
+        && let Some(key) = ctl
             .uid_to_gateway
             .read()
             .ok()
             .and_then(|m| m.get(&uid).cloned())
-        {
-            ctl.enqueue(Work::Gateway(key));
-        }
+    {
+        ctl.enqueue(Work::Gateway(key));
     }
 }

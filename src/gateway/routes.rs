@@ -72,8 +72,11 @@ pub struct RouteView {
     pub generation: i64,
     /// Parent references.
     pub parent_refs: Vec<ParentRef>,
-    /// `spec.hostnames`.
+    /// `spec.hostnames` the API would accept (others never reach a child).
     pub hostnames: Vec<String>,
+    /// Whether the spec named any hostname at all (valid or not): a route whose every
+    /// hostname is invalid matches nothing, it is not a catch-all.
+    pub names_hostnames: bool,
     /// Backends of every rule.
     pub backend_refs: Vec<BackendRef>,
 }
@@ -139,7 +142,15 @@ impl RouteView {
             name: r.metadata.name.clone().unwrap_or_default(),
             generation: r.metadata.generation.unwrap_or(0),
             parent_refs,
-            hostnames: r.spec.hostnames.clone().unwrap_or_default(),
+            hostnames: r
+                .spec
+                .hostnames
+                .iter()
+                .flatten()
+                .filter(|h| hostnames::validate_hostname(h).is_ok())
+                .cloned()
+                .collect(),
+            names_hostnames: r.spec.hostnames.as_ref().is_some_and(|h| !h.is_empty()),
             backend_refs,
         }
     }
@@ -277,7 +288,7 @@ fn attach_one(
     }
     let mut attached = Vec::new();
     for (_, e) in allowed {
-        if route.hostnames.is_empty() {
+        if !route.names_hostnames {
             attached.push(ListenerAttachment {
                 listener: e.name.clone(),
                 hostnames: e.hostname.clone().into_iter().collect(),

@@ -1,6 +1,5 @@
 //! `plan_gateway`: everything that must be true for one Gateway of our classes.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use gateway_api::apis::standard::gateways::{
@@ -19,7 +18,7 @@ use crate::gateway::listeners::{GatewayEval, evaluate_gateway, gateway_owned_typ
 use crate::gateway::routes::{ParentAttachment, attach_route, count_attached_routes};
 use crate::gateway::{CONTROLLER_NAME, ListenerEval};
 use crate::render::context::{
-    AttachedRouteVar, HostnamesVar, ListenerVar, NamespacedName, TemplateContext,
+    AttachedRouteVar, HostnamesVar, ListenerVar, NamespacedName, TemplateContext, with_resources,
 };
 use crate::render::engine::STATUS_TEMPLATE;
 use crate::render::output::parse_documents;
@@ -47,6 +46,8 @@ pub struct GatewayContext {
     pub routes: Vec<RouteKey>,
     /// Accepted hostnames.
     pub hostnames: HostnamesVar,
+    /// All of the above as the template context (without `resources`), built once.
+    pub base: minijinja::Value,
 }
 
 /// The status of a Gateway, without timestamps.
@@ -291,23 +292,22 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
     let mut addresses = Vec::new();
     let mut address_wait: Option<String> = None;
     if let (true, Some(prepared)) = (accepted, blueprint.as_deref()) {
-        let route_values: Vec<&Value> = plan
+        let route_values: Vec<minijinja::Value> = plan
             .context
             .routes
             .iter()
             .filter_map(|k| snap.route(k))
-            .map(|r| &r.json)
+            .map(|r| r.value.clone())
             .collect();
         let base = TemplateContext {
-            gateway: &plan.context.gateway,
-            route: None,
+            gateway: &entry.value,
             class: &plan.context.class,
             values: &plan.context.values,
             listeners: &plan.context.listeners,
             routes: &route_values,
             hostnames: &plan.context.hostnames,
-            resources: &BTreeMap::new(),
-        };
+        }
+        .to_value();
         let input = SetInput {
             prepared,
             set: TemplateSet::Gateway,
@@ -320,7 +320,8 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
             },
             live: &live,
         };
-        let result = render_set(&input, &base);
+        plan.context.base = base.clone();
+        let result = render_set(&input, &base, None);
         plan.prune = prune_list(Some(prepared), TemplateSet::Gateway, &live, &result);
         match &prepared.spec.status {
             Some(_) => match prepared
@@ -332,10 +333,7 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
                     address_wait = Some(format!("the status template waits for template {missing}"))
                 }
                 None => {
-                    let ctx = TemplateContext {
-                        resources: &result.resources,
-                        ..base
-                    };
+                    let ctx = with_resources(&base, None, &result.resources);
                     match render_addresses(prepared, &ctx) {
                         Ok(a) => addresses = a,
                         Err(e) if e.category == "UndefinedVariable" => {
@@ -633,16 +631,17 @@ fn build_context(
             union,
             intersection,
         },
+        base: minijinja::Value::UNDEFINED,
     }
 }
 
 fn render_addresses(
     prepared: &Prepared,
-    ctx: &TemplateContext<'_>,
+    ctx: &minijinja::Value,
 ) -> Result<Vec<GatewayStatusAddresses>, RenderError> {
     let text = prepared
         .compiled
-        .render(TemplateSet::Status, STATUS_TEMPLATE, &ctx.to_value())?;
+        .render(TemplateSet::Status, STATUS_TEMPLATE, ctx)?;
     let err = |m: String| {
         RenderError::new(&prepared.name, STATUS_TEMPLATE, None, m).with_category("InvalidOutput")
     };

@@ -23,7 +23,13 @@ pub struct Prepared {
     /// Gateway templates the status template reads.
     pub status_deps: BTreeSet<String>,
     entries: BTreeMap<(TemplateSet, String), TemplateEntry>,
+    parsed:
+        std::sync::Mutex<std::collections::HashMap<u64, std::sync::Arc<Vec<serde_json::Value>>>>,
 }
+
+/// Parsed outputs remembered per blueprint (rendered text -> objects): re-plans of an
+/// unchanged parent render the same text, and parsing YAML is most of a plan's cost.
+const PARSED_CACHE_ENTRIES: usize = 4096;
 
 impl Prepared {
     /// Compiles and orders a blueprint's templates.
@@ -72,6 +78,7 @@ impl Prepared {
             route_graph,
             status_deps,
             entries,
+            parsed: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -79,6 +86,32 @@ impl Prepared {
     #[must_use]
     pub fn entry(&self, set: TemplateSet, name: &str) -> Option<&TemplateEntry> {
         self.entries.get(&(set, name.to_owned()))
+    }
+
+    /// The checked objects of a rendered text, parsed once per distinct (template, text).
+    ///
+    /// # Errors
+    /// See [`crate::render::output::objects_from_render`].
+    pub fn objects(
+        &self,
+        text: &str,
+        at: crate::render::output::Placement<'_>,
+    ) -> Result<std::sync::Arc<Vec<serde_json::Value>>, RenderError> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (at.template, at.namespace, text).hash(&mut h);
+        let key = h.finish();
+        if let Some(hit) = self.parsed.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return Ok(hit);
+        }
+        let objects = std::sync::Arc::new(crate::render::output::objects_from_render(text, at)?);
+        if let Ok(mut c) = self.parsed.lock() {
+            if c.len() >= PARSED_CACHE_ENTRIES {
+                c.clear();
+            }
+            c.insert(key, objects.clone());
+        }
+        Ok(objects)
     }
 
     /// The graph of a set.

@@ -1,7 +1,6 @@
 //! `plan_route`: the children of one route under one Gateway, and `route_status`: the
 //! `status.parents` entries of ours for a route, across all our Gateways it names.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -10,7 +9,6 @@ use super::gateway::{GatewayPlan, uid_of};
 use super::labels::{self, Owner};
 use super::templates::{ChildState, DesiredChild, Held, SetInput, prune_list, render_set};
 use crate::gateway::routes::ParentAttachment;
-use crate::render::context::TemplateContext;
 use crate::render::{RenderError, TemplateSet};
 use crate::snapshot::{ObjectKey, RouteKey, Snapshot};
 
@@ -61,24 +59,8 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
         return plan;
     }
     let accepted = gw.context.routes.contains(route);
-    let route_values: Vec<&Value> = gw
-        .context
-        .routes
-        .iter()
-        .filter_map(|k| snap.route(k))
-        .map(|r| &r.json)
-        .collect();
-    let empty = BTreeMap::new();
-    let base = TemplateContext {
-        gateway: &gw.context.gateway,
-        route: Some(&entry.json),
-        class: &gw.context.class,
-        values: &gw.context.values,
-        listeners: &gw.context.listeners,
-        routes: &route_values,
-        hostnames: &gw.context.hostnames,
-        resources: &empty,
-    };
+    let base = gw.context.base.clone();
+    let route_value = entry.value.clone();
     let input = SetInput {
         prepared,
         set: TemplateSet::Route,
@@ -92,7 +74,7 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
         live: &live,
     };
     let result = if accepted {
-        render_set(&input, &base)
+        render_set(&input, &base, Some(&route_value))
     } else {
         super::templates::SetResult::default()
     };

@@ -10,8 +10,8 @@ use serde_json::Value;
 use super::labels::{self, Owner};
 use super::prepared::Prepared;
 use super::readiness::{self, Readiness};
-use crate::render::context::TemplateContext;
-use crate::render::output::{Placement, objects_from_render};
+use crate::render::context::with_resources;
+use crate::render::output::Placement;
 use crate::render::{RenderError, TemplateSet};
 use crate::snapshot::ObjectKey;
 
@@ -69,7 +69,11 @@ pub(crate) struct SetInput<'a> {
 
 /// Renders every template of `input.set` in order. `base` is the context without
 /// `resources`, which this function fills template by template.
-pub(crate) fn render_set(input: &SetInput<'_>, base: &TemplateContext<'_>) -> SetResult {
+pub(crate) fn render_set(
+    input: &SetInput<'_>,
+    base: &minijinja::Value,
+    route: Option<&minijinja::Value>,
+) -> SetResult {
     let prepared = input.prepared;
     let live: BTreeMap<ObjectKey, &Value> = input
         .live
@@ -95,11 +99,8 @@ pub(crate) fn render_set(input: &SetInput<'_>, base: &TemplateContext<'_>) -> Se
             out.unsettled.insert(name.clone());
             continue;
         }
-        let ctx = TemplateContext {
-            resources: &out.resources,
-            ..*base
-        };
-        let text = match prepared.compiled.render(input.set, name, &ctx.to_value()) {
+        let ctx = with_resources(base, route, &out.resources);
+        let text = match prepared.compiled.render(input.set, name, &ctx) {
             Ok(t) => t,
             Err(e) if !deps.is_empty() && e.category == "UndefinedVariable" => {
                 out.held.push(Held {
@@ -125,7 +126,7 @@ pub(crate) fn render_set(input: &SetInput<'_>, base: &TemplateContext<'_>) -> Se
             namespace: input.namespace,
             cluster_scoped: &prepared.spec.cluster_scoped_kinds,
         };
-        let objects = match objects_from_render(&text, at) {
+        let objects = match prepared.objects(&text, at) {
             Ok(o) => o,
             Err(e) => {
                 out.errors.push(e);
@@ -138,7 +139,8 @@ pub(crate) fn render_set(input: &SetInput<'_>, base: &TemplateContext<'_>) -> Se
         };
         let mut seen = Vec::new();
         let mut complete = true;
-        for mut obj in objects {
+        for obj in objects.iter() {
+            let mut obj = obj.clone();
             labels::decorate(&mut obj, &input.owner, name);
             let key = ObjectKey::of(&obj);
             if out.children.iter().any(|c| c.key == key) {

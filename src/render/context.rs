@@ -69,10 +69,7 @@ pub struct HostnamesVar {
 #[derive(Serialize)]
 pub struct TemplateContext<'a> {
     /// The parent Gateway as the API returns it.
-    pub gateway: &'a serde_json::Value,
-    /// The route being rendered (route templates only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub route: Option<&'a serde_json::Value>,
+    pub gateway: &'a Value,
     /// The GatewayClass.
     pub class: &'a serde_json::Value,
     /// Merged values.
@@ -80,17 +77,32 @@ pub struct TemplateContext<'a> {
     /// Normalized listeners.
     pub listeners: &'a [ListenerVar],
     /// Routes accepted by the Gateway, as the API returns them.
-    pub routes: &'a [&'a serde_json::Value],
+    pub routes: &'a [Value],
     /// Accepted hostnames.
     pub hostnames: &'a HostnamesVar,
-    /// Live children per template of the same set.
-    pub resources: &'a BTreeMap<String, Vec<serde_json::Value>>,
 }
 
 impl TemplateContext<'_> {
-    /// As a minijinja value.
+    /// As a minijinja value, without `resources`. Built once per plan: converting the
+    /// Gateway and its routes is the expensive part of a render.
     #[must_use]
     pub fn to_value(&self) -> Value {
         Value::from(minijinja::value::Serde(self))
+    }
+}
+
+/// `base` with `resources` (and, for route templates, `route`) added.
+#[must_use]
+pub fn with_resources(
+    base: &Value,
+    route: Option<&Value>,
+    resources: &BTreeMap<String, Vec<serde_json::Value>>,
+) -> Value {
+    let resources = Value::from(minijinja::value::Serde(resources));
+    match route {
+        Some(r) => {
+            minijinja::context! { route => r.clone(), resources => resources, ..base.clone() }
+        }
+        None => minijinja::context! { resources => resources, ..base.clone() },
     }
 }

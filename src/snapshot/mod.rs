@@ -81,6 +81,8 @@ pub struct GatewayEntry {
     pub typed: Gateway,
     /// As the API returns it.
     pub json: Value,
+    /// The same as a template value, converted once.
+    pub value: minijinja::Value,
 }
 
 /// A route of any supported kind, as the semantics see it and as JSON.
@@ -90,6 +92,8 @@ pub struct RouteEntry {
     pub view: RouteView,
     /// As the API returns it.
     pub json: Value,
+    /// The same as a template value, converted once.
+    pub value: minijinja::Value,
 }
 
 /// Identity of a route: kind, namespace, name.
@@ -191,9 +195,14 @@ impl Snapshot {
     /// Inserts or replaces a Gateway.
     pub fn put_gateway(&mut self, g: Gateway) {
         let json = serde_json::to_value(&g).unwrap_or(Value::Null);
+        let value = minijinja::Value::from(minijinja::value::Serde(&json));
         self.gateways.insert(
             key_of(&g.metadata),
-            Arc::new(GatewayEntry { typed: g, json }),
+            Arc::new(GatewayEntry {
+                typed: g,
+                json,
+                value,
+            }),
         );
     }
     /// Removes a Gateway.
@@ -221,7 +230,9 @@ impl Snapshot {
                     .insert(key.clone());
             }
         }
-        self.routes.insert(key, Arc::new(RouteEntry { view, json }));
+        let value = minijinja::Value::from(minijinja::value::Serde(&json));
+        self.routes
+            .insert(key, Arc::new(RouteEntry { view, json, value }));
     }
     /// Removes a route.
     pub fn remove_route(&mut self, key: &RouteKey) {

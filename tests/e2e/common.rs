@@ -1,68 +1,142 @@
-//! Helpers of the cluster tests: clients, a namespace per test, waiting.
+//! Helpers of the cluster tests. They read `KUBECONFIG` and nothing else, so the tests run
+//! against the local cluster of tests/cluster (scripts/test.sh) as well as kind or k3d.
+//! Each test works in a namespace of its own ([`TestNamespace`]) and names anything
+//! cluster-scoped uniquely ([`unique_name`]), so tests run in parallel and again on the same
+//! cluster.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, Config};
 
-/// A client with the identity of `KUBECONFIG`.
-pub async fn admin() -> Client {
-    Client::try_default()
+/// The plain identity a controller runs as in the tests: authenticated, with no rights
+/// but those a test grants it. The harness also issues it a token of its own.
+pub const CONTROLLER_USER: &str = "controller";
+/// Label on every namespace the tests create.
+pub const TEST_NAMESPACE_LABEL: &str = "gatewright.dev/test";
+
+/// The cluster's configuration, as `KUBECONFIG` (or in-cluster config) gives it.
+pub async fn config() -> Config {
+    Config::infer()
         .await
         .expect("KUBECONFIG must point at a cluster (scripts/test.sh sets it)")
 }
 
-/// A client acting as the plain `controller` user (impersonated by the admin identity,
-/// so nothing but `KUBECONFIG` is needed).
-pub async fn as_user(user: &str) -> Client {
-    let mut cfg = Config::infer().await.expect("KUBECONFIG");
+/// A client with the identity of `KUBECONFIG` (an admin of the cluster).
+pub async fn admin() -> Client {
+    Client::try_from(config().await).expect("client from KUBECONFIG")
+}
+
+/// A client acting as `user` in `groups` (plus `system:authenticated`), impersonated through
+/// the `KUBECONFIG` identity: no credentials of the user are needed.
+pub async fn impersonating(user: &str, groups: &[&str]) -> Client {
+    let mut cfg = config().await;
     cfg.auth_info.impersonate = Some(user.to_owned());
-    Client::try_from(cfg).expect("client")
-}
-
-/// A namespace that lives for one test.
-pub struct TestNamespace {
-    pub name: String,
-    client: Client,
-}
-
-impl TestNamespace {
-    /// Creates `gw-test-<prefix>-<random>`.
-    pub async fn new(client: &Client, prefix: &str) -> Self {
-        let name = format!("gwt-{prefix}-{:08x}", rand_u32());
-        let ns: Namespace = serde_json::from_value(serde_json::json!({ "metadata": { "name": name, "labels": { "gatewright.dev/test": "true" } } })).unwrap();
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .expect("create namespace");
-        Self {
-            name,
-            client: client.clone(),
-        }
+    if !groups.is_empty() {
+        cfg.auth_info.impersonate_groups = Some(groups.iter().map(|&g| g.to_owned()).collect());
     }
-
-    /// Deletes the namespace (the namespace controller removes what is in it).
-    pub async fn delete(self) {
-        let _ = Api::<Namespace>::all(self.client.clone())
-            .delete(&self.name, &DeleteParams::default())
-            .await;
-    }
+    Client::try_from(cfg).expect("impersonating client")
 }
 
-fn rand_u32() -> u32 {
+/// A client acting as `user` (impersonated by the `KUBECONFIG` identity).
+pub async fn as_user(user: &str) -> Client {
+    impersonating(user, &[]).await
+}
+
+/// A client acting as the plain [`CONTROLLER_USER`].
+pub async fn as_controller() -> Client {
+    as_user(CONTROLLER_USER).await
+}
+
+/// A name no other test of this run, nor of an earlier run, has: `<prefix>-<8 hex digits>`
+/// (at most 63 characters when `prefix` has at most 54).
+pub fn unique_name(prefix: &str) -> String {
     use std::hash::{BuildHasher, Hasher};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u32(COUNTER.fetch_add(1, Ordering::Relaxed));
     h.write_u128(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
             .as_nanos(),
     );
-    #[allow(clippy::cast_possible_truncation, reason = "any 32 bits will do")]
-    let v = h.finish() as u32;
-    v
+    format!("{prefix}-{:08x}", h.finish() & 0xffff_ffff)
+}
+
+/// A namespace that lives for one test: created by [`TestNamespace::new`], deleted by
+/// [`TestNamespace::delete`] or, failing that (a panicking test), when dropped.
+pub struct TestNamespace {
+    /// The namespace's name, `gwt-<prefix>-<8 hex digits>`.
+    pub name: String,
+    client: Client,
+    deleted: bool,
+}
+
+impl TestNamespace {
+    /// Creates `gwt-<prefix>-<random>`, labelled [`TEST_NAMESPACE_LABEL`].
+    pub async fn new(client: &Client, prefix: &str) -> Self {
+        let name = unique_name(&format!("gwt-{prefix}"));
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "labels": { TEST_NAMESPACE_LABEL: "true" } }
+        }))
+        .expect("namespace");
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+        Self {
+            name,
+            client: client.clone(),
+            deleted: false,
+        }
+    }
+
+    /// Deletes the namespace; the namespace controller then removes what is in it.
+    pub async fn delete(mut self) {
+        self.deleted = true;
+        delete_namespace(self.client.clone(), &self.name).await;
+    }
+}
+
+async fn delete_namespace(client: Client, name: &str) {
+    match Api::<Namespace>::all(client)
+        .delete(name, &DeleteParams::background())
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.is_not_found() => {}
+        Err(e) => eprintln!("warning: failed to delete namespace {name}: {e}"),
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        if self.deleted {
+            return;
+        }
+        // The test's runtime may be ending or unwinding from a panic, and cannot be blocked
+        // on from here: delete on a thread and runtime of its own, with a client of its own.
+        let name = std::mem::take(&mut self.name);
+        let deleter = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                if let Ok(client) = Client::try_default().await {
+                    delete_namespace(client, &name).await;
+                }
+            });
+        });
+        let _ = deleter.join();
+    }
 }
 
 /// Polls `check` every 200 ms until it returns `Some`, or panics after `timeout` with `what`.
@@ -81,6 +155,14 @@ where
             "timed out after {timeout:?} waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The API status of a failed request (403, 404, 422, ...), or a panic for any other error.
+pub fn api_status(err: kube::Error) -> kube::core::Status {
+    match err {
+        kube::Error::Api(status) => *status,
+        other => panic!("expected an API error status, got {other}"),
     }
 }
 
