@@ -522,3 +522,72 @@ spec:
         .await;
     ns.delete().await;
 }
+
+/// Editing a blueprint, a GatewayClassConfig or a GatewayConfig re-renders existing
+/// Gateways, in the documented order of precedence.
+#[tokio::test]
+async fn policies_re_render_existing_gateways() {
+    let client = admin().await;
+    let _ctl = controller();
+    let ns = TestNamespace::new(&client, "values").await;
+    let class = format!("values-{}", ns.name);
+    let blueprint = |over: &str| {
+        format!(
+            r#"apiVersion: gatewright.dev/v1alpha1
+kind: GatewayClassBlueprint
+metadata: {{name: {class}}}
+spec:
+  values:
+    default: {{color: red, size: s}}
+    override: {{{over}}}
+  gatewayTemplates:
+  - name: cm
+    template: |
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: {{{{ gateway.metadata.name ~ "-values" }}}}
+      data:
+        color: {{{{ values.color }}}}
+        size: {{{{ values.size }}}}
+  status:
+    template: |
+      addresses: [{{type: IPAddress, value: 192.0.2.30}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: {class}}}
+spec:
+  controllerName: gatewright.dev/gateway-controller
+  parametersRef: {{group: gatewright.dev, kind: GatewayClassBlueprint, name: {class}}}
+"#
+        )
+    };
+    apply_yaml(&client, &blueprint("")).await;
+    apply_yaml(&client, &gateway_yaml(&ns.name, &class)).await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let data = |want: (&'static str, &'static str)| {
+        let cms = cms.clone();
+        async move {
+            wait_for(&format!("ConfigMap color={} size={}", want.0, want.1), T, || {
+                let cms = cms.clone();
+                async move {
+                    let d = cms.get_opt("gw-values").await.unwrap()?.data?;
+                    (d.get("color").map(String::as_str) == Some(want.0) && d.get("size").map(String::as_str) == Some(want.1)).then_some(())
+                }
+            })
+            .await;
+        }
+    };
+    data(("red", "s")).await;
+    apply_yaml(&client, &format!("apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassConfig\nmetadata: {{name: ns-wide, namespace: {ns}}}\nspec:\n  targetRef: {{kind: Namespace, name: {ns}}}\n  default: {{color: blue, size: m}}\n", ns = ns.name)).await;
+    data(("blue", "m")).await;
+    apply_yaml(&client, &format!("apiVersion: gatewright.dev/v1alpha1\nkind: GatewayConfig\nmetadata: {{name: mine, namespace: {ns}}}\nspec:\n  targetRef: {{group: gateway.networking.k8s.io, kind: Gateway, name: gw}}\n  default: {{color: green}}\n", ns = ns.name)).await;
+    data(("green", "m")).await;
+    apply_yaml(&client, &blueprint("color: black")).await;
+    data(("black", "m")).await;
+    Api::<Gateway>::namespaced(client.clone(), &ns.name).delete("gw", &DeleteParams::default()).await.unwrap();
+    wait_for("the Gateway to be gone", T, || async { Api::<Gateway>::namespaced(client.clone(), &ns.name).get_opt("gw").await.unwrap().is_none().then_some(()) }).await;
+    let _ = Api::<GatewayClass>::all(client.clone()).delete(&class, &DeleteParams::default()).await;
+    ns.delete().await;
+}
