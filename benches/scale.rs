@@ -6,13 +6,21 @@
 //! Prints: time from start to every Gateway Programmed (downstream readiness simulated
 //! as it goes), p50/p99 from an HTTPRoute weight change to the shadow route carrying it,
 //! write requests of a forced full re-plan, and the process's resident memory.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::cast_precision_loss, clippy::panic, reason = "benchmark")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_precision_loss,
+    clippy::panic,
+    reason = "benchmark"
+)]
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+};
 use serde_json::json;
 
 const NAMESPACES: usize = 20;
@@ -25,7 +33,13 @@ async fn apply(client: &Client, ar: &ApiResource, ns: Option<&str>, obj: serde_j
         None => Api::all_with(client.clone(), ar),
     };
     let name = obj["metadata"]["name"].as_str().unwrap().to_owned();
-    api.patch(&name, &PatchParams::apply("scale").force(), &Patch::Apply(&obj)).await.unwrap();
+    api.patch(
+        &name,
+        &PatchParams::apply("scale").force(),
+        &Patch::Apply(&obj),
+    )
+    .await
+    .unwrap();
 }
 
 fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -34,7 +48,12 @@ fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
 
 fn rss_mb() -> f64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<f64>().ok()).unwrap_or(0.0) / 1024.0
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|k| k.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1024.0
 }
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
@@ -50,13 +69,24 @@ async fn main() {
     }
     let client = Client::try_default().await.unwrap();
     let class = format!("scale-{}", std::process::id());
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/gatewayclasses/istio-certmanager-externaldns");
-    let text = format!("{}\n---\n{}", std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(), std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap())
-        .replace("istio-certmanager-externaldns", &class);
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/gatewayclasses/istio-certmanager-externaldns"
+    );
+    let text = format!(
+        "{}\n---\n{}",
+        std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
+        std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
+    )
+    .replace("istio-certmanager-externaldns", &class);
     for doc in gatewright::render::output::parse_documents(&text).unwrap() {
         let (g, v) = doc["apiVersion"].as_str().unwrap().split_once('/').unwrap();
         let kind = doc["kind"].as_str().unwrap();
-        let plural = if kind == "GatewayClass" { "gatewayclasses" } else { "gatewayclassblueprints" };
+        let plural = if kind == "GatewayClass" {
+            "gatewayclasses"
+        } else {
+            "gatewayclassblueprints"
+        };
         apply(&client, &ar(g, v, kind, plural), None, doc.clone()).await;
     }
     let ns_ar = ar("", "v1", "Namespace", "namespaces");
@@ -64,11 +94,25 @@ async fn main() {
     let rt_ar = ar("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes");
     let nss: Vec<String> = (0..NAMESPACES).map(|i| format!("{class}-{i}")).collect();
     for ns in &nss {
-        apply(&client, &ns_ar, None, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})).await;
+        apply(
+            &client,
+            &ns_ar,
+            None,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        )
+        .await;
     }
 
     let started = Instant::now();
-    let ctl = gatewright::controller::start(client.clone(), gatewright::controller::Options { controller_namespace: format!("{class}-global"), ..Default::default() }).await.unwrap();
+    let ctl = gatewright::controller::start(
+        client.clone(),
+        gatewright::controller::Options {
+            controller_namespace: format!("{class}-global"),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     for g in 0..GATEWAYS {
         let ns = &nss[g % NAMESPACES];
         apply(&client, &gw_ar, Some(ns), json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": format!("gw{g}"), "namespace": ns},
@@ -81,19 +125,38 @@ async fn main() {
     }
     let gws: Api<DynamicObject> = Api::all_with(client.clone(), &gw_ar);
     loop {
-        gatewright::controller::simulate_ready(&client).await.unwrap();
+        gatewright::controller::simulate_ready(&client)
+            .await
+            .unwrap();
         let list = gws.list(&Default::default()).await.unwrap();
-        let done = list.items.iter().filter(|g| g.data["spec"]["gatewayClassName"] == class.as_str())
-            .filter(|g| g.data["status"]["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["type"] == "Programmed" && c["status"] == "True"))).count();
+        let done = list
+            .items
+            .iter()
+            .filter(|g| g.data["spec"]["gatewayClassName"] == class.as_str())
+            .filter(|g| {
+                g.data["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Programmed" && c["status"] == "True")
+                })
+            })
+            .count();
         if done == GATEWAYS {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(900), "not converged after 15 minutes ({done}/{GATEWAYS})");
+        assert!(
+            started.elapsed() < Duration::from_secs(900),
+            "not converged after 15 minutes ({done}/{GATEWAYS})"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let converge = started.elapsed();
-    println!("scale: {GATEWAYS} Gateways, {} HTTPRoutes, {NAMESPACES} namespaces", GATEWAYS * ROUTES_PER_GATEWAY);
-    println!("  start to all Gateways Programmed: {converge:.1?} (downstream readiness simulated every 0.5 s)");
+    println!(
+        "scale: {GATEWAYS} Gateways, {} HTTPRoutes, {NAMESPACES} namespaces",
+        GATEWAYS * ROUTES_PER_GATEWAY
+    );
+    println!(
+        "  start to all Gateways Programmed: {converge:.1?} (downstream readiness simulated every 0.5 s)"
+    );
 
     // Route weight change -> shadow route carries it.
     let mut lat = Vec::new();
@@ -105,7 +168,11 @@ async fn main() {
         let t = Instant::now();
         routes.patch(&format!("gw{g}-r0"), &PatchParams::default(), &Patch::Merge(&json!({"spec": {"rules": [{"backendRefs": [{"name": "primary", "port": 80, "weight": 100 - w}, {"name": "canary", "port": 80, "weight": w}]}]}}))).await.unwrap();
         loop {
-            if let Some(s) = routes.get_opt(&format!("gw{g}-r0-gw{g}-istio")).await.unwrap() {
+            if let Some(s) = routes
+                .get_opt(&format!("gw{g}-r0-gw{g}-istio"))
+                .await
+                .unwrap()
+            {
                 if s.data["spec"]["rules"][0]["backendRefs"][1]["weight"] == w {
                     break;
                 }
@@ -114,7 +181,12 @@ async fn main() {
         }
         lat.push(t.elapsed());
     }
-    println!("  HTTPRoute weight change to shadow route updated: p50 {:.1?}, p99 {:.1?} ({} changes, polled every 5 ms)", pct(&mut lat, 0.5), pct(&mut lat, 0.99), lat.len());
+    println!(
+        "  HTTPRoute weight change to shadow route updated: p50 {:.1?}, p99 {:.1?} ({} changes, polled every 5 ms)",
+        pct(&mut lat, 0.5),
+        pct(&mut lat, 0.99),
+        lat.len()
+    );
 
     // Forced full re-plan of a converged world.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -126,8 +198,15 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    println!("  forced re-plan of every Gateway: {} write requests, {:.1?}", ctl.metrics().writes() - before, t.elapsed());
-    println!("  resident memory of the process (controller + benchmark client): {:.0} MB", rss_mb());
+    println!(
+        "  forced re-plan of every Gateway: {} write requests, {:.1?}",
+        ctl.metrics().writes() - before,
+        t.elapsed()
+    );
+    println!(
+        "  resident memory of the process (controller + benchmark client): {:.0} MB",
+        rss_mb()
+    );
 
     let nsapi: Api<DynamicObject> = Api::all_with(client.clone(), &ns_ar);
     for ns in &nss {
@@ -136,11 +215,21 @@ async fn main() {
     // The controller is still running: it tears the Gateways down and drops its finalizers.
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(180) {
-        let left = gws.list(&Default::default()).await.unwrap().items.iter().filter(|g| g.data["spec"]["gatewayClassName"] == class.as_str()).count();
+        let left = gws
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|g| g.data["spec"]["gatewayClassName"] == class.as_str())
+            .count();
         if left == 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    println!("  teardown of every Gateway and its children: {:.1?}", t.elapsed());
+    println!(
+        "  teardown of every Gateway and its children: {:.1?}",
+        t.elapsed()
+    );
 }

@@ -569,13 +569,19 @@ spec:
     let data = |want: (&'static str, &'static str)| {
         let cms = cms.clone();
         async move {
-            wait_for(&format!("ConfigMap color={} size={}", want.0, want.1), T, || {
-                let cms = cms.clone();
-                async move {
-                    let d = cms.get_opt("gw-values").await.unwrap()?.data?;
-                    (d.get("color").map(String::as_str) == Some(want.0) && d.get("size").map(String::as_str) == Some(want.1)).then_some(())
-                }
-            })
+            wait_for(
+                &format!("ConfigMap color={} size={}", want.0, want.1),
+                T,
+                || {
+                    let cms = cms.clone();
+                    async move {
+                        let d = cms.get_opt("gw-values").await.unwrap()?.data?;
+                        (d.get("color").map(String::as_str) == Some(want.0)
+                            && d.get("size").map(String::as_str) == Some(want.1))
+                        .then_some(())
+                    }
+                },
+            )
             .await;
         }
     };
@@ -586,8 +592,21 @@ spec:
     data(("green", "m")).await;
     apply_yaml(&client, &blueprint("color: black")).await;
     data(("black", "m")).await;
-    Api::<Gateway>::namespaced(client.clone(), &ns.name).delete("gw", &DeleteParams::default()).await.unwrap();
-    wait_for("the Gateway to be gone", T, || async { Api::<Gateway>::namespaced(client.clone(), &ns.name).get_opt("gw").await.unwrap().is_none().then_some(()) }).await;
-    let _ = Api::<GatewayClass>::all(client.clone()).delete(&class, &DeleteParams::default()).await;
+    Api::<Gateway>::namespaced(client.clone(), &ns.name)
+        .delete("gw", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the Gateway to be gone", T, || async {
+        Api::<Gateway>::namespaced(client.clone(), &ns.name)
+            .get_opt("gw")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let _ = Api::<GatewayClass>::all(client.clone())
+        .delete(&class, &DeleteParams::default())
+        .await;
     ns.delete().await;
 }
