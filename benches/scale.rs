@@ -172,10 +172,9 @@ async fn main() {
                 .get_opt(&format!("gw{g}-r0-gw{g}-istio"))
                 .await
                 .unwrap()
+                && s.data["spec"]["rules"][0]["backendRefs"][1]["weight"] == w
             {
-                if s.data["spec"]["rules"][0]["backendRefs"][1]["weight"] == w {
-                    break;
-                }
+                break;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }

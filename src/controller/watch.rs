@@ -110,9 +110,14 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
                     labels::MANAGED_BY,
                     labels::MANAGED_BY_VALUE
                 ));
-                run_watch(ctl.clone(), api, cfg, None, |ctl, obj, deleted| {
-                    on_child(ctl, obj, deleted)
-                })
+                run_watch(
+                    ctl.clone(),
+                    api,
+                    cfg,
+                    None,
+                    (key.0.clone(), key.1.clone()),
+                    on_child,
+                )
                 .await;
                 return;
             }
@@ -142,18 +147,41 @@ async fn run_watch<F>(
     api: Api<DynamicObject>,
     cfg: watcher::Config,
     sync: Option<&'static AtomicUsize>,
+    what: (String, String),
     handle: F,
 ) where
     F: Fn(&Arc<Controller>, Value, bool),
 {
     let mut synced = false;
+    let mut listed_once = false;
+    let mut listing: Option<std::collections::BTreeSet<Key>> = None;
     let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
     while let Some(ev) = stream.next().await {
         match ev {
-            Ok(Event::Apply(o) | Event::InitApply(o)) => handle(&ctl, to_json(&o), false),
+            Ok(Event::Apply(o)) => handle(&ctl, to_json(&o), false),
+            Ok(Event::InitApply(o)) => {
+                let v = to_json(&o);
+                if let Some(seen) = &mut listing {
+                    seen.insert(key_of(&v));
+                }
+                handle(&ctl, v, false);
+            }
             Ok(Event::Delete(o)) => handle(&ctl, to_json(&o), true),
-            Ok(Event::Init) => {}
+            Ok(Event::Init) => listing = Some(std::collections::BTreeSet::new()),
             Ok(Event::InitDone) => {
+                if let Some(seen) = listing.take() {
+                    if listed_once {
+                        let (api_version, kind) = &what;
+                        let dropped =
+                            with_snapshot(&ctl, |s| s.retain_listed(kind, api_version, &seen))
+                                .unwrap_or(0);
+                        if dropped > 0 {
+                            tracing::info!(%kind, dropped, "dropped objects deleted while the watch was down");
+                            ctl.enqueue_all();
+                        }
+                    }
+                    listed_once = true;
+                }
                 if let (Some(counter), false) = (sync, synced) {
                     synced = true;
                     if counter.fetch_add(1, Ordering::SeqCst) + 1 == PRIMARY_WATCHES {
@@ -238,6 +266,10 @@ macro_rules! primary {
                 api,
                 watcher::Config::default(),
                 Some(&SYNCED),
+                (
+                    String::new(),
+                    <$k as kube::Resource>::kind(&()).into_owned(),
+                ),
                 $handler,
             )
             .await

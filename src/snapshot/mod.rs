@@ -326,6 +326,86 @@ impl Snapshot {
         }
     }
 
+    /// After a watch relisted every object of `kind`, drops what the list no longer had
+    /// (objects deleted while the watch was down). `seen` holds (namespace, name) pairs.
+    /// Returns how many entries were dropped.
+    pub fn retain_listed(&mut self, kind: &str, api_version: &str, seen: &BTreeSet<Key>) -> usize {
+        let keep = |k: &Key| seen.contains(k);
+        let before = self.len_of(kind, api_version);
+        match kind {
+            "GatewayClass" => self
+                .classes
+                .retain(|n, _| keep(&(String::new(), n.clone()))),
+            "GatewayClassBlueprint" => self
+                .blueprints
+                .retain(|n, _| keep(&(String::new(), n.clone()))),
+            "GatewayClassConfig" => self.class_configs.retain(|k, _| keep(k)),
+            "GatewayConfig" => self.gateway_configs.retain(|k, _| keep(k)),
+            "Gateway" if api_version.is_empty() => self.gateways.retain(|k, _| keep(k)),
+            "HTTPRoute" if api_version.is_empty() => {
+                let gone: Vec<RouteKey> = self
+                    .routes
+                    .keys()
+                    .filter(|k| k.0 == kind && !keep(&(k.1.clone(), k.2.clone())))
+                    .cloned()
+                    .collect();
+                for k in &gone {
+                    self.remove_route(k);
+                }
+            }
+            "Namespace" => self
+                .namespaces
+                .retain(|n, _| keep(&(String::new(), n.clone()))),
+            "ReferenceGrant" => {
+                for (ns, m) in &mut self.grants {
+                    m.retain(|n, _| seen.contains(&(ns.clone(), n.clone())));
+                }
+            }
+            "Secret" => self.secrets.retain(|k, _| keep(k)),
+            "Service" => {
+                if let Some(s) = &mut self.services {
+                    s.retain(|k| keep(k));
+                }
+            }
+            _ => {
+                let gone: Vec<ObjectKey> = self
+                    .children
+                    .keys()
+                    .filter(|k| {
+                        k.kind == kind
+                            && k.api_version == api_version
+                            && !keep(&(k.namespace.clone(), k.name.clone()))
+                    })
+                    .cloned()
+                    .collect();
+                for k in &gone {
+                    self.remove_child(k);
+                }
+            }
+        }
+        before.saturating_sub(self.len_of(kind, api_version))
+    }
+
+    fn len_of(&self, kind: &str, api_version: &str) -> usize {
+        match kind {
+            "GatewayClass" => self.classes.len(),
+            "GatewayClassBlueprint" => self.blueprints.len(),
+            "GatewayClassConfig" => self.class_configs.len(),
+            "GatewayConfig" => self.gateway_configs.len(),
+            "Gateway" if api_version.is_empty() => self.gateways.len(),
+            "HTTPRoute" if api_version.is_empty() => self.routes.len(),
+            "Namespace" => self.namespaces.len(),
+            "ReferenceGrant" => self.grants.values().map(BTreeMap::len).sum(),
+            "Secret" => self.secrets.len(),
+            "Service" => self.services.as_ref().map_or(0, BTreeSet::len),
+            _ => self
+                .children
+                .keys()
+                .filter(|k| k.kind == kind && k.api_version == api_version)
+                .count(),
+        }
+    }
+
     // ---- readers -------------------------------------------------------------
 
     /// A GatewayClass by name.
@@ -450,5 +530,28 @@ impl Lookup for Snapshot {
         self.services
             .as_ref()
             .map(|s| s.contains(&(namespace.to_owned(), name.to_owned())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn relists_drop_what_is_gone() {
+        let mut s = Snapshot::new("sys");
+        s.put_namespace("a", BTreeMap::new());
+        s.put_namespace("b", BTreeMap::new());
+        let child = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "a", "labels": {"gatewright.dev/parent-uid": "u", "gatewright.dev/gateway-uid": "u"}}});
+        s.put_child(child("x"));
+        s.put_child(child("y"));
+        let seen = BTreeSet::from([(String::new(), "a".to_owned())]);
+        assert_eq!(s.retain_listed("Namespace", "", &seen), 1);
+        assert!(crate::gateway::Lookup::namespace_labels(&s, "b").is_none());
+        let seen = BTreeSet::from([("a".to_owned(), "x".to_owned())]);
+        assert_eq!(s.retain_listed("ConfigMap", "v1", &seen), 1);
+        assert_eq!(s.children_of("u").count(), 1);
+        assert_eq!(s.children_by_gateway("u").count(), 1);
     }
 }
