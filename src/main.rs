@@ -64,6 +64,12 @@ enum Command {
         /// Seconds between forced re-plans of every Gateway (drift safety net).
         #[arg(long, env = "GATEWRIGHT_RESYNC_SECONDS", default_value_t = 3600)]
         resync_seconds: u64,
+        /// Elect a leader through a Lease: every replica watches, only the holder writes.
+        #[arg(long, env = "GATEWRIGHT_LEADER_ELECT")]
+        leader_elect: bool,
+        /// Name of the Lease (in the controller namespace).
+        #[arg(long, env = "GATEWRIGHT_LEASE_NAME", default_value = "gatewright")]
+        lease_name: String,
     },
     /// Local testing only: write the status that downstream controllers (Istio,
     /// cert-manager, external-dns, Crossplane, ...) would write on every child we manage,
@@ -108,6 +114,8 @@ fn run() -> anyhow::Result<ExitCode> {
             metrics_addr,
             log_format,
             resync_seconds,
+            leader_elect,
+            lease_name,
         } => {
             init_logging(&log_format);
             let rt = tokio::runtime::Runtime::new()?;
@@ -116,6 +124,8 @@ fn run() -> anyhow::Result<ExitCode> {
                     .await
                     .context("failed to load a kubeconfig or in-cluster config")?;
                 let opts = gatewright::controller::Options {
+                    leader_election: leader_elect
+                        .then(|| (controller_namespace.clone(), lease_name)),
                     controller_namespace,
                     metrics_addr: Some(metrics_addr),
                     resync: std::time::Duration::from_secs(resync_seconds.max(10)),

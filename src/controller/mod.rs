@@ -87,6 +87,9 @@ pub struct Options {
     pub metrics_addr: Option<String>,
     /// How often every parent is re-planned to catch drift.
     pub resync: Duration,
+    /// Leader election: `(namespace, lease name)` of the Lease only the holder writes under.
+    /// Every replica watches and indexes; without it, this process always writes.
+    pub leader_election: Option<(String, String)>,
 }
 
 impl Default for Options {
@@ -95,6 +98,7 @@ impl Default for Options {
             controller_namespace: "gatewright-system".into(),
             metrics_addr: None,
             resync: Duration::from_secs(3600),
+            leader_election: None,
         }
     }
 }
@@ -274,9 +278,22 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         });
     }
     watch::start_primary_watches(&ctl);
+    let mut leader = match &ctl.opts.leader_election {
+        Some((ns, name)) => Some(elect(&ctl, ns, name).await?),
+        None => None,
+    };
     let worker = ctl.clone();
     tokio::spawn(async move {
         while let Some(w) = rx.recv().await {
+            // Only the lease holder writes: wait for the lease before working.
+            if let Some(l) = &mut leader {
+                while !*l.borrow_and_update() {
+                    if l.changed().await.is_err() {
+                        tracing::error!("leader election stopped; exiting");
+                        std::process::exit(1);
+                    }
+                }
+            }
             if let Ok(mut p) = worker.pending.lock() {
                 p.remove(&w);
             }
@@ -297,6 +314,54 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         }
     });
     Ok(ctl)
+}
+
+/// Joins leader election on Lease `ns/name`. Returns a channel that is true while this
+/// process holds the lease. Gaining it re-plans everything; losing it, or the election task
+/// ending, exits the process (a fresh start rebuilds the caches and rejoins).
+async fn elect(
+    ctl: &Arc<Controller>,
+    ns: &str,
+    name: &str,
+) -> Result<tokio::sync::watch::Receiver<bool>, std::io::Error> {
+    let identity =
+        std::env::var("POD_NAME").unwrap_or_else(|_| format!("gatewright-{}", std::process::id()));
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(ctl.client.clone(), name)
+        .with_namespace(ns)
+        .with_identity(identity.clone())
+        .with_duration(15)
+        .with_grace(5)
+        .build()
+        .await
+        .map_err(|e| {
+            std::io::Error::other(format!(
+                "failed to set up leader election on Lease {ns}/{name}: {e}"
+            ))
+        })?;
+    let (rx, task) = manager.watch().await;
+    tokio::spawn(async move {
+        let res = task.await;
+        tracing::error!(?res, "leader election task ended; exiting");
+        std::process::exit(1);
+    });
+    let mut follow = rx.clone();
+    let me = ctl.clone();
+    tokio::spawn(async move {
+        let mut was = false;
+        while follow.changed().await.is_ok() {
+            let now = *follow.borrow_and_update();
+            if now && !was {
+                tracing::info!(%identity, "acquired the lease; writing from now on");
+                me.enqueue_all();
+            } else if was && !now {
+                tracing::error!(%identity, "lost the lease; exiting");
+                std::process::exit(1);
+            }
+            was = now;
+        }
+    });
+    tracing::info!(lease = %format!("{ns}/{name}"), "waiting for the lease");
+    Ok(rx)
 }
 
 /// Local testing only: writes on every child we manage the status its downstream
@@ -339,14 +404,24 @@ pub async fn simulate_ready(client: &Client) -> Result<usize, Error> {
                     Api::namespaced_with(client.clone(), &ns, &ar)
                 };
                 let name = obj.metadata.name.clone().unwrap_or_default();
-                api.patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&serde_json::json!({ "status": status })),
-                )
-                .await
-                .map_err(|e| Error::kube(format!("write the status of {} {name}", ar.kind), e))?;
-                n += 1;
+                match api
+                    .patch_status(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&serde_json::json!({ "status": status })),
+                    )
+                    .await
+                {
+                    Ok(_) => n += 1,
+                    // Deleted since it was listed: nothing to mark.
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => {
+                        return Err(Error::kube(
+                            format!("write the status of {} {name}", ar.kind),
+                            e,
+                        ));
+                    }
+                }
             }
         }
     }

@@ -247,10 +247,21 @@ pub fn controller() -> std::sync::Arc<gatewright::controller::Controller> {
                 apply_yaml(&admin, &rbac).await;
                 apply_yaml(&admin, E2E_RBAC).await;
                 let client = as_user(E2E_USER).await;
+                // Leader election on: the controller writes nothing until it holds the Lease,
+                // so every controller test also proves the election and its RBAC.
+                apply_yaml(
+                    &admin,
+                    "apiVersion: v1\nkind: Namespace\nmetadata: {name: gatewright-e2e-global}\n",
+                )
+                .await;
                 let opts = gatewright::controller::Options {
                     controller_namespace: "gatewright-e2e-global".into(),
                     metrics_addr: None,
                     resync: Duration::from_secs(3600),
+                    leader_election: Some((
+                        "gatewright-e2e-global".into(),
+                        "gatewright-e2e".into(),
+                    )),
                 };
                 let ctl = gatewright::controller::start(client, opts)
                     .await
