@@ -370,7 +370,11 @@ impl Controller {
                     && p["namespace"].as_str().unwrap_or(rkey.1.as_str()) == gw.0
                     && p["kind"].as_str().unwrap_or("Gateway") == "Gateway"
             };
-            let in_spec = |p: &Value| spec_refs.iter().any(|s| same_ref(s, p, &rkey.1));
+            let in_spec = |p: &Value| {
+                spec_refs
+                    .iter()
+                    .any(|s| crate::plan::route::same_parent(s, p))
+            };
             let still_ours = |p: &Value| {
                 let gw: Key = (
                     p["namespace"]
@@ -564,16 +568,4 @@ impl Controller {
         }
         Ok(None)
     }
-}
-
-/// Whether two parentRefs name the same parent (API defaults applied).
-fn same_ref(a: &Value, b: &Value, route_ns: &str) -> bool {
-    let f = |v: &Value, k: &str, d: &str| v[k].as_str().map_or_else(|| d.to_owned(), str::to_owned);
-    f(a, "group", crate::gateway::GATEWAY_API_GROUP)
-        == f(b, "group", crate::gateway::GATEWAY_API_GROUP)
-        && f(a, "kind", "Gateway") == f(b, "kind", "Gateway")
-        && f(a, "namespace", route_ns) == f(b, "namespace", route_ns)
-        && f(a, "name", "") == f(b, "name", "")
-        && f(a, "sectionName", "") == f(b, "sectionName", "")
-        && a["port"] == b["port"]
 }

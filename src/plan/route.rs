@@ -154,8 +154,10 @@ pub fn merge_route_parents(
     out
 }
 
-/// Parent references are equal when every field either sets is equal, with the API defaults.
-fn same_parent(a: &Value, b: &Value) -> bool {
+/// Parent references are equal when every field either sets is equal, with the API
+/// defaults (an absent namespace equals an absent namespace: both are the route's).
+#[must_use]
+pub fn same_parent(a: &Value, b: &Value) -> bool {
     let norm =
         |v: &Value, f: &str, d: &str| v[f].as_str().map_or_else(|| d.to_owned(), str::to_owned);
     ["group", "kind", "namespace", "name", "sectionName"]
