@@ -63,10 +63,20 @@ impl Controller {
         };
         let pp = PatchParams::apply(FIELD_MANAGER).force();
         self.metrics.applies.fetch_add(1, Ordering::Relaxed);
-        let applied = api
-            .patch(&key.name, &pp, &Patch::Apply(obj))
-            .await
-            .map_err(|e| Error::kube(format!("apply {key}"), e))?;
+        let applied = match api.patch(&key.name, &pp, &Patch::Apply(obj)).await {
+            Ok(a) => a,
+            // The kind went away (CRD deleted): look it up again from scratch.
+            Err(kube::Error::Api(s))
+                if s.code == 404 && s.reason == "NotFound" && !s.message.contains(&key.name) =>
+            {
+                self.kinds.forget(&key.api_version, &key.kind);
+                return Err(Error::KindNotServed(format!(
+                    "kind {} ({}) is no longer served: {}",
+                    key.kind, key.api_version, s.message
+                )));
+            }
+            Err(e) => return Err(Error::kube(format!("apply {key}"), e)),
+        };
         // Keep the snapshot current so the next pass sees what we just wrote.
         if let (Ok(v), Ok(mut s)) = (serde_json::to_value(&applied), self.snapshot.write()) {
             s.put_child(v);

@@ -44,6 +44,9 @@ pub enum Error {
     /// A child kind is not served.
     #[error("kind {0} is not served by the API server (is its CRD installed?)")]
     KindNotServed(String),
+    /// Some children could not be applied (the message of the first).
+    #[error("{0}")]
+    Apply(String),
     /// Deletion of children is still in progress.
     #[error("waiting for {0} children to be deleted")]
     Deleting(usize),
@@ -56,6 +59,7 @@ impl Error {
         match self {
             Self::Kube { .. } => "ApiError",
             Self::KindNotServed(_) => "KindNotServed",
+            Self::Apply(_) => "ApplyFailed",
             Self::Deleting(_) => "Deleting",
         }
     }
@@ -225,7 +229,7 @@ impl Controller {
                 });
                 let n = n.unwrap_or(1);
                 let delay = Duration::from_millis(500u64.saturating_mul(1 << n.min(9)))
-                    .min(Duration::from_secs(300));
+                    .min(Duration::from_secs(60));
                 if matches!(e, Error::Deleting(_)) {
                     tracing::debug!(?w, "{e}");
                 } else {

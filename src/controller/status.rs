@@ -271,6 +271,10 @@ impl Controller {
             )
             .await;
         }
+        if let Some(e) = apply_errors.first() {
+            // Retried with the per-object backoff until the applies go through.
+            return Err(Error::Apply(e.clone()));
+        }
         if pending_kinds {
             return Ok(Some(Duration::from_millis(500)));
         }

@@ -72,6 +72,14 @@ impl Registrar {
         }
     }
 
+    /// Forgets a kind the API server stopped serving (its CRD was deleted), so the next
+    /// `ensure` discovers it again.
+    pub fn forget(&self, api_version: &str, kind: &str) {
+        if let Ok(mut k) = self.kinds.lock() {
+            k.remove(&(api_version.to_owned(), kind.to_owned()));
+        }
+    }
+
     /// The state of a kind without starting anything.
     pub fn get(&self, api_version: &str, kind: &str) -> Option<KindState> {
         self.kinds

@@ -610,3 +610,129 @@ spec:
         .await;
     ns.delete().await;
 }
+
+/// The aws-alb-crossplane class: cluster-scoped Crossplane children, a dependent that
+/// reads another child's status (TargetGroupBinding <- LBTargetGroup ARN), the address
+/// from the LB's status, Events on transitions, and the finalizer deleting the
+/// cluster-scoped children with the Gateway.
+#[tokio::test]
+async fn cluster_scoped_children_and_status_dependencies() {
+    let client = admin().await;
+    let _ctl = controller();
+    let ns = TestNamespace::new(&client, "alb").await;
+    let class = format!("alb-{}", ns.name);
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/gatewayclasses/aws-alb-crossplane"
+    );
+    let text = format!(
+        "{}\n---\n{}",
+        std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
+        std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
+    )
+    .replace("aws-alb-crossplane", &class);
+    apply_yaml(&client, &text).await;
+    apply_yaml(&client, &gateway_yaml(&ns.name, &class)).await;
+    let lbs: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("elbv2.aws.upbound.io", "v1beta1", "LB"),
+            "lbs",
+        ),
+    );
+    let lb_name = gatewright::render::safe_name(&format!("{}-gw-alb", ns.name), 63);
+    let lb = wait_for("the cluster-scoped LB", T, || {
+        let lbs = lbs.clone();
+        let n = lb_name.clone();
+        async move { lbs.get_opt(&n).await.unwrap() }
+    })
+    .await;
+    assert!(lb.metadata.namespace.is_none(), "LB is cluster-scoped");
+    assert!(
+        lb.metadata.owner_references.is_none(),
+        "no owner reference across scopes"
+    );
+    // The TargetGroupBinding waits for the target group's ARN.
+    let tgbs = dynamic(
+        &client,
+        &ns.name,
+        "elbv2.k8s.aws",
+        "v1beta1",
+        "TargetGroupBinding",
+        "targetgroupbindings",
+    );
+    assert!(tgbs.get_opt("gw-tgb").await.unwrap().is_none());
+    let g = wait_programmed(&client, &ns.name, "False").await;
+    assert!(
+        cond(&g["status"]["conditions"], "Programmed").unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .contains("waiting"),
+        "{g}"
+    );
+    simulate(&client, 5).await;
+    let tgb = wait_for("the TargetGroupBinding with the ARN", T, || {
+        let t = tgbs.clone();
+        async move { t.get_opt("gw-tgb").await.unwrap() }
+    })
+    .await;
+    assert!(
+        tgb.data["spec"]["targetGroupARN"]
+            .as_str()
+            .unwrap()
+            .starts_with("arn:")
+    );
+    simulate(&client, 3).await;
+    let g = wait_programmed(&client, &ns.name, "True").await;
+    assert_eq!(g["status"]["addresses"][0]["type"], "Hostname");
+    assert!(
+        g["status"]["addresses"][0]["value"]
+            .as_str()
+            .unwrap()
+            .ends_with(".elb.amazonaws.com")
+    );
+    // An Event marked the transition.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), &ns.name);
+    wait_for("a Programmed Event", T, || {
+        let events = events.clone();
+        async move {
+            events
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("Programmed"))
+                .then_some(())
+        }
+    })
+    .await;
+    // Deleting the Gateway deletes the cluster-scoped children through the finalizer.
+    Api::<Gateway>::namespaced(client.clone(), &ns.name)
+        .delete("gw", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the LB and the Gateway to be gone", T, || {
+        let (lbs, c, n, ns) = (
+            lbs.clone(),
+            client.clone(),
+            lb_name.clone(),
+            ns.name.clone(),
+        );
+        async move {
+            let gone = lbs.get_opt(&n).await.unwrap().is_none()
+                && Api::<Gateway>::namespaced(c, &ns)
+                    .get_opt("gw")
+                    .await
+                    .unwrap()
+                    .is_none();
+            gone.then_some(())
+        }
+    })
+    .await;
+    let _ = Api::<GatewayClass>::all(client.clone())
+        .delete(&class, &DeleteParams::default())
+        .await;
+    ns.delete().await;
+}
