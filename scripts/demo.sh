@@ -16,11 +16,16 @@ export GATEWRIGHT_CLUSTER_DIR="${GATEWRIGHT_CLUSTER_DIR:-$(mktemp -d)}"
 ctl_pid=""
 cleanup() {
   [ -n "$ctl_pid" ] && kill "$ctl_pid" 2>/dev/null && wait "$ctl_pid" 2>/dev/null
+  cp "$GATEWRIGHT_CLUSTER_DIR/controller.log" "$root/target/demo-controller.log" 2>/dev/null || true
   tests/cluster/down || true
 }
 trap cleanup EXIT INT TERM
 
-eval "$(tests/cluster/up)"   # also installs config/crd/ and the children's CRDs
+env_line="$(tests/cluster/up)"   # also installs config/crd/ and the children's CRDs
+eval "$env_line"
+export KUBECONFIG
+# The kubectl built with the cluster (same version as the server; none needed on the machine).
+export PATH="$root/tests/cluster/bin:$PATH"
 kubectl create namespace gatewright-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply --server-side -f gatewayclasses/istio-certmanager-externaldns/ -f gatewayclasses/contour-istio/ -f gatewayclasses/aws-alb-crossplane/ >/dev/null
 
@@ -49,7 +54,7 @@ for r in shop/storefront blog/blog; do
   kubectl -n "${r%/*}" get httproute "${r#*/}" -o jsonpath='{range .status.parents[*]}{.controllerName} -> {.parentRef.namespace}/{.parentRef.name}: {range .conditions[*]}{.type}={.status} ({.reason}) {end}{"\n"}{end}'
 done
 echo
-echo "KUBECONFIG=$KUBECONFIG   controller log: $GATEWRIGHT_CLUSTER_DIR/controller.log"
+echo "KUBECONFIG=$KUBECONFIG   controller log: $GATEWRIGHT_CLUSTER_DIR/controller.log (kept as target/demo-controller.log on exit)"
 if $once; then exit 0; fi
 echo "Running. Edit the quickstart with kubectl and watch the children follow. Ctrl-C to stop and clean up."
 wait "$ctl_pid"
