@@ -80,6 +80,8 @@ pub enum Work {
     Class(String),
     /// Remove our stale `status.parents` entries of a route.
     Route(RouteKey),
+    /// Write a blueprint's status (whether its templates compile).
+    Blueprint(String),
 }
 
 /// How `gatewright run` is configured.
@@ -193,6 +195,7 @@ impl Controller {
             Work::Gateway(_) => "Gateway",
             Work::Class(_) => "GatewayClass",
             Work::Route(_) => "HTTPRoute",
+            Work::Blueprint(_) => "GatewayClassBlueprint",
         };
         let writes_before = self.metrics.writes();
         let result = match w {
@@ -209,6 +212,7 @@ impl Controller {
             }
             Work::Class(n) => self.reconcile_class(n).await,
             Work::Route(k) => self.reconcile_route(k).await,
+            Work::Blueprint(n) => self.reconcile_blueprint(n).await,
         };
         match result {
             Ok(requeue) => {

@@ -137,6 +137,7 @@ impl Controller {
         let mut missing = BTreeSet::new();
         let mut apply_errors = Vec::new();
         let mut pending_kinds = false;
+        let mut applied_any = false;
         for (c, (_, live)) in plan
             .children
             .iter()
@@ -154,8 +155,9 @@ impl Controller {
                 }
                 KindState::Served { .. } => {}
             }
-            if let Err(e) = self.apply_child(&c.key, &c.object, live.as_ref()).await {
-                apply_errors.push(e.to_string());
+            match self.apply_child(&c.key, &c.object, live.as_ref()).await {
+                Ok(sent) => applied_any |= sent,
+                Err(e) => apply_errors.push(e.to_string()),
             }
         }
         let settled = apply_errors.is_empty() && missing.is_empty() && !pending_kinds;
@@ -277,6 +279,12 @@ impl Controller {
         }
         if pending_kinds {
             return Ok(Some(Duration::from_millis(500)));
+        }
+        if applied_any {
+            // The status above was planned before these applies: plan once more shortly,
+            // from what the applies returned, instead of relying on the child's watch event
+            // alone (a converged re-plan writes nothing).
+            return Ok(Some(Duration::from_secs(1)));
         }
         Ok(None)
     }
@@ -479,6 +487,78 @@ impl Controller {
         rkey: &RouteKey,
     ) -> Result<Option<Duration>, Error> {
         self.write_route_status(rkey, None).await?;
+        Ok(None)
+    }
+
+    /// Writes a blueprint's status: `Accepted` True when every template compiles, reads
+    /// only known variables and has no cycle; else False naming each template and line.
+    pub(crate) async fn reconcile_blueprint(
+        self: &Arc<Self>,
+        name: &str,
+    ) -> Result<Option<Duration>, Error> {
+        let Some((object, errors)) = self.snapshot.read().ok().and_then(|s| {
+            s.blueprint(name).map(|b| {
+                (
+                    b.object.clone(),
+                    b.prepared
+                        .as_ref()
+                        .err()
+                        .map(|e| e.iter().map(ToString::to_string).collect::<Vec<_>>()),
+                )
+            })
+        }) else {
+            return Ok(None);
+        };
+        let accepted = match &errors {
+            None => Cond::t(
+                types::ACCEPTED,
+                reasons::ACCEPTED,
+                "every template compiles",
+            ),
+            Some(errs) => Cond::f(types::ACCEPTED, "InvalidTemplate", &errs.join("; ")),
+        };
+        let existing = object.status.clone().unwrap_or_default();
+        let status = crate::api::BlueprintStatus {
+            conditions: merge_conditions(
+                &existing.conditions,
+                std::slice::from_ref(&accepted),
+                &[types::ACCEPTED],
+                object.metadata.generation,
+                &now(),
+            ),
+            observed_generation: object.metadata.generation,
+        };
+        let desired = serde_json::to_value(&status).unwrap_or(Value::Null);
+        if strip_times(&desired)
+            == strip_times(&serde_json::to_value(&existing).unwrap_or(Value::Null))
+        {
+            return Ok(None);
+        }
+        let api: Api<crate::api::GatewayClassBlueprint> = Api::all(self.client.clone());
+        self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": desired })),
+        )
+        .await
+        .map_err(|e| Error::kube("write the blueprint status", e))?;
+        if errors.is_some()
+            && existing
+                .conditions
+                .iter()
+                .find(|c| c.type_ == types::ACCEPTED)
+                .is_none_or(|c| c.status != "False")
+        {
+            self.event(
+                &object,
+                true,
+                "InvalidTemplate",
+                "Compile",
+                &accepted.message,
+            )
+            .await;
+        }
         Ok(None)
     }
 

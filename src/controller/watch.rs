@@ -178,7 +178,9 @@ async fn run_watch<F>(
             Ok(Event::Init) => listing = Some(std::collections::BTreeSet::new()),
             Ok(Event::InitDone) => {
                 if let Some(seen) = listing.take() {
-                    if listed_once {
+                    // Primary kinds only: a child kind can have a second watch (after its CRD
+                    // came back) whose list would race with the first one.
+                    if listed_once && what.0.is_empty() {
                         let (api_version, kind) = &what;
                         let dropped =
                             with_snapshot(&ctl, |s| s.retain_listed(kind, api_version, &seen))
@@ -312,6 +314,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             with_snapshot(ctl, |s| s.remove_blueprint(&name));
         } else if let Some(b) = decode::<GatewayClassBlueprint>(v) {
             with_snapshot(ctl, |s| s.put_blueprint(b));
+            ctl.enqueue(Work::Blueprint(name.clone()));
         }
         ctl.enqueue_all();
     });

@@ -234,6 +234,12 @@ pub fn controller() -> std::sync::Arc<gatewright::controller::Controller> {
     CTL.get_or_init(|| {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
+            if std::env::var_os("GATEWRIGHT_TEST_LOG").is_some() {
+                let _ = tracing_subscriber::fmt()
+                    .with_env_filter("gatewright=debug")
+                    .with_test_writer()
+                    .try_init();
+            }
             let rt = tokio::runtime::Runtime::new().expect("runtime");
             rt.block_on(async move {
                 // Least privilege, proven: the controller runs as a user that holds only

@@ -158,6 +158,32 @@ async fn gateway_class_accepted_or_rejected() {
         c["status"]["supportedFeatures"],
         json!([{"name": "Gateway"}, {"name": "HTTPRoute"}, {"name": "ReferenceGrant"}])
     );
+    // A blueprint whose template does not compile says so in its own status, with the line.
+    let broken = format!("broken-{}", ns.name);
+    apply_yaml(&client, &format!("apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassBlueprint\nmetadata: {{name: {broken}}}\nspec:\n  gatewayTemplates:\n  - name: cm\n    template: |\n      a: 1\n      b: {{{{ gateway.metadata.name \n")).await;
+    let bps: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("gatewright.dev", "v1alpha1", "GatewayClassBlueprint"),
+            "gatewayclassblueprints",
+        ),
+    );
+    let b = wait_for("the broken blueprint's status", T, || {
+        let bps = bps.clone();
+        let broken = broken.clone();
+        async move {
+            let b = bps.get(&broken).await.unwrap();
+            (cond(&b.data["status"]["conditions"], "Accepted")?["status"] == "False")
+                .then(|| b.data.clone())
+        }
+    })
+    .await;
+    let msg = cond(&b["status"]["conditions"], "Accepted").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(msg.contains("template cm: line 2"), "{msg}");
+    let _ = bps.delete(&broken, &DeleteParams::default()).await;
     let _ = classes.delete(&good, &DeleteParams::default()).await;
     let _ = classes.delete(&bad, &DeleteParams::default()).await;
     ns.delete().await;
