@@ -28,6 +28,10 @@ pub struct Metrics {
     pub queue_depth: AtomicU64,
     /// Set once every watch has listed its objects.
     pub ready: AtomicBool,
+    /// Requests sent to the API server, counted at the HTTP layer: by (verb, resource).
+    api_requests: Mutex<BTreeMap<(String, String), u64>>,
+    /// Write requests (POST, PUT, PATCH, DELETE) by namespace ("" for cluster-scoped).
+    api_writes_by_namespace: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Metrics {
@@ -38,12 +42,41 @@ impl Metrics {
         }
     }
 
-    /// Writes (applies, deletes, status writes) sent so far.
+    /// Counts one request as it leaves for the API server.
+    pub fn api_request(&self, method: &str, path: &str) {
+        let (namespace, resource) = split_api_path(path);
+        if let Ok(mut m) = self.api_requests.lock() {
+            *m.entry((method.to_owned(), resource.to_owned()))
+                .or_default() += 1;
+        }
+        let write = matches!(method, "POST" | "PUT" | "PATCH" | "DELETE");
+        if write && let Ok(mut m) = self.api_writes_by_namespace.lock() {
+            *m.entry(namespace.to_owned()).or_default() += 1;
+        }
+    }
+
+    /// Write requests sent so far, counted at the HTTP layer, except Lease renewals (leader
+    /// election writes on its own schedule, not because of a reconcile).
     #[must_use]
     pub fn writes(&self) -> u64 {
-        self.applies.load(Ordering::Relaxed)
-            + self.prunes.load(Ordering::Relaxed)
-            + self.status_writes.load(Ordering::Relaxed)
+        self.api_requests.lock().map_or(0, |m| {
+            m.iter()
+                .filter(|((verb, resource), _)| {
+                    matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "DELETE")
+                        && resource != "leases"
+                })
+                .map(|(_, n)| n)
+                .sum()
+        })
+    }
+
+    /// Write requests sent so far to objects in `namespace` ("" for cluster-scoped ones),
+    /// counted at the HTTP layer.
+    #[must_use]
+    pub fn writes_in_namespace(&self, namespace: &str) -> u64 {
+        self.api_writes_by_namespace
+            .lock()
+            .map_or(0, |m| m.get(namespace).copied().unwrap_or_default())
     }
 
     /// The Prometheus text exposition.
@@ -51,6 +84,15 @@ impl Metrics {
     pub fn render(&self) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();
+        let _ = writeln!(out, "# TYPE gatewright_api_requests_total counter");
+        if let Ok(m) = self.api_requests.lock() {
+            for ((verb, resource), n) in m.iter() {
+                let _ = writeln!(
+                    out,
+                    "gatewright_api_requests_total{{verb=\"{verb}\",resource=\"{resource}\"}} {n}"
+                );
+            }
+        }
         let _ = writeln!(out, "# TYPE gatewright_reconciles_total counter");
         if let Ok(m) = self.reconciles.lock() {
             for ((kind, category), n) in m.iter() {
@@ -92,6 +134,44 @@ impl Metrics {
     }
 }
 
+/// The namespace and the resource of an API path (`/api/v1/namespaces/ns/pods/x`,
+/// `/apis/group/v1/widgets`); empty strings where the path has none.
+#[must_use]
+pub fn split_api_path(path: &str) -> (&str, &str) {
+    let path = path.split('?').next().unwrap_or_default();
+    let mut parts = path.trim_start_matches('/').split('/');
+    // Skip "api/v1" or "apis/group/version".
+    match parts.next() {
+        Some("api") => {
+            parts.next();
+        }
+        Some("apis") => {
+            parts.next();
+            parts.next();
+        }
+        _ => return ("", ""),
+    }
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some("namespaces"), Some(ns), Some(resource)) => (ns, resource),
+        (Some("namespaces"), Some(ns), None) => (ns, "namespaces"),
+        (Some(resource), _, _) => ("", resource),
+        (None, _, _) => ("", ""),
+    }
+}
+
+/// Wraps `client` so that every request it sends is counted in `metrics` before it leaves:
+/// the figures are real requests, not what the controller meant to send.
+#[must_use]
+pub fn counting_client(client: kube::Client, metrics: std::sync::Arc<Metrics>) -> kube::Client {
+    let ns = client.default_namespace().to_owned();
+    let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        metrics.api_request(req.method().as_str(), req.uri().path());
+        let client = client.clone();
+        async move { client.send(req).await }
+    });
+    kube::Client::new(svc, ns)
+}
+
 /// Serves `/metrics`, `/healthz` and `/readyz` until the process ends.
 ///
 /// # Errors
@@ -122,5 +202,42 @@ pub async fn serve(addr: &str, metrics: std::sync::Arc<Metrics>) -> std::io::Res
             );
             let _ = sock.write_all(resp.as_bytes()).await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_paths_split_into_namespace_and_resource() {
+        assert_eq!(split_api_path("/api/v1/namespaces/a/pods/x"), ("a", "pods"));
+        assert_eq!(
+            split_api_path("/apis/gateway.networking.k8s.io/v1/namespaces/b/gateways/g/status"),
+            ("b", "gateways")
+        );
+        assert_eq!(
+            split_api_path("/apis/ec2.aws.upbound.io/v1beta1/securitygroups?fieldManager=x"),
+            ("", "securitygroups")
+        );
+        assert_eq!(split_api_path("/api/v1/namespaces/c"), ("c", "namespaces"));
+        assert_eq!(split_api_path("/version"), ("", ""));
+    }
+
+    #[test]
+    fn writes_are_counted_by_verb_and_leases_left_out() {
+        let m = Metrics::default();
+        m.api_request("GET", "/api/v1/namespaces/a/pods");
+        m.api_request("PATCH", "/api/v1/namespaces/a/configmaps/x");
+        m.api_request("PUT", "/apis/coordination.k8s.io/v1/namespaces/a/leases/l");
+        m.api_request("DELETE", "/apis/ec2.aws.upbound.io/v1beta1/vpcs/v");
+        assert_eq!(m.writes(), 2);
+        assert_eq!(m.writes_in_namespace("a"), 2);
+        assert_eq!(m.writes_in_namespace(""), 1);
+        assert!(
+            m.render().contains(
+                "gatewright_api_requests_total{verb=\"PATCH\",resource=\"configmaps\"} 1"
+            )
+        );
     }
 }

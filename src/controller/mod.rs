@@ -140,7 +140,8 @@ impl Controller {
         &self.metrics
     }
 
-    /// For a Gateway: how many reconciles ran, and how many write requests the last one sent.
+    /// For a Gateway: how many reconciles ran, and how many write requests (counted at the
+    /// HTTP layer) the last one sent.
     #[must_use]
     pub fn last_writes(&self, key: &Key) -> (u64, u64) {
         self.last_writes
@@ -253,6 +254,8 @@ impl Controller {
 /// The metrics address cannot be bound.
 pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std::io::Error> {
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let metrics = Arc::new(Metrics::default());
+    let client = crate::telemetry::counting_client(client, metrics.clone());
     let reporter = Reporter {
         controller: "gatewright".into(),
         instance: std::env::var("POD_NAME").ok(),
@@ -266,7 +269,7 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
             s
         }),
         opts,
-        metrics: Arc::new(Metrics::default()),
+        metrics,
         tx,
         pending: Mutex::new(BTreeSet::new()),
         kinds: watch::Registrar::default(),

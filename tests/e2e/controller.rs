@@ -336,6 +336,8 @@ async fn a_shipped_class_end_to_end() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let key = (ns.name.clone(), "gw".to_owned());
     let (runs_before, _) = ctl.last_writes(&key);
+    // Counted at the client's HTTP layer: every POST/PUT/PATCH/DELETE sent.
+    let ns_writes_before = ctl.metrics().writes_in_namespace(&ns.name);
     ctl.enqueue(gatewright::controller::Work::Gateway(key.clone()));
     let written = wait_for("a forced re-plan", T, || async {
         let (runs, w) = ctl.last_writes(&key);
@@ -345,6 +347,12 @@ async fn a_shipped_class_end_to_end() {
     assert_eq!(
         written, 0,
         "a re-plan of a converged Gateway must write nothing"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        ctl.metrics().writes_in_namespace(&ns.name),
+        ns_writes_before,
+        "no write request may reach the API server for this namespace"
     );
 
     // Removing a template from the blueprint prunes its child.
