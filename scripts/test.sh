@@ -45,5 +45,5 @@ echo "KUBECONFIG=$KUBECONFIG"
 step "cargo test --features cluster-tests"
 cargo test --features cluster-tests
 
-# conformance: the Gateway API conformance suite will run here, against the same cluster
-# ($KUBECONFIG), before it is brought down.
+step "Gateway API conformance v1.5.1, status-only tests (tests/conformance/run)"
+tests/conformance/run

@@ -14,8 +14,17 @@ use crate::snapshot::Snapshot;
 /// The finalizer a GatewayClass carries while Gateways use it.
 pub const GATEWAY_EXISTS_FINALIZER: &str = "gateway-exists-finalizer.gateway.networking.k8s.io";
 
-/// Core and extended features we implement and pass, sorted.
-pub const SUPPORTED_FEATURES: &[&str] = &["Gateway", "HTTPRoute", "ReferenceGrant"];
+/// Core and extended features we implement and pass, sorted. Each one's status-only
+/// conformance tests pass (tests/conformance/run); the traffic tests belong to the data
+/// plane the children configure, which this controller does not run.
+pub const SUPPORTED_FEATURES: &[&str] = &[
+    "Gateway",
+    "GatewayPort8080",
+    "HTTPRoute",
+    "HTTPRouteDestinationPortMatching",
+    "HTTPRouteParentRefPort",
+    "ReferenceGrant",
+];
 
 /// What a GatewayClass of ours should look like.
 #[derive(Clone, Debug, PartialEq)]
