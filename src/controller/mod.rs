@@ -404,7 +404,10 @@ pub async fn simulate_ready(client: &Client) -> Result<usize, Error> {
                 continue;
             };
             for obj in list {
-                let v = serde_json::to_value(&obj).unwrap_or(serde_json::Value::Null);
+                let mut v = serde_json::to_value(&obj).unwrap_or(serde_json::Value::Null);
+                // Items of a built-in kind's list come without apiVersion and kind.
+                v["apiVersion"] = serde_json::Value::String(ar.api_version.clone());
+                v["kind"] = serde_json::Value::String(ar.kind.clone());
                 let Some(status) = crate::simulate::ready_status(&v) else {
                     continue;
                 };

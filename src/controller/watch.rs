@@ -52,6 +52,11 @@ pub struct Registrar {
 impl Registrar {
     /// The state of a kind, starting its discovery and watch the first time it is named.
     pub fn ensure(&self, ctl: &Arc<Controller>, api_version: &str, kind: &str) -> KindState {
+        if api_version.is_empty() || kind.is_empty() {
+            return KindState::Missing(format!(
+                "an object names apiVersion {api_version:?} and kind {kind:?}; both are required"
+            ));
+        }
         let key = (api_version.to_owned(), kind.to_owned());
         let Ok(mut kinds) = self.kinds.lock() else {
             return KindState::Pending;
@@ -118,13 +123,23 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
                     labels::MANAGED_BY,
                     labels::MANAGED_BY_VALUE
                 ));
+                // Objects of a built-in kind come without apiVersion and kind in watch
+                // lists; the snapshot keys children by them.
+                let types = (
+                    Value::String(resource.api_version.clone()),
+                    Value::String(resource.kind.clone()),
+                );
                 run_watch(
                     ctl.clone(),
                     api,
                     cfg,
                     None,
                     (key.0.clone(), key.1.clone()),
-                    on_child,
+                    move |ctl, mut v, deleted| {
+                        v["apiVersion"] = types.0.clone();
+                        v["kind"] = types.1.clone();
+                        on_child(ctl, v, deleted);
+                    },
                 )
                 .await;
                 return;

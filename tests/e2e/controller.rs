@@ -33,13 +33,15 @@ fn dynamic(
 
 /// The istio-certmanager-externaldns class and blueprint under a name of this test.
 fn shipped_class(name: &str) -> String {
-    let dir = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/gatewayclasses/istio-certmanager-externaldns"
-    );
-    let class = std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap();
+    shipped("istio-certmanager-externaldns", name)
+}
+
+/// A shipped class and its blueprint, renamed `name`.
+fn shipped(class: &str, name: &str) -> String {
+    let dir = format!("{}/gatewayclasses/{class}", env!("CARGO_MANIFEST_DIR"));
+    let gc = std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap();
     let bp = std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap();
-    format!("{class}\n---\n{bp}").replace("istio-certmanager-externaldns", name)
+    format!("{gc}\n---\n{bp}").replace(class, name)
 }
 
 fn gateway_yaml(ns: &str, class: &str) -> String {
@@ -417,6 +419,115 @@ async fn a_shipped_class_end_to_end() {
         .delete(&class, &DeleteParams::default())
         .await;
     let _ = bps.delete(&class, &DeleteParams::default()).await;
+    ns.delete().await;
+}
+
+/// The contour-istio class: every child appears, Programmed stays False until the
+/// Ingress has a load balancer address, then True with that address.
+#[tokio::test]
+async fn contour_istio_class_end_to_end() {
+    let client = admin().await;
+    let _ctl = controller();
+    let ns = TestNamespace::new(&client, "contour").await;
+    let class = format!("contour-{}", ns.name);
+    apply_yaml(&client, &shipped("contour-istio", &class)).await;
+    apply_yaml(&client, &gateway_yaml(&ns.name, &class)).await;
+    apply_yaml(&client, &route_yaml(&ns.name, "shop", "shop.example.com")).await;
+
+    let kinds = [
+        (
+            "cert-manager.io",
+            "v1",
+            "Certificate",
+            "certificates",
+            "gw-tls",
+        ),
+        (
+            "gateway.networking.k8s.io",
+            "v1",
+            "Gateway",
+            "gateways",
+            "gw-istio",
+        ),
+        (
+            "gateway.networking.k8s.io",
+            "v1",
+            "HTTPRoute",
+            "httproutes",
+            "shop-gw-istio",
+        ),
+        ("networking.k8s.io", "v1", "Ingress", "ingresses", "gw-lb"),
+        (
+            "autoscaling",
+            "v2",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            "gw-istio",
+        ),
+        (
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            "gw-istio",
+        ),
+    ];
+    for (group, version, kind, plural, name) in kinds {
+        let api = dynamic(&client, &ns.name, group, version, kind, plural);
+        let obj = wait_for(&format!("{kind} {name}"), T, || {
+            let api = api.clone();
+            async move { api.get_opt(name).await.unwrap() }
+        })
+        .await;
+        let owner = &obj.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            owner.kind,
+            if kind == "HTTPRoute" {
+                "HTTPRoute"
+            } else {
+                "Gateway"
+            },
+            "{kind} {name} is owned by its parent"
+        );
+    }
+    let g = wait_programmed(&client, &ns.name, "False").await;
+    let programmed = cond(&g["status"]["conditions"], "Programmed").unwrap();
+    assert!(
+        programmed["message"].as_str().unwrap().contains("Ingress"),
+        "Programmed=False names what it waits for: {programmed}"
+    );
+    assert!(g["status"].get("addresses").is_none_or(Value::is_null));
+
+    simulate(&client, 4).await;
+    let g = wait_programmed(&client, &ns.name, "True").await;
+    assert_eq!(
+        g["status"]["addresses"],
+        json!([{"type": "IPAddress", "value": gatewright::simulate::SIMULATED_IP}])
+    );
+    // The Ingress terminates TLS with the Certificate's Secret, for the route's hostname.
+    let ingress = dynamic(
+        &client,
+        &ns.name,
+        "networking.k8s.io",
+        "v1",
+        "Ingress",
+        "ingresses",
+    )
+    .get("gw-lb")
+    .await
+    .unwrap();
+    assert_eq!(
+        ingress.data["spec"]["tls"],
+        json!([{"hosts": ["shop.example.com"], "secretName": "gw-tls"}])
+    );
+
+    Api::<Gateway>::namespaced(client.clone(), &ns.name)
+        .delete("gw", &DeleteParams::default())
+        .await
+        .unwrap();
+    let _ = Api::<GatewayClass>::all(client.clone())
+        .delete(&class, &DeleteParams::default())
+        .await;
     ns.delete().await;
 }
 
