@@ -70,6 +70,17 @@ impl Metrics {
         })
     }
 
+    /// Requests sent so far with HTTP method `verb` to `resource` (a plural, such as
+    /// `certificates`; a subresource counts as its resource), counted at the HTTP layer.
+    #[must_use]
+    pub fn requests(&self, verb: &str, resource: &str) -> u64 {
+        self.api_requests.lock().map_or(0, |m| {
+            m.get(&(verb.to_owned(), resource.to_owned()))
+                .copied()
+                .unwrap_or_default()
+        })
+    }
+
     /// Write requests sent so far to objects in `namespace` ("" for cluster-scoped ones),
     /// counted at the HTTP layer.
     #[must_use]

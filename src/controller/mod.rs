@@ -131,6 +131,11 @@ pub struct Controller {
     failures: Mutex<HashMap<Work, u32>>,
     uid_to_gateway: RwLock<BTreeMap<String, Key>>,
     last_writes: Mutex<HashMap<Key, (u64, u64)>>,
+    /// Primary watches that have listed everything once.
+    synced_watches: std::sync::atomic::AtomicUsize,
+    /// True once every primary watch has listed: nothing is planned before, so a plan
+    /// never sees a half-filled snapshot (no routes yet, say) and prunes or reports from it.
+    caches_synced: tokio::sync::watch::Sender<bool>,
 }
 
 impl Controller {
@@ -277,6 +282,8 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         failures: Mutex::new(HashMap::new()),
         uid_to_gateway: RwLock::new(BTreeMap::new()),
         last_writes: Mutex::new(HashMap::new()),
+        synced_watches: std::sync::atomic::AtomicUsize::new(0),
+        caches_synced: tokio::sync::watch::Sender::new(false),
     });
     if let Some(addr) = ctl.opts.metrics_addr.clone() {
         let listener_metrics = ctl.metrics.clone();
@@ -295,6 +302,12 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
     };
     let worker = ctl.clone();
     tokio::spawn(async move {
+        let mut synced = worker.caches_synced.subscribe();
+        while !*synced.borrow_and_update() {
+            if synced.changed().await.is_err() {
+                return;
+            }
+        }
         while let Some(w) = rx.recv().await {
             // Only the lease holder writes: wait for the lease before working.
             if let Some(l) = &mut leader {
@@ -335,8 +348,15 @@ async fn elect(
     ns: &str,
     name: &str,
 ) -> Result<tokio::sync::watch::Receiver<bool>, std::io::Error> {
-    let identity =
-        std::env::var("POD_NAME").unwrap_or_else(|_| format!("gatewright-{}", std::process::id()));
+    // Unique per start, as client-go does (host_uuid): a restarted replica with the same
+    // Pod name must not take over a lease its previous self may still be writing under.
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let identity = format!(
+        "{}_{nonce:x}",
+        std::env::var("POD_NAME").unwrap_or_else(|_| format!("gatewright-{}", std::process::id()))
+    );
     let manager = kube_lease_manager::LeaseManagerBuilder::new(ctl.client.clone(), name)
         .with_namespace(ns)
         .with_identity(identity.clone())

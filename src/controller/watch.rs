@@ -5,7 +5,7 @@
 //! does not parse is logged and skipped instead of stalling its watch.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -133,7 +133,7 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
                     ctl.clone(),
                     api,
                     cfg,
-                    None,
+                    false,
                     (key.0.clone(), key.1.clone()),
                     move |ctl, mut v, deleted| {
                         v["apiVersion"] = types.0.clone();
@@ -161,15 +161,14 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
     }
 }
 
-/// Counts primary watches that have listed everything once.
-static SYNCED: AtomicUsize = AtomicUsize::new(0);
+/// How many primary watches there are (the caches are synced once each has listed).
 const PRIMARY_WATCHES: usize = 10;
 
 async fn run_watch<F>(
     ctl: Arc<Controller>,
     api: Api<DynamicObject>,
     cfg: watcher::Config,
-    sync: Option<&'static AtomicUsize>,
+    primary: bool,
     what: (String, String),
     handle: F,
 ) where
@@ -207,10 +206,11 @@ async fn run_watch<F>(
                     }
                     listed_once = true;
                 }
-                if let (Some(counter), false) = (sync, synced) {
+                if primary && !synced {
                     synced = true;
-                    if counter.fetch_add(1, Ordering::SeqCst) + 1 == PRIMARY_WATCHES {
+                    if ctl.synced_watches.fetch_add(1, Ordering::SeqCst) + 1 == PRIMARY_WATCHES {
                         ctl.metrics.ready.store(true, Ordering::Relaxed);
+                        ctl.caches_synced.send_replace(true);
                         ctl.enqueue_all();
                     }
                 }
@@ -290,7 +290,7 @@ macro_rules! primary {
                 ctl,
                 api,
                 watcher::Config::default(),
-                Some(&SYNCED),
+                true,
                 (
                     String::new(),
                     <$k as kube::Resource>::kind(&()).into_owned(),
