@@ -444,8 +444,9 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             }
             before != (!deleted).then_some(labels)
         });
+        // Labels decide only which routes a `from: Selector` listener admits.
         if changed == Some(true) && ctl.metrics.ready.load(Ordering::Relaxed) {
-            enqueue_gateways(ctl, gateways_where(ctl, |_| true));
+            enqueue_gateways(ctl, gateways_where(ctl, selects_namespaces));
         }
     });
     primary!(ctl, ReferenceGrant, |ctl, v, deleted| {
@@ -455,7 +456,19 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         } else if let Some(g) = decode::<ReferenceGrant>(v) {
             with_snapshot(ctl, |s| s.put_grant(g));
         }
-        enqueue_gateways(ctl, gateways_where(ctl, |_| true));
+        // A grant in namespace N matters to references into N from elsewhere: a Gateway's
+        // certificateRefs and a route's backendRefs (its status and its parents' plans).
+        let ns = key.0.as_str();
+        enqueue_gateways(
+            ctl,
+            gateways_where(ctl, |g| {
+                certificate_namespaces(g).any(|n| n == ns)
+                    && g.metadata.namespace.as_deref() != Some(ns)
+            }),
+        );
+        enqueue_routes_and_parents(ctl, |r| {
+            r.namespace != ns && r.backend_refs.iter().any(|b| b.namespace == ns)
+        });
     });
     primary!(ctl, Secret, |ctl, v, deleted| {
         let key = key_of(&v);
@@ -477,11 +490,72 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         } else {
             with_snapshot(ctl, |s| s.put_service(key.clone()));
         }
-        // Only existence matters: a Service that keeps existing changes nothing.
+        // Only existence matters: a Service that keeps existing changes nothing. It
+        // changes the routes naming it (ResolvedRefs) and their parents' plans.
         if known != Some(!deleted) && ctl.metrics.ready.load(Ordering::Relaxed) {
-            enqueue_gateways(ctl, gateways_where(ctl, |_| true));
+            enqueue_routes_and_parents(ctl, |r| {
+                r.backend_refs.iter().any(|b| {
+                    b.group.is_empty()
+                        && b.kind == "Service"
+                        && b.namespace == key.0
+                        && b.name == key.1
+                })
+            });
         }
     });
+}
+
+/// Whether a listener admits routes by namespace labels.
+fn selects_namespaces(g: &Gateway) -> bool {
+    use gateway_api::apis::standard::gateways::GatewayListenersAllowedRoutesNamespacesFrom as From;
+    g.spec.listeners.iter().any(|l| {
+        l.allowed_routes
+            .as_ref()
+            .and_then(|a| a.namespaces.as_ref())
+            .and_then(|n| n.from.as_ref())
+            == Some(&From::Selector)
+    })
+}
+
+/// The namespaces a Gateway's certificateRefs name explicitly.
+fn certificate_namespaces(g: &Gateway) -> impl Iterator<Item = &str> {
+    g.spec
+        .listeners
+        .iter()
+        .filter_map(|l| l.tls.as_ref())
+        .flat_map(|t| t.certificate_refs.iter().flatten())
+        .filter_map(|r| r.namespace.as_deref())
+}
+
+/// Enqueues every route `pred` selects, and the Gateways its parentRefs name.
+fn enqueue_routes_and_parents(ctl: &Controller, pred: impl Fn(&crate::gateway::RouteView) -> bool) {
+    let (routes, mut parents): (Vec<_>, Vec<Key>) = ctl
+        .snapshot
+        .read()
+        .map(|s| {
+            let mut parents = Vec::new();
+            let routes = s
+                .routes()
+                .filter(|(_, r)| pred(&r.view))
+                .map(|(k, r)| {
+                    parents.extend(
+                        r.view
+                            .parent_refs
+                            .iter()
+                            .map(|p| (p.namespace.clone(), p.name.clone())),
+                    );
+                    k.clone()
+                })
+                .collect();
+            (routes, parents)
+        })
+        .unwrap_or_default();
+    parents.sort();
+    parents.dedup();
+    for r in routes {
+        ctl.enqueue(Work::Route(r));
+    }
+    enqueue_gateways(ctl, parents);
 }
 
 fn references_secret(g: &Gateway, key: &Key) -> bool {

@@ -886,3 +886,177 @@ async fn cluster_scoped_children_and_status_dependencies() {
         .await;
     ns.delete().await;
 }
+
+/// The test-only conformance class (ConfigMap children, a fixed address), renamed `name`.
+fn configmap_class(name: &str) -> String {
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/conformance/class.yaml"
+    ))
+    .unwrap()
+    .replace("gatewright-conformance", name)
+}
+
+/// Reconciles of a Gateway so far.
+fn runs(ctl: &gatewright::controller::Controller, ns: &str, name: &str) -> u64 {
+    ctl.last_writes(&(ns.to_owned(), name.to_owned())).0
+}
+
+/// A change to a ReferenceGrant, a Service or a Namespace's labels re-plans exactly the
+/// Gateways it concerns, counted by reconciles, not every Gateway.
+#[tokio::test]
+async fn references_re_plan_only_the_gateways_they_concern() {
+    let client = admin().await;
+    let ctl = controller();
+    let apps = TestNamespace::new(&client, "idx").await;
+    let certs = TestNamespace::new(&client, "idx-certs").await;
+    let class = format!("idx-{}", apps.name);
+    apply_yaml(&client, &configmap_class(&class)).await;
+    let (a, c) = (&apps.name, &certs.name);
+    // Not a real certificate: PEM whose body decodes to something DER-shaped is enough.
+    let pem = |label: &str| {
+        format!(
+            "-----BEGIN {label}-----\nMBYAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n-----END {label}-----\n"
+        )
+    };
+    apply_yaml(
+        &client,
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: cert, namespace: {c}}}\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: {:?}\n  tls.key: {:?}\n",
+            pem("CERTIFICATE"),
+            pem("PRIVATE KEY")
+        ),
+    )
+    .await;
+    apply_yaml(
+        &client,
+        &format!(
+            r#"apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: tls, namespace: {a}}}
+spec:
+  gatewayClassName: {class}
+  listeners:
+  - name: https
+    port: 443
+    protocol: HTTPS
+    tls: {{certificateRefs: [{{name: cert, namespace: {c}}}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: plain, namespace: {a}}}
+spec:
+  gatewayClassName: {class}
+  listeners:
+  - {{name: http, port: 80, protocol: HTTP}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: r, namespace: {a}}}
+spec:
+  parentRefs: [{{name: plain}}]
+  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]
+"#
+        ),
+    )
+    .await;
+    let gws: Api<Gateway> = Api::namespaced(client.clone(), a);
+    let listener_refs = |name: &'static str| {
+        let gws = gws.clone();
+        async move {
+            let g = serde_json::to_value(gws.get(name).await.unwrap()).unwrap();
+            cond(&g["status"]["listeners"][0]["conditions"], "ResolvedRefs")
+                .map(|c| c["reason"].as_str().unwrap_or_default().to_owned())
+        }
+    };
+    let route_refs = || async {
+        let r = serde_json::to_value(
+            Api::<HttpRoute>::namespaced(client.clone(), a)
+                .get("r")
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+        let parents = r["status"]["parents"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        parents
+            .first()
+            .and_then(|p| cond(&p["conditions"], "ResolvedRefs"))
+            .map(|c| c["reason"].as_str().unwrap_or_default().to_owned())
+    };
+    wait_for("RefNotPermitted on the tls Gateway", T, || async {
+        (listener_refs("tls").await? == "RefNotPermitted").then_some(())
+    })
+    .await;
+    wait_for("BackendNotFound on the route", T, || async {
+        (route_refs().await? == "BackendNotFound").then_some(())
+    })
+    .await;
+    // Settle: our own status writes wake one more reconcile each.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // A ReferenceGrant in the certificates' namespace: the tls Gateway only.
+    let (tls0, plain0) = (runs(&ctl, a, "tls"), runs(&ctl, a, "plain"));
+    apply_yaml(
+        &client,
+        &format!(
+            "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {{name: g, namespace: {c}}}\nspec:\n  from: [{{group: gateway.networking.k8s.io, kind: Gateway, namespace: {a}}}]\n  to: [{{group: \"\", kind: Secret}}]\n"
+        ),
+    )
+    .await;
+    wait_for("ResolvedRefs on the tls Gateway", T, || async {
+        (listener_refs("tls").await? == "ResolvedRefs").then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(runs(&ctl, a, "tls") > tls0);
+    assert_eq!(
+        runs(&ctl, a, "plain"),
+        plain0,
+        "a grant for Secrets of another namespace does not concern the plain Gateway"
+    );
+
+    // The route's missing Service appears: the route and its Gateway only.
+    let (tls1, plain1) = (runs(&ctl, a, "tls"), runs(&ctl, a, "plain"));
+    apply_yaml(
+        &client,
+        &format!("apiVersion: v1\nkind: Service\nmetadata: {{name: svc, namespace: {a}}}\nspec:\n  ports: [{{port: 80}}]\n"),
+    )
+    .await;
+    wait_for("ResolvedRefs on the route", T, || async {
+        (route_refs().await? == "ResolvedRefs").then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(runs(&ctl, a, "plain") > plain1);
+    assert_eq!(
+        runs(&ctl, a, "tls"),
+        tls1,
+        "the Service does not concern the tls Gateway"
+    );
+
+    // New labels on a namespace: no listener selects namespaces, so nothing re-plans.
+    let (tls2, plain2) = (runs(&ctl, a, "tls"), runs(&ctl, a, "plain"));
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .patch(
+            c,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": {"team": "x"}}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        (runs(&ctl, a, "tls"), runs(&ctl, a, "plain")),
+        (tls2, plain2),
+        "no Gateway selects namespaces by label"
+    );
+
+    let _ = Api::<GatewayClass>::all(client.clone())
+        .delete(&class, &DeleteParams::default())
+        .await;
+    apps.delete().await;
+    certs.delete().await;
+}
