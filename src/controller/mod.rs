@@ -139,6 +139,12 @@ pub struct Controller {
 }
 
 impl Controller {
+    /// The child kinds watched (or being looked up) now, as `(apiVersion, kind)`.
+    #[must_use]
+    pub fn watched_kinds(&self) -> Vec<(String, String)> {
+        self.kinds.watched()
+    }
+
     /// The metrics.
     #[must_use]
     pub fn metrics(&self) -> &Arc<Metrics> {

@@ -100,7 +100,25 @@ impl Controller {
                         .chain(routes.iter().flat_map(|r| r.children.iter()))
                         .map(|c| (c.key.clone(), snap.child(&c.key).map(|v| (**v).clone())))
                         .collect();
-                    Some((plan, routes, gw, live))
+                    // The child kinds this Gateway uses: what it renders, and what it
+                    // still owns (to prune or tear down).
+                    let mut kinds: BTreeSet<(String, String)> = live
+                        .iter()
+                        .map(|(k, _)| k)
+                        .chain(plan.prune.iter())
+                        .chain(routes.iter().flat_map(|r| r.prune.iter()))
+                        .chain(&plan.orphaned_route_children)
+                        .map(|k| (k.api_version.clone(), k.kind.clone()))
+                        .collect();
+                    if let Some(uid) = gw.as_ref().and_then(|g| g.metadata.uid.as_deref()) {
+                        kinds.extend(snap.children_by_gateway(uid).map(|c| {
+                            (
+                                c["apiVersion"].as_str().unwrap_or_default().to_owned(),
+                                c["kind"].as_str().unwrap_or_default().to_owned(),
+                            )
+                        }));
+                    }
+                    Some((plan, routes, gw, live, kinds))
                 }
                 Err(OutOfScope::NoGateway | OutOfScope::NoClass(_) | OutOfScope::NotOurs) => None,
             }
@@ -110,9 +128,11 @@ impl Controller {
             u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
-        let Some((plan, routes, Some(gw), live)) = planned else {
+        let Some((plan, routes, Some(gw), live, kinds)) = planned else {
+            self.kinds.use_kinds(self, key, BTreeSet::new());
             return Ok(None);
         };
+        self.kinds.use_kinds(self, key, kinds);
         if let Some(uid) = gw.metadata.uid.clone()
             && let Ok(mut m) = self.uid_to_gateway.write()
         {

@@ -43,10 +43,22 @@ pub enum KindState {
     Missing(String),
 }
 
-/// Child kinds in use and their watches (one watch per kind, for every blueprint).
+/// A child kind: `(apiVersion, kind)`.
+pub type KindKey = (String, String);
+
+struct Watched {
+    state: KindState,
+    /// Stops the kind's discovery and watch task.
+    task: Option<tokio::task::AbortHandle>,
+}
+
+/// Child kinds in use and their watches: one watch per kind, shared by every Gateway
+/// that renders or still owns children of it, and stopped when the last one lets go.
 #[derive(Default)]
 pub struct Registrar {
-    kinds: Mutex<BTreeMap<(String, String), KindState>>,
+    kinds: Mutex<BTreeMap<KindKey, Watched>>,
+    /// The kinds each Gateway uses: what its plan renders plus what it still owns.
+    users: Mutex<BTreeMap<Key, std::collections::BTreeSet<KindKey>>>,
 }
 
 impl Registrar {
@@ -61,27 +73,41 @@ impl Registrar {
         let Ok(mut kinds) = self.kinds.lock() else {
             return KindState::Pending;
         };
-        if let Some(s) = kinds.get(&key) {
-            return s.clone();
+        if let Some(w) = kinds.get(&key) {
+            return w.state.clone();
         }
-        kinds.insert(key.clone(), KindState::Pending);
-        drop(kinds);
-        let ctl = ctl.clone();
-        tokio::spawn(async move { discover_and_watch(ctl, key).await });
+        let task = {
+            let ctl = ctl.clone();
+            let key = key.clone();
+            tokio::spawn(async move { discover_and_watch(ctl, key).await }).abort_handle()
+        };
+        kinds.insert(
+            key,
+            Watched {
+                state: KindState::Pending,
+                task: Some(task),
+            },
+        );
         KindState::Pending
     }
 
-    fn set(&self, key: &(String, String), state: KindState) {
-        if let Ok(mut k) = self.kinds.lock() {
-            k.insert(key.clone(), state);
+    /// Records what discovery found; a kind released meanwhile stays released.
+    fn set(&self, key: &KindKey, state: KindState) {
+        if let Ok(mut k) = self.kinds.lock()
+            && let Some(w) = k.get_mut(key)
+        {
+            w.state = state;
         }
     }
 
     /// Forgets a kind the API server stopped serving (its CRD was deleted), so the next
-    /// `ensure` discovers it again.
+    /// `ensure` discovers it again; its watch stops.
     pub fn forget(&self, api_version: &str, kind: &str) {
-        if let Ok(mut k) = self.kinds.lock() {
-            k.remove(&(api_version.to_owned(), kind.to_owned()));
+        if let Ok(mut k) = self.kinds.lock()
+            && let Some(w) = k.remove(&(api_version.to_owned(), kind.to_owned()))
+            && let Some(t) = w.task
+        {
+            t.abort();
         }
     }
 
@@ -91,7 +117,55 @@ impl Registrar {
             .lock()
             .ok()?
             .get(&(api_version.to_owned(), kind.to_owned()))
-            .cloned()
+            .map(|w| w.state.clone())
+    }
+
+    /// Every kind watched or being looked up.
+    pub fn watched(&self) -> Vec<KindKey> {
+        self.kinds
+            .lock()
+            .map(|k| k.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Sets the kinds `gateway` uses (empty: it is gone or no longer ours). A kind no
+    /// Gateway uses any more has its watch stopped and its objects dropped from the
+    /// snapshot; naming it again later starts a fresh watch, which lists it anew.
+    pub fn use_kinds(
+        &self,
+        ctl: &Controller,
+        gateway: &Key,
+        kinds: std::collections::BTreeSet<KindKey>,
+    ) {
+        let Ok(mut users) = self.users.lock() else {
+            return;
+        };
+        let before = if kinds.is_empty() {
+            users.remove(gateway).unwrap_or_default()
+        } else {
+            users.insert(gateway.clone(), kinds).unwrap_or_default()
+        };
+        let unused: Vec<KindKey> = before
+            .into_iter()
+            .filter(|k| !users.values().any(|s| s.contains(k)))
+            .collect();
+        drop(users);
+        for (api_version, kind) in unused {
+            let removed = self
+                .kinds
+                .lock()
+                .ok()
+                .and_then(|mut m| m.remove(&(api_version.clone(), kind.clone())));
+            if let Some(w) = removed {
+                if let Some(t) = w.task {
+                    t.abort();
+                }
+                with_snapshot(ctl, |s| {
+                    s.retain_listed(&kind, &api_version, &std::collections::BTreeSet::new())
+                });
+                tracing::info!(%kind, %api_version, "no Gateway uses this child kind any more; stopped watching it");
+            }
+        }
     }
 }
 

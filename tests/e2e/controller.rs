@@ -537,7 +537,7 @@ async fn contour_istio_class_end_to_end() {
 #[tokio::test]
 async fn missing_kinds_and_broken_templates() {
     let client = admin().await;
-    let _ctl = controller();
+    let ctl = controller();
     let ns = TestNamespace::new(&client, "kind").await;
     let class = format!("widgets-{}", ns.name);
     let group = crate::common::WIDGET_GROUP.to_owned();
@@ -665,6 +665,12 @@ spec:
             .unwrap()
             .is_none()
             .then_some(())
+    })
+    .await;
+    // No Gateway uses the Widget kind any more (no other test does): its watch stops.
+    let widget = (format!("{group}/v1"), "Widget".to_owned());
+    wait_for("the Widget watch to stop", T, || async {
+        (!ctl.watched_kinds().contains(&widget)).then_some(())
     })
     .await;
     let _ = Api::<GatewayClass>::all(client.clone())
