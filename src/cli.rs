@@ -127,6 +127,18 @@ pub fn render(paths: &[PathBuf], controller_namespace: &str, now: &Time) -> Outp
                     }
                     docs.extend(rp.children.iter().map(|c| c.object.clone()));
                 }
+                for r in &p.rollouts {
+                    out.stderr.push(format!(
+                        "rollout: Gateway {}/{}: template {}: {} -> {} ({:?}): {}",
+                        key.0,
+                        key.1,
+                        r.template,
+                        r.from.as_deref().unwrap_or("-"),
+                        r.to,
+                        r.phase,
+                        r.waiting_for
+                    ));
+                }
                 for k in p.prune.iter().chain(&p.orphaned_route_children) {
                     out.stderr.push(format!(
                         "prune: Gateway {}/{}: would delete {k}",

@@ -64,6 +64,10 @@ enum Command {
         /// Seconds between forced re-plans of every Gateway (drift safety net).
         #[arg(long, env = "GATEWRIGHT_RESYNC_SECONDS", default_value_t = 3600)]
         resync_seconds: u64,
+        /// Seconds a child of a Gateway being deleted may stay in deletion before the
+        /// Gateway reports it as stuck (an Event and a status condition).
+        #[arg(long, env = "GATEWRIGHT_DELETION_STUCK_SECONDS", default_value_t = 120)]
+        deletion_stuck_seconds: u64,
         /// Elect a leader through a Lease: every replica watches, only the holder writes.
         #[arg(long, env = "GATEWRIGHT_LEADER_ELECT")]
         leader_elect: bool,
@@ -114,6 +118,7 @@ fn run() -> anyhow::Result<ExitCode> {
             metrics_addr,
             log_format,
             resync_seconds,
+            deletion_stuck_seconds,
             leader_elect,
             lease_name,
         } => {
@@ -129,6 +134,7 @@ fn run() -> anyhow::Result<ExitCode> {
                     controller_namespace,
                     metrics_addr: Some(metrics_addr),
                     resync: std::time::Duration::from_secs(resync_seconds.max(10)),
+                    deletion_stuck_after: std::time::Duration::from_secs(deletion_stuck_seconds),
                 };
                 gatewright::controller::start(client, opts)
                     .await

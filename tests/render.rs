@@ -472,3 +472,154 @@ fn missing_class_or_blueprint() {
     assert_eq!(condition(gw, "Accepted")["status"], "False");
     assert_eq!(condition(gw, "Programmed")["status"], "False");
 }
+
+/// Make-before-break, as the planner sees it step by step: a new hostname makes a new
+/// Certificate beside the old one; the child Gateway keeps the old Secret until the new
+/// Certificate is Ready; the old Certificate is let go only once the child Gateway uses
+/// the new one and is ready again.
+#[test]
+fn a_new_hostname_rotates_the_certificate_make_before_break() {
+    let class = "istio-certmanager-externaldns";
+    let dir = tempfile::tempdir().unwrap();
+    let (converged, _) = converge(class, dir.path());
+    let ours = |d: &Value| d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gatewright";
+    let mut live: Vec<Value> = converged
+        .iter()
+        .filter(|d| ours(d))
+        .map(gatewright::simulate::as_ready)
+        .collect();
+    let cert_of = |docs: &[Value]| -> Vec<Value> {
+        docs.iter()
+            .filter(|d| d["kind"] == "Certificate")
+            .cloned()
+            .collect()
+    };
+    let old = cert_of(&live).pop().unwrap();
+    let old_name = old["metadata"]["name"].as_str().unwrap().to_owned();
+    assert!(old_name.starts_with("public-tls-"), "{old_name}");
+    assert_eq!(old["spec"]["secretName"], old_name.as_str());
+
+    let extra = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: news, namespace: shop, uid: 2f6b1d8e-0000-4000-8000-000000000009, generation: 1}\nspec:\n  parentRefs: [{name: public, namespace: infra}]\n  hostnames: [news.example.com]\n  rules: [{backendRefs: [{name: news, port: 80}]}]\n";
+    std::fs::write(dir.path().join("extra.yaml"), extra).unwrap();
+    let step = |live: &[Value]| -> (Vec<Value>, String) {
+        let text: String = live
+            .iter()
+            .map(|c| format!("---\n{}", serde_saphyr::to_string(c).unwrap()))
+            .collect();
+        std::fs::write(dir.path().join("live.yaml"), text).unwrap();
+        let out = cli::render(
+            &[root().join("examples").join(class), dir.path().to_owned()],
+            "gatewright-system",
+            &now(),
+        );
+        assert_eq!(out.code, EXIT_OK, "{:?}", out.stderr);
+        (docs(&out.stdout), out.stderr.join("\n"))
+    };
+    let listener_secret = |docs: &[Value]| -> String {
+        let gw = docs
+            .iter()
+            .find(|d| d["kind"] == "Gateway" && d["metadata"]["name"] == "public-istio")
+            .unwrap();
+        gw["spec"]["listeners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["protocol"] == "HTTPS")
+            .unwrap()["tls"]["certificateRefs"][0]["name"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let rollout_reason = |docs: &[Value]| -> String {
+        condition(
+            &gateway_status_named(docs, "public")["status"],
+            "gatewright.dev/Rollout",
+        )["reason"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+
+    // 1. The route arrives: a new version is rendered beside the old, nothing switches.
+    let (out, stderr) = step(&live);
+    let new = cert_of(&out).pop().unwrap();
+    let new_name = new["metadata"]["name"].as_str().unwrap().to_owned();
+    assert_ne!(new_name, old_name);
+    assert!(
+        new["spec"]["dnsNames"]
+            .to_string()
+            .contains("news.example.com")
+    );
+    assert_eq!(listener_secret(&out), old_name);
+    assert!(stderr.contains("(WaitingForNew)"), "{stderr}");
+    assert!(!stderr.contains("would delete"), "{stderr}");
+    assert_eq!(rollout_reason(&out), "Progressing");
+    let programmed = condition(
+        &gateway_status_named(&out, "public")["status"],
+        "Programmed",
+    );
+    assert_eq!(
+        programmed["status"], "True",
+        "the old version keeps serving"
+    );
+
+    // 2. The new Certificate exists but is not issued yet: still the old Secret.
+    let mut pending = new.clone();
+    pending["metadata"]["generation"] = 1.into();
+    pending["status"] = serde_json::json!({"conditions": [{"type": "Ready", "status": "False", "reason": "Issuing", "message": "issuing"}]});
+    live.push(pending);
+    let (out, stderr) = step(&live);
+    assert_eq!(listener_secret(&out), old_name);
+    assert!(
+        stderr.contains(&format!("{new_name} (readyWhen")) && stderr.contains("keeps serving"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("would delete"), "{stderr}");
+
+    // 3. Issued: the child Gateway switches to the new Secret; the old stays for now.
+    live.pop();
+    live.push(gatewright::simulate::as_ready(&new));
+    let (out, stderr) = step(&live);
+    assert_eq!(listener_secret(&out), new_name);
+    assert!(stderr.contains("(Switching)"), "{stderr}");
+    assert!(!stderr.contains("would delete"), "{stderr}");
+
+    // 4. Istio has not programmed the switched listener yet: the old one stays.
+    let switched = out
+        .iter()
+        .find(|d| d["kind"] == "Gateway" && d["metadata"]["name"] == "public-istio")
+        .unwrap()
+        .clone();
+    let i = live
+        .iter()
+        .position(|d| d["kind"] == "Gateway" && d["metadata"]["name"] == "public-istio")
+        .unwrap();
+    let mut taking = gatewright::simulate::as_ready(&switched);
+    taking["metadata"]["generation"] = 2.into();
+    live[i] = taking.clone();
+    let (_, stderr) = step(&live);
+    assert!(stderr.contains("(Switching)"), "{stderr}");
+    assert!(!stderr.contains("would delete"), "{stderr}");
+
+    // 5. Programmed for its current generation: now, and only now, the old one goes.
+    for c in taking["status"]["conditions"].as_array_mut().unwrap() {
+        c["observedGeneration"] = 2.into();
+    }
+    live[i] = taking;
+    let (_, stderr) = step(&live);
+    assert!(stderr.contains("(Finishing)"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("would delete Certificate infra/{old_name}"))
+            || stderr.contains(&format!(
+                "would delete cert-manager.io/v1/Certificate infra/{old_name}"
+            )),
+        "{stderr}"
+    );
+
+    // 6. The old one is gone: complete.
+    live.retain(|d| d["metadata"]["name"] != old_name.as_str());
+    let (out, stderr) = step(&live);
+    assert!(!stderr.contains("rollout:"), "{stderr}");
+    assert_eq!(rollout_reason(&out), "Complete");
+    assert_eq!(listener_secret(&out), new_name);
+}

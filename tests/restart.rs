@@ -52,6 +52,7 @@ fn start_controller() -> Running {
             controller_namespace: LEASE_NS.into(),
             metrics_addr: None,
             resync: Duration::from_secs(3600),
+            deletion_stuck_after: Duration::from_secs(120),
             leader_election: Some((LEASE_NS.into(), "gatewright-restart".into())),
         };
         gatewright::controller::start(client, opts).await.unwrap()
@@ -96,7 +97,14 @@ async fn our_children(client: &Client, ns: &str) -> Vec<String> {
             .unwrap()
         {
             if o.metadata.deletion_timestamp.is_none() {
-                out.push(format!("{kind}/{}", o.metadata.name.unwrap()));
+                // Certificates are versioned (make-before-break): gw-tls-<hash of dnsNames>.
+                let name = o.metadata.name.unwrap();
+                let name = if kind == "Certificate" && name.starts_with("gw-tls-") {
+                    "gw-tls-*".to_owned()
+                } else {
+                    name
+                };
+                out.push(format!("{kind}/{name}"));
             }
         }
     }
@@ -199,7 +207,7 @@ fn restart_mid_way_converges_without_duplicates_or_orphans() {
     // B takes over once A's Lease has expired, and converges.
     let began = Instant::now();
     let b = start_controller();
-    let mut want: BTreeSet<String> = ["Certificate/gw-tls", "Gateway/gw-istio"]
+    let mut want: BTreeSet<String> = ["Certificate/gw-tls-*", "Gateway/gw-istio"]
         .into_iter()
         .map(str::to_owned)
         .collect();
@@ -228,7 +236,11 @@ fn restart_mid_way_converges_without_duplicates_or_orphans() {
                 .as_array()?
                 .iter()
                 .any(|c| c["type"] == "Programmed" && c["status"] == "True");
-            let names = certs.get_opt("gw-tls").await.unwrap()?.data["spec"]["dnsNames"].clone();
+            let listed = certs.list(&ListParams::default()).await.unwrap().items;
+            let [cert] = listed.as_slice() else {
+                return None;
+            };
+            let names = cert.data["spec"]["dnsNames"].clone();
             let children = our_children(&client, &ns.name).await;
             (programmed
                 && names == json!(hosts)

@@ -58,6 +58,53 @@ pub struct TemplateEntry {
     /// caught up with `metadata.generation`, else the child is ready once it exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_when: Option<String>,
+    /// How a change to what this template renders reaches the cluster. Without it, the
+    /// object is updated in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
+}
+
+/// How a template's object is replaced when what it renders changes.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RolloutStrategy {
+    /// Update the object in place (server-side apply).
+    #[default]
+    InPlace,
+    /// Create the new version beside the old one under a new name, wait until it is ready,
+    /// re-render the templates that read it, wait until they are ready, then delete the old.
+    MakeBeforeBreak,
+}
+
+/// A template's rollout policy.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    /// `InPlace` (the default) or `MakeBeforeBreak`.
+    #[serde(default)]
+    pub strategy: RolloutStrategy,
+    /// With `MakeBeforeBreak`: dotted paths (such as `spec.dnsNames`) whose change makes a
+    /// new version; a change elsewhere updates the current version in place. Empty: any
+    /// change to what the template renders makes a new version.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
+    /// With `MakeBeforeBreak`: seconds a new version may take to become ready before the
+    /// Gateway reports the rollout as stuck (the old version keeps serving). Default 600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+}
+
+impl Rollout {
+    /// Whether this is a make-before-break policy.
+    #[must_use]
+    pub fn make_before_break(&self) -> bool {
+        self.strategy == RolloutStrategy::MakeBeforeBreak
+    }
+
+    /// The stuck timeout.
+    #[must_use]
+    pub fn timeout(&self) -> u64 {
+        self.timeout_seconds.unwrap_or(600)
+    }
 }
 
 /// The optional status template: renders a YAML map with `addresses`

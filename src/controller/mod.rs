@@ -96,6 +96,9 @@ pub struct Options {
     /// Leader election: `(namespace, lease name)` of the Lease only the holder writes under.
     /// Every replica watches and indexes; without it, this process always writes.
     pub leader_election: Option<(String, String)>,
+    /// During a Gateway's teardown, how long a child may stay in deletion (held by
+    /// someone else's finalizer, say) before the Gateway reports it as stuck.
+    pub deletion_stuck_after: Duration,
 }
 
 impl Default for Options {
@@ -105,6 +108,7 @@ impl Default for Options {
             metrics_addr: None,
             resync: Duration::from_secs(3600),
             leader_election: None,
+            deletion_stuck_after: Duration::from_secs(120),
         }
     }
 }
@@ -115,6 +119,10 @@ struct Reported {
     programmed: String,
     errors: BTreeSet<String>,
     missing: BTreeSet<String>,
+    /// Replacements in progress: `template=to` -> phase ("Waiting", "Switching", "Stuck").
+    rollouts: BTreeMap<String, String>,
+    /// Children whose deletion hangs during a teardown.
+    stuck_deletions: BTreeSet<String>,
 }
 
 /// The running controller's shared state.

@@ -1,7 +1,7 @@
 //! Reconcile functions: a Gateway (apply, prune, status, route status, Events, teardown),
 //! a GatewayClass (status, finalizer) and a route (stale entries of ours).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -23,7 +23,7 @@ use crate::gateway::{CONTROLLER_NAME, ParentAttachment};
 use crate::plan::class::GATEWAY_EXISTS_FINALIZER;
 use crate::plan::gateway::OutOfScope;
 use crate::plan::route::merge_route_parents;
-use crate::plan::{plan_class, plan_gateway, plan_route};
+use crate::plan::{RolloutPhase, RolloutState, plan_class, plan_gateway, plan_route};
 use crate::snapshot::{Key, ObjectKey, RouteKey};
 
 fn now() -> Time {
@@ -50,6 +50,125 @@ fn note(s: &str) -> String {
     } else {
         format!("{}...", &s[..s.floor_char_boundary(1020)])
     }
+}
+
+/// Seconds since an RFC 3339 time, if it parses.
+fn seconds_since(t: &str) -> Option<i64> {
+    let then: k8s_openapi::jiff::Timestamp = t.parse().ok()?;
+    Some(k8s_openapi::jiff::Timestamp::now().as_second() - then.as_second())
+}
+
+/// Each replacement's phase as reported (`template=to` -> `Waiting`, `Stuck`, `Switching`,
+/// `Finishing`), and when the controller must look again to catch a deadline.
+fn rollout_progress(rollouts: &[&RolloutState]) -> (BTreeMap<String, String>, Option<Duration>) {
+    let mut phases = BTreeMap::new();
+    let mut requeue: Option<Duration> = None;
+    for r in rollouts {
+        let phase = match r.phase {
+            RolloutPhase::WaitingForNew => {
+                let waited = r.started.as_deref().and_then(seconds_since).unwrap_or(0);
+                let left = i64::try_from(r.timeout_seconds).unwrap_or(i64::MAX) - waited;
+                if left < 0 {
+                    "Stuck"
+                } else {
+                    let d = Duration::from_secs(u64::try_from(left).unwrap_or(0) + 1);
+                    requeue = Some(requeue.map_or(d, |q| q.min(d)));
+                    "Waiting"
+                }
+            }
+            RolloutPhase::Switching => "Switching",
+            RolloutPhase::Finishing => "Finishing",
+        };
+        phases.insert(format!("{}={}", r.template, r.to), phase.to_owned());
+    }
+    (phases, requeue)
+}
+
+/// The `gatewright.dev/Rollout` condition, with `Stuck` decided.
+fn rollout_condition(rollouts: &[&RolloutState], phases: &BTreeMap<String, String>) -> Cond {
+    let owned: Vec<RolloutState> = rollouts.iter().map(|r| (*r).clone()).collect();
+    let stuck: Vec<String> = rollouts
+        .iter()
+        .filter(|r| {
+            phases
+                .get(&format!("{}={}", r.template, r.to))
+                .is_some_and(|p| p == "Stuck")
+        })
+        .map(|r| {
+            format!(
+                "template {}: version {} is not ready after {}s (timeout {}s): {}; a further change supersedes it",
+                r.template,
+                r.to,
+                r.started.as_deref().and_then(seconds_since).unwrap_or(0),
+                r.timeout_seconds,
+                r.waiting_for
+            )
+        })
+        .collect();
+    if stuck.is_empty() {
+        crate::plan::gateway::rollout_cond(&owned)
+    } else {
+        Cond::f(types::ROLLOUT, reasons::STUCK, &stuck.join("; "))
+    }
+}
+
+/// Events for the replacements that started, switched, got stuck, finished or were
+/// superseded since the last reconcile: `(reason, warning, message)`.
+fn rollout_events(
+    before: &BTreeMap<String, String>,
+    now: &BTreeMap<String, String>,
+) -> Vec<(&'static str, bool, String)> {
+    let split = |k: &str| {
+        k.split_once('=')
+            .map(|(t, v)| (t.to_owned(), v.to_owned()))
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    for (k, phase) in now {
+        let (t, v) = split(k);
+        let old = before.get(k);
+        if old.is_none() {
+            out.push((
+                "RolloutStarted",
+                false,
+                format!("template {t}: creating version {v} beside the serving one"),
+            ));
+        }
+        if old != Some(phase) {
+            match phase.as_str() {
+                "Switching" | "Finishing" if !matches!(old.map(String::as_str), Some("Switching" | "Finishing")) => {
+                    out.push((
+                        "RolloutSwitched",
+                        false,
+                        format!("template {t}: version {v} is ready; what reads it now uses it"),
+                    ));
+                }
+                "Stuck" => out.push((
+                    "RolloutStuck",
+                    true,
+                    format!("template {t}: version {v} is not ready in time; the old version keeps serving"),
+                )),
+                _ => {}
+            }
+        }
+    }
+    for k in before.keys().filter(|k| !now.contains_key(*k)) {
+        let (t, v) = split(k);
+        if now.keys().any(|n| split(n).0 == t) {
+            out.push((
+                "RolloutSuperseded",
+                false,
+                format!("template {t}: version {v} is superseded by a newer change"),
+            ));
+        } else {
+            out.push((
+                "RolloutFinished",
+                false,
+                format!("template {t}: version {v} serves; the old version is deleted"),
+            ));
+        }
+    }
+    out
 }
 
 impl Controller {
@@ -118,7 +237,18 @@ impl Controller {
                             )
                         }));
                     }
-                    Some((plan, routes, gw, live, kinds))
+                    // The template of each child to prune (the prune list is dependents
+                    // first; one template's children go at a time).
+                    let prune_templates: Vec<String> = plan
+                        .prune
+                        .iter()
+                        .map(|k| {
+                            snap.child(k)
+                                .and_then(|c| crate::plan::labels::template(c).map(str::to_owned))
+                                .unwrap_or_default()
+                        })
+                        .collect();
+                    Some((plan, routes, gw, live, kinds, prune_templates))
                 }
                 Err(OutOfScope::NoGateway | OutOfScope::NoClass(_) | OutOfScope::NotOurs) => None,
             }
@@ -128,7 +258,7 @@ impl Controller {
             u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
-        let Some((plan, routes, Some(gw), live, kinds)) = planned else {
+        let Some((plan, routes, Some(gw), live, kinds, prune_templates)) = planned else {
             self.kinds.use_kinds(self, key, BTreeSet::new());
             return Ok(None);
         };
@@ -181,14 +311,24 @@ impl Controller {
             }
         }
         let settled = apply_errors.is_empty() && missing.is_empty() && !pending_kinds;
+        let mut prune_left = false;
         if settled {
-            for k in plan
-                .prune
+            // Route children first (they depend on the Gateway's), then the Gateway's
+            // children of one template; the next template's once those are gone.
+            for k in routes
                 .iter()
-                .chain(routes.iter().flat_map(|r| r.prune.iter()))
+                .flat_map(|r| r.prune.iter())
                 .chain(&plan.orphaned_route_children)
             {
                 self.delete_child(k).await?;
+            }
+            let first = prune_templates.first();
+            for (k, t) in plan.prune.iter().zip(&prune_templates) {
+                if Some(t) == first {
+                    self.delete_child(k).await?;
+                } else {
+                    prune_left = true;
+                }
             }
         }
 
@@ -216,6 +356,21 @@ impl Controller {
             for (l, conds) in &mut status.listeners {
                 *conds = l.status_conds(p);
             }
+        }
+        // Make-before-break replacements: the planner says where each stands; past its
+        // timeout (which needs a clock) a waiting one is stuck.
+        let rollouts: Vec<&RolloutState> = plan
+            .rollouts
+            .iter()
+            .chain(routes.iter().flat_map(|r| r.rollouts.iter()))
+            .collect();
+        let (rollout_phases, rollout_requeue) = rollout_progress(&rollouts);
+        if let Some(c) = status
+            .conditions
+            .iter_mut()
+            .find(|c| c.type_ == types::ROLLOUT)
+        {
+            *c = rollout_condition(&rollouts, &rollout_phases);
         }
         let desired = status.to_status(gw.status.as_ref(), gw.metadata.generation, &now());
         let mut desired_json = serde_json::to_value(&desired).unwrap_or(Value::Null);
@@ -264,6 +419,8 @@ impl Controller {
                 .map(ToString::to_string)
                 .collect(),
             missing: missing.clone(),
+            rollouts: rollout_phases.clone(),
+            stuck_deletions: BTreeSet::new(),
         };
         let before = self
             .reported
@@ -293,12 +450,27 @@ impl Controller {
             )
             .await;
         }
+        for (reason, warning, message) in rollout_events(&before.rollouts, &now_reported.rollouts) {
+            self.event(&gw, warning, reason, "Rollout", &message).await;
+        }
         if let Some(e) = apply_errors.first() {
             // Retried with the per-object backoff until the applies go through.
             return Err(Error::Apply(e.clone()));
         }
         if pending_kinds {
             return Ok(Some(Duration::from_millis(500)));
+        }
+        if prune_left {
+            // The deletions wake this Gateway through the child watch; this is a backstop.
+            return Ok(Some(Duration::from_secs(2)));
+        }
+        if let Some(d) = rollout_requeue {
+            // Wake at the deadline of the oldest waiting replacement to report it stuck.
+            return Ok(Some(if applied_any {
+                d.min(Duration::from_secs(1))
+            } else {
+                d
+            }));
         }
         if applied_any {
             // The status above was planned before these applies: plan once more shortly,
@@ -335,7 +507,9 @@ impl Controller {
             (children, order)
         };
         if !children.is_empty() {
-            // Route children first, then the Gateway's, each set in reverse template order.
+            // Route children first, then the Gateway's, each set in reverse template order:
+            // one template's children at a time, the next only once they are gone, so
+            // nothing is deleted while a child that reads it still exists.
             let rank = |c: &Value| {
                 let t = crate::plan::labels::template(c).unwrap_or_default();
                 let route_child = crate::plan::labels::parent_uid(c) != Some(uid.as_str());
@@ -343,16 +517,87 @@ impl Controller {
                 let pos = set.iter().position(|x| x == t).unwrap_or(usize::MAX - 1);
                 (!route_child, std::cmp::Reverse(pos))
             };
-            let mut sorted = children;
-            sorted.sort_by_key(|c| rank(c));
-            let n = sorted.len();
-            for c in sorted
+            let first = children.iter().map(rank).min();
+            let group: Vec<&Value> = children.iter().filter(|c| Some(rank(c)) == first).collect();
+            for c in group
                 .iter()
                 .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
             {
                 self.delete_child(&ObjectKey::of(c)).await?;
             }
-            return Err(Error::Deleting(n));
+            // A child whose deletion hangs (someone else's finalizer, a stuck controller)
+            // holds the teardown: say so on the Gateway and in an Event, once.
+            let limit = i64::try_from(self.opts.deletion_stuck_after.as_secs()).unwrap_or(i64::MAX);
+            let mut stuck = Vec::new();
+            let mut next_check: Option<i64> = None;
+            for c in &group {
+                let Some(since) = c["metadata"]["deletionTimestamp"]
+                    .as_str()
+                    .and_then(seconds_since)
+                else {
+                    continue;
+                };
+                if since > limit {
+                    let fins = c["metadata"]["finalizers"]
+                        .as_array()
+                        .map(|f| {
+                            f.iter()
+                                .filter_map(Value::as_str)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        })
+                        .unwrap_or_default();
+                    stuck.push(format!(
+                        "{} has been deleting for {since}s (finalizers: {fins})",
+                        ObjectKey::of(c)
+                    ));
+                } else {
+                    let left = limit - since + 1;
+                    next_check = Some(next_check.map_or(left, |n| n.min(left)));
+                }
+            }
+            let waiting: Vec<String> = group.iter().map(|c| ObjectKey::of(c).to_string()).collect();
+            let cond = if stuck.is_empty() {
+                Cond::f(
+                    types::TEARDOWN,
+                    reasons::DELETING,
+                    &format!(
+                        "deleting children dependents first, {} left; now: {}",
+                        children.len(),
+                        waiting.join(", ")
+                    ),
+                )
+            } else {
+                Cond::f(
+                    types::TEARDOWN,
+                    reasons::DELETION_STUCK,
+                    &format!("the teardown waits: {}", stuck.join("; ")),
+                )
+            };
+            self.write_teardown_condition(key, gw, &cond).await?;
+            let stuck_set: BTreeSet<String> = stuck.iter().cloned().collect();
+            let before = self
+                .reported
+                .lock()
+                .ok()
+                .map(|mut r| {
+                    let e = r.entry(key.clone()).or_default();
+                    std::mem::replace(&mut e.stuck_deletions, stuck_set.clone())
+                })
+                .unwrap_or_default();
+            let before_keys: BTreeSet<&str> = before
+                .iter()
+                .filter_map(|s| s.split_once(' ').map(|(k, _)| k))
+                .collect();
+            for m in &stuck {
+                if !before_keys.contains(m.split_once(' ').map_or("", |(k, _)| k)) {
+                    self.event(gw, true, "DeletionStuck", "Teardown", m).await;
+                }
+            }
+            // Child deletions wake this Gateway through the child watches; look again at
+            // the next deadline, or every 30 s while stuck.
+            let again = next_check.map_or(30, |n| u64::try_from(n).unwrap_or(1).max(1));
+            return Ok(Some(Duration::from_secs(again)));
         }
         let fins: Vec<String> = gw
             .finalizers()
@@ -373,6 +618,47 @@ impl Controller {
         }
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
         Ok(None)
+    }
+
+    /// Sets one condition of a Gateway being deleted, when it changed.
+    async fn write_teardown_condition(
+        &self,
+        key: &Key,
+        gw: &Gateway,
+        cond: &Cond,
+    ) -> Result<(), Error> {
+        let existing: Vec<_> = gw
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let merged = merge_conditions(
+            &existing,
+            std::slice::from_ref(cond),
+            &[],
+            gw.metadata.generation,
+            &now(),
+        );
+        let strip = |c: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]| {
+            strip_times(&serde_json::to_value(c).unwrap_or(Value::Null))
+        };
+        if strip(&merged) == strip(&existing) {
+            return Ok(());
+        }
+        let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.0);
+        self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+        match api
+            .patch_status(
+                &key.1,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "status": { "conditions": merged } })),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(Error::kube("write the Gateway teardown status", e)),
+        }
     }
 
     /// Writes our `status.parents` entries of a route: with `Some((gateway, entries))`,

@@ -110,6 +110,13 @@ pub mod types {
     pub const PARTIALLY_INVALID: &str = "PartiallyInvalid";
     /// `SupportedVersion`.
     pub const SUPPORTED_VERSION: &str = "SupportedVersion";
+    /// `gatewright.dev/Rollout`: True once every make-before-break template's latest
+    /// version serves and the old versions are gone; False while a replacement is under way
+    /// (reason `Progressing`) or past its timeout (reason `Stuck`).
+    pub const ROLLOUT: &str = "gatewright.dev/Rollout";
+    /// `gatewright.dev/Teardown`: on a Gateway being deleted, False with reason
+    /// `DeletionStuck` when a child's deletion hangs.
+    pub const TEARDOWN: &str = "gatewright.dev/Teardown";
 }
 
 /// Condition reasons.
@@ -119,6 +126,11 @@ pub mod reasons {
     pub const PROGRAMMED: &str = "Programmed";
     pub const RESOLVED_REFS: &str = "ResolvedRefs";
     pub const PENDING: &str = "Pending";
+    pub const COMPLETE: &str = "Complete";
+    pub const PROGRESSING: &str = "Progressing";
+    pub const STUCK: &str = "Stuck";
+    pub const DELETING: &str = "Deleting";
+    pub const DELETION_STUCK: &str = "DeletionStuck";
     pub const INVALID: &str = "Invalid";
     pub const INVALID_PARAMETERS: &str = "InvalidParameters";
     pub const UNSUPPORTED: &str = "Unsupported";

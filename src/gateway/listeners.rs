@@ -134,7 +134,12 @@ pub struct GatewayEval {
     pub listeners: Vec<ListenerEval>,
 }
 
-const GATEWAY_OWNED: &[&str] = &[types::ACCEPTED, types::PROGRAMMED];
+const GATEWAY_OWNED: &[&str] = &[
+    types::ACCEPTED,
+    types::PROGRAMMED,
+    types::ROLLOUT,
+    types::TEARDOWN,
+];
 
 /// The condition types of a Gateway's status we own.
 #[must_use]

@@ -156,6 +156,8 @@ pub struct GatewayPlan {
     pub context: GatewayContext,
     /// Whether the Gateway is accepted (only then are children applied or pruned).
     pub accepted: bool,
+    /// Make-before-break replacements of the Gateway's children in progress.
+    pub rollouts: Vec<super::RolloutState>,
 }
 
 impl GatewayPlan {
@@ -287,6 +289,7 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         orphaned_route_children: Vec::new(),
         context,
         accepted,
+        rollouts: Vec::new(),
     };
 
     let mut addresses = Vec::new();
@@ -349,6 +352,7 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         plan.held = result.held;
         plan.errors.extend(result.errors);
         plan.states = result.states;
+        plan.rollouts = result.rollouts;
         // Route children of routes this Gateway no longer accepts.
         let accepted_routes: std::collections::BTreeSet<String> = plan
             .context
@@ -368,8 +372,15 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
     }
 
     let programmed = programmed_cond(&plan, accepted, &addresses, address_wait.as_deref(), &eval);
+    let mut conditions = vec![accepted_cond, programmed.clone()];
+    if accepted
+        && let Some(prepared) = plan.blueprint.as_deref()
+        && prepared.has_make_before_break()
+    {
+        conditions.push(rollout_cond(&plan.rollouts));
+    }
     plan.status = GatewayStatusPlan {
-        conditions: vec![accepted_cond, programmed.clone()],
+        conditions,
         listeners: eval
             .listeners
             .iter()
@@ -378,6 +389,35 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         addresses,
     };
     Ok(plan)
+}
+
+/// The `gatewright.dev/Rollout` condition for the replacements in progress (route
+/// children's too, which the controller adds): True/Complete when none is, else
+/// False/Progressing naming what each waits for. The controller turns it to `Stuck` once a
+/// new version has been waiting past its timeout (the planner has no clock).
+#[must_use]
+pub fn rollout_cond(rollouts: &[super::RolloutState]) -> Cond {
+    if rollouts.is_empty() {
+        return Cond::t(
+            types::ROLLOUT,
+            reasons::COMPLETE,
+            "every make-before-break child serves its latest version",
+        );
+    }
+    let parts: Vec<String> = rollouts
+        .iter()
+        .map(|r| {
+            format!(
+                "template {}: {} -> {} ({:?}): {}",
+                r.template,
+                r.from.as_deref().unwrap_or("-"),
+                r.to,
+                r.phase,
+                r.waiting_for
+            )
+        })
+        .collect();
+    Cond::f(types::ROLLOUT, reasons::PROGRESSING, &parts.join("; "))
 }
 
 fn programmed_cond(

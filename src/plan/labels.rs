@@ -19,6 +19,12 @@ pub const PARENT_UID: &str = "gatewright.dev/parent-uid";
 pub const GATEWAY_UID: &str = "gatewright.dev/gateway-uid";
 /// Name of the template that rendered the child.
 pub const TEMPLATE: &str = "gatewright.dev/template";
+/// Label: the version of a make-before-break child (a hash of what decides a version).
+pub const VERSION: &str = "gatewright.dev/version";
+/// Annotation on a child rendered from make-before-break templates: which version of each
+/// it was rendered from (`template=version,...`), so an old version is never deleted while
+/// a live object still points at it.
+pub const USES: &str = "gatewright.dev/uses";
 /// Label selector matching every child we manage.
 pub const SELECTOR: &str = "app.kubernetes.io/managed-by=gatewright,gatewright.dev/parent-uid";
 

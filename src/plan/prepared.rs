@@ -32,6 +32,16 @@ pub struct Prepared {
 const PARSED_CACHE_ENTRIES: usize = 4096;
 
 impl Prepared {
+    /// Whether any template is replaced make-before-break.
+    #[must_use]
+    pub fn has_make_before_break(&self) -> bool {
+        self.entries.values().any(|e| {
+            e.rollout
+                .as_ref()
+                .is_some_and(crate::api::Rollout::make_before_break)
+        })
+    }
+
     /// Compiles and orders a blueprint's templates.
     ///
     /// # Errors

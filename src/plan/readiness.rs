@@ -123,6 +123,7 @@ mod tests {
             name: "lb".into(),
             template: "x: 1".into(),
             ready_when: Some("object.status.atProvider.dnsName is defined and object.status.atProvider.dnsName != ''".into()),
+            rollout: None,
         };
         let spec = GatewayClassBlueprintSpec {
             gateway_templates: vec![entry.clone()],

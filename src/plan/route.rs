@@ -29,6 +29,8 @@ pub struct RoutePlan {
     pub prune: Vec<ObjectKey>,
     /// Readiness of each desired child.
     pub states: Vec<ChildState>,
+    /// Make-before-break replacements in progress.
+    pub rollouts: Vec<super::RolloutState>,
 }
 
 /// Plans the children of `route` under the Gateway of `gw`. A route the Gateway does not
@@ -83,6 +85,7 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
     plan.held = result.held;
     plan.errors = result.errors;
     plan.states = result.states;
+    plan.rollouts = result.rollouts;
     plan
 }
 

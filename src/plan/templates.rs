@@ -57,6 +57,127 @@ pub(crate) struct SetResult {
     pub resources: BTreeMap<String, Vec<Value>>,
     /// Templates whose output is unknown this pass (held or failed): keep their children.
     pub unsettled: BTreeSet<String>,
+    /// Live children that must stay although not rendered: old versions of
+    /// make-before-break children still serving or still pointed at.
+    pub keep: BTreeSet<ObjectKey>,
+    /// Make-before-break replacements in progress.
+    pub rollouts: Vec<RolloutState>,
+}
+
+/// Where a make-before-break replacement stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RolloutPhase {
+    /// The new version is created (or being created) and is not ready yet; the old one
+    /// serves and its dependents still read it.
+    WaitingForNew,
+    /// The new version is ready; the templates that read it are re-rendered against it and
+    /// must use it and be ready before the old version goes.
+    Switching,
+    /// Everything uses the new version: the old one is deleted in this pass.
+    Finishing,
+}
+
+/// A make-before-break replacement in progress, from the live objects alone (so it
+/// survives a restart: versions are labels, who uses which version is an annotation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RolloutState {
+    /// The template.
+    pub template: String,
+    /// The version serving now (the old one), if any.
+    pub from: Option<String>,
+    /// The version being rolled out.
+    pub to: String,
+    /// Where it stands.
+    pub phase: RolloutPhase,
+    /// What it waits for, in words.
+    pub waiting_for: String,
+    /// When the new version's first object was created (RFC 3339), once it exists.
+    pub started: Option<String>,
+    /// Seconds the new version may take to become ready.
+    pub timeout_seconds: u64,
+}
+
+/// Text a make-before-break template sees as `version` while it renders; replaced by the
+/// version (a content hash) afterwards. DNS-safe, so it may appear in names.
+pub const VERSION_PLACEHOLDER: &str = "gwversionplaceholder";
+
+/// The version of a make-before-break template's output: 8 hex digits of the SHA-256 of
+/// the rendered objects, or of the named fields only.
+fn version_of(objects: &[Value], fields: &[String]) -> String {
+    use sha2::{Digest, Sha256};
+    let basis: Value = if fields.is_empty() {
+        Value::Array(objects.to_vec())
+    } else {
+        Value::Array(
+            objects
+                .iter()
+                .map(|o| {
+                    Value::Array(
+                        fields
+                            .iter()
+                            .map(|f| {
+                                f.split('.')
+                                    .try_fold(o, |v, k| v.get(k))
+                                    .cloned()
+                                    .unwrap_or(Value::Null)
+                            })
+                            .collect(),
+                    )
+                })
+                .collect(),
+        )
+    };
+    let digest = Sha256::digest(basis.to_string().as_bytes());
+    digest[..4].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Puts `version` into a rendered object: in place of the placeholder in every string,
+/// as a name suffix (within 63 characters) and as the version label.
+fn stamp_version(obj: &mut Value, version: &str) {
+    fn replace(v: &mut Value, version: &str) {
+        match v {
+            Value::String(s) if s.contains(VERSION_PLACEHOLDER) => {
+                *s = s.replace(VERSION_PLACEHOLDER, version);
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| replace(x, version)),
+            Value::Object(m) => m.values_mut().for_each(|x| replace(x, version)),
+            _ => {}
+        }
+    }
+    replace(obj, version);
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    if !name.ends_with(&format!("-{version}")) {
+        let head: String = name.chars().take(63 - 9).collect();
+        let head = head.trim_end_matches(['-', '.']);
+        obj["metadata"]["name"] = Value::String(format!("{head}-{version}"));
+    }
+    if !obj["metadata"]["labels"].is_object() {
+        obj["metadata"]["labels"] = serde_json::json!({});
+    }
+    obj["metadata"]["labels"][labels::VERSION] = Value::String(version.to_owned());
+}
+
+fn version_label(v: &Value) -> &str {
+    v["metadata"]["labels"][labels::VERSION]
+        .as_str()
+        .unwrap_or_default()
+}
+
+fn created(v: &Value) -> &str {
+    v["metadata"]["creationTimestamp"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// Versions of `template` that live children say they were rendered from.
+fn versions_in_use<'a>(live: &'a [Arc<Value>], template: &str) -> BTreeSet<&'a str> {
+    live.iter()
+        .filter_map(|c| c["metadata"]["annotations"][labels::USES].as_str())
+        .flat_map(|u| u.split(','))
+        .filter_map(|pair| pair.split_once('='))
+        .filter(|(t, _)| *t == template)
+        .map(|(_, v)| v)
+        .collect()
 }
 
 pub(crate) struct SetInput<'a> {
@@ -81,6 +202,9 @@ pub(crate) fn render_set(
         .map(|v| (ObjectKey::of(v), v.as_ref()))
         .collect();
     let mut out = SetResult::default();
+    // The version of each make-before-break template that dependents read.
+    let mut active: BTreeMap<String, String> = BTreeMap::new();
+    let mut finishing: Vec<(String, String, Vec<ObjectKey>)> = Vec::new();
     for name in &prepared.graph(input.set).order {
         let deps = prepared
             .graph(input.set)
@@ -99,7 +223,15 @@ pub(crate) fn render_set(
             out.unsettled.insert(name.clone());
             continue;
         }
+        let Some(entry) = prepared.entry(input.set, name) else {
+            continue;
+        };
+        let rollout = entry.rollout.as_ref().filter(|r| r.make_before_break());
         let ctx = with_resources(base, route, &out.resources);
+        let ctx = minijinja::context! {
+            version => if rollout.is_some() { VERSION_PLACEHOLDER } else { "" },
+            ..ctx
+        };
         let text = match prepared.compiled.render(input.set, name, &ctx) {
             Ok(t) => t,
             Err(e) if !deps.is_empty() && e.category == "UndefinedVariable" => {
@@ -134,14 +266,32 @@ pub(crate) fn render_set(
                 continue;
             }
         };
-        let Some(entry) = prepared.entry(input.set, name) else {
-            continue;
-        };
+        let mut objects = objects.as_ref().clone();
+        // A template that renders nothing has no version (and nothing reads one).
+        let version = rollout.filter(|_| !objects.is_empty()).map(|r| {
+            let v = version_of(&objects, &r.fields);
+            for o in &mut objects {
+                stamp_version(o, &v);
+            }
+            v
+        });
+        // Which version of each make-before-break template this one was rendered from.
+        let uses: Vec<String> = deps
+            .iter()
+            .filter_map(|d| active.get(d).map(|v| format!("{d}={v}")))
+            .collect();
+        let first_state = out.states.len();
         let mut seen = Vec::new();
         let mut complete = true;
-        for obj in objects.iter() {
+        for obj in &objects {
             let mut obj = obj.clone();
             labels::decorate(&mut obj, &input.owner, name);
+            if !uses.is_empty() {
+                if !obj["metadata"]["annotations"].is_object() {
+                    obj["metadata"]["annotations"] = serde_json::json!({});
+                }
+                obj["metadata"]["annotations"][labels::USES] = Value::String(uses.join(","));
+            }
             let key = ObjectKey::of(&obj);
             if out.children.iter().any(|c| c.key == key) {
                 out.errors.push(
@@ -174,12 +324,258 @@ pub(crate) fn render_set(
                 object: obj,
             });
         }
+        if let (Some(r), Some(v)) = (rollout, version) {
+            let new_states = out.states.split_off(first_state);
+            let step = RolloutStep {
+                name,
+                entry,
+                version: v,
+                timeout: r.timeout(),
+                complete,
+                seen,
+                new_states,
+            };
+            step.settle(input, &mut out, &mut active, &mut finishing);
+            continue;
+        }
         // A dependent sees a template's objects once all of them exist.
         if complete {
             out.resources.insert(name.clone(), seen);
         }
     }
+    finish_rollouts(prepared, input, &mut out, &finishing);
     out
+}
+
+/// One make-before-break template's objects as rendered this pass.
+struct RolloutStep<'a> {
+    name: &'a String,
+    entry: &'a crate::api::TemplateEntry,
+    version: String,
+    timeout: u64,
+    complete: bool,
+    seen: Vec<Value>,
+    new_states: Vec<ChildState>,
+}
+
+impl RolloutStep<'_> {
+    /// Decides which version serves (and what dependents read), what old objects stay,
+    /// and where the replacement stands.
+    fn settle(
+        self,
+        input: &SetInput<'_>,
+        out: &mut SetResult,
+        active: &mut BTreeMap<String, String>,
+        finishing: &mut Vec<(String, String, Vec<ObjectKey>)>,
+    ) {
+        let name = self.name;
+        let v = self.version;
+        let mut olds: BTreeMap<&str, Vec<&Arc<Value>>> = BTreeMap::new();
+        for c in input
+            .live
+            .iter()
+            .filter(|c| labels::template(c) == Some(name.as_str()) && version_label(c) != v)
+        {
+            olds.entry(version_label(c)).or_default().push(c);
+        }
+        let new_ready = self.complete && self.new_states.iter().all(|s| s.readiness.is_ready());
+        if olds.is_empty() {
+            // First version, or nothing to replace: as an in-place template.
+            out.states.extend(self.new_states);
+            if self.complete {
+                out.resources.insert(name.clone(), self.seen);
+            }
+            active.insert(name.clone(), v);
+            return;
+        }
+        let in_use = versions_in_use(input.live, name);
+        let started = self
+            .seen
+            .iter()
+            .map(|o| created(o).to_owned())
+            .min()
+            .filter(|t| !t.is_empty());
+        let ready = |objs: &[&Arc<Value>]| {
+            objs.iter().all(|o| {
+                readiness::judge(&input.prepared.compiled, self.entry, Some(o))
+                    .is_ok_and(|r| r.is_ready())
+            })
+        };
+        let newest = |objs: &[&Arc<Value>]| -> String {
+            objs.iter()
+                .map(|o| created(o).to_owned())
+                .max()
+                .unwrap_or_default()
+        };
+        // The version serving while the new one is not ready: the one dependents point at,
+        // else a ready one, else any; the newest of those.
+        let pick = |pred: &dyn Fn(&str, &[&Arc<Value>]) -> bool| {
+            olds.iter()
+                .filter(|(ver, objs)| pred(ver, objs))
+                .max_by_key(|(_, objs)| newest(objs))
+                .map(|(ver, _)| (*ver).to_owned())
+        };
+        let serving = if new_ready {
+            None
+        } else {
+            pick(&|ver, _| in_use.contains(ver))
+                .or_else(|| pick(&|_, objs| ready(objs)))
+                .or_else(|| pick(&|_, _| true))
+        };
+        let old_keys = |ver: &str| -> Vec<ObjectKey> {
+            olds.get(ver)
+                .map(|objs| objs.iter().map(|o| ObjectKey::of(o)).collect())
+                .unwrap_or_default()
+        };
+        if let Some(old) = serving {
+            // The old version serves: dependents read it, status judges it; the new one is
+            // applied beside it. Versions neither serving nor pointed at are superseded.
+            let objs = olds.get(old.as_str()).cloned().unwrap_or_default();
+            for o in &objs {
+                let key = ObjectKey::of(o);
+                if let Ok(r) = readiness::judge(&input.prepared.compiled, self.entry, Some(o)) {
+                    out.states.push(ChildState {
+                        template: name.clone(),
+                        key: key.clone(),
+                        readiness: r,
+                    });
+                }
+            }
+            out.resources
+                .insert(name.clone(), objs.iter().map(|o| (***o).clone()).collect());
+            for ver in olds
+                .keys()
+                .filter(|ver| **ver == old || in_use.contains(*ver))
+            {
+                out.keep.extend(old_keys(ver));
+            }
+            let waiting: Vec<String> = self
+                .new_states
+                .iter()
+                .filter(|s| !s.readiness.is_ready())
+                .map(|s| match &s.readiness {
+                    Readiness::NotReady(why) => format!("{} ({why})", s.key),
+                    _ => format!("{} (not created yet)", s.key),
+                })
+                .collect();
+            out.rollouts.push(RolloutState {
+                template: name.clone(),
+                from: Some(old.clone()),
+                to: v.clone(),
+                phase: RolloutPhase::WaitingForNew,
+                waiting_for: format!(
+                    "the new version to be ready: {}; version {old} keeps serving",
+                    waiting.join("; ")
+                ),
+                started,
+                timeout_seconds: self.timeout,
+            });
+            active.insert(name.clone(), old);
+        } else {
+            // The new version is ready: dependents switch to it in this pass; the old ones
+            // go once nothing points at them and the dependents are ready.
+            out.states.extend(self.new_states);
+            out.resources.insert(name.clone(), self.seen);
+            let old_versions: Vec<String> = olds.keys().map(|k| (*k).to_owned()).collect();
+            let keys: Vec<ObjectKey> = olds.keys().flat_map(|ver| old_keys(ver)).collect();
+            out.keep.extend(keys.iter().cloned());
+            out.rollouts.push(RolloutState {
+                template: name.clone(),
+                from: old_versions.last().cloned(),
+                to: v.clone(),
+                phase: RolloutPhase::Switching,
+                waiting_for: String::new(),
+                started,
+                timeout_seconds: self.timeout,
+            });
+            finishing.push((name.clone(), v.clone(), keys));
+            active.insert(name.clone(), v);
+        }
+    }
+}
+
+/// For each replacement whose new version is ready: the old version is let go (pruned
+/// in this pass) once every live child of a template that reads it says it uses the new
+/// version and every such child is ready.
+fn finish_rollouts(
+    prepared: &Prepared,
+    input: &SetInput<'_>,
+    out: &mut SetResult,
+    finishing: &[(String, String, Vec<ObjectKey>)],
+) {
+    let graph = prepared.graph(input.set);
+    for (name, v, old_keys) in finishing {
+        let dependents: BTreeSet<&String> = graph
+            .deps
+            .iter()
+            .filter(|(_, deps)| deps.contains(name))
+            .map(|(t, _)| t)
+            .collect();
+        let stale: Vec<String> = input
+            .live
+            .iter()
+            .filter(|c| labels::template(c).is_some_and(|t| dependents.iter().any(|d| *d == t)))
+            .filter(|c| {
+                let uses = c["metadata"]["annotations"][labels::USES]
+                    .as_str()
+                    .unwrap_or_default();
+                !uses.split(',').any(|p| p == format!("{name}={v}"))
+            })
+            .map(|c| ObjectKey::of(c).to_string())
+            .collect();
+        let not_ready: Vec<String> = out
+            .states
+            .iter()
+            .filter(|s| dependents.contains(&s.template) && !s.readiness.is_ready())
+            .map(|s| s.key.to_string())
+            .collect();
+        let held: Vec<&String> = out
+            .held
+            .iter()
+            .map(|h| &h.template)
+            .filter(|t| dependents.contains(t))
+            .collect();
+        let Some(r) = out
+            .rollouts
+            .iter_mut()
+            .find(|r| &r.template == name && &r.to == v)
+        else {
+            continue;
+        };
+        if stale.is_empty() && not_ready.is_empty() && held.is_empty() {
+            out.keep.retain(|k| !old_keys.contains(k));
+            r.phase = RolloutPhase::Finishing;
+            r.waiting_for = format!(
+                "deleting the old version: {}",
+                old_keys
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        } else {
+            let mut why = Vec::new();
+            if !stale.is_empty() {
+                why.push(format!("to point at version {v}: {}", stale.join(", ")));
+            }
+            if !not_ready.is_empty() {
+                why.push(format!("to be ready: {}", not_ready.join(", ")));
+            }
+            if !held.is_empty() {
+                why.push(format!(
+                    "to render: {}",
+                    held.iter()
+                        .map(|t| t.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            r.waiting_for = format!(
+                "the version {v} is ready; waiting for what reads it {}",
+                why.join("; ")
+            );
+        }
+    }
 }
 
 fn join(s: &BTreeSet<String>) -> String {
@@ -202,7 +598,10 @@ pub(crate) fn prune_list(
         .filter_map(|obj| {
             let key = ObjectKey::of(obj);
             let template = labels::template(obj).unwrap_or_default();
-            if desired.contains(&key) || result.unsettled.contains(template) {
+            if desired.contains(&key)
+                || result.keep.contains(&key)
+                || result.unsettled.contains(template)
+            {
                 return None;
             }
             Some((order.iter().position(|t| t == template), key))

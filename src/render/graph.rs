@@ -217,6 +217,7 @@ mod tests {
             name: name.into(),
             template: template.into(),
             ready_when: None,
+            rollout: None,
         }
     }
 

@@ -264,6 +264,7 @@ pub fn controller() -> std::sync::Arc<gatewright::controller::Controller> {
                     controller_namespace: "gatewright-e2e-global".into(),
                     metrics_addr: None,
                     resync: Duration::from_secs(3600),
+                    deletion_stuck_after: Duration::from_secs(5),
                     leader_election: Some((
                         "gatewright-e2e-global".into(),
                         "gatewright-e2e".into(),

@@ -99,7 +99,8 @@ async fn wait_programmed(client: &Client, ns: &str, want: &str) -> Value {
     .await
 }
 
-async fn cert_dns_names(client: &Client, ns: &str) -> Option<Value> {
+/// The Certificates in `ns`, oldest first (make-before-break keeps two during a rotation).
+async fn certificates(client: &Client, ns: &str) -> Vec<Value> {
     let certs = dynamic(
         client,
         ns,
@@ -108,11 +109,40 @@ async fn cert_dns_names(client: &Client, ns: &str) -> Option<Value> {
         "Certificate",
         "certificates",
     );
-    certs
-        .get_opt("gw-tls")
+    let mut all: Vec<Value> = certs
+        .list(&Default::default())
         .await
         .unwrap()
-        .map(|c| c.data["spec"]["dnsNames"].clone())
+        .items
+        .into_iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
+    all.sort_by_key(|c| {
+        (
+            c["metadata"]["creationTimestamp"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            c["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    });
+    all
+}
+
+/// The dnsNames of the Certificate once it is the only one (no rotation under way); plays
+/// cert-manager's and Istio's part so that a rotation can finish.
+async fn cert_dns_names(client: &Client, ns: &str) -> Option<Value> {
+    let certs = certificates(client, ns).await;
+    if certs.len() > 1 {
+        gatewright::controller::simulate_ready(client)
+            .await
+            .unwrap();
+        return None;
+    }
+    certs.first().map(|c| c["spec"]["dnsNames"].clone())
 }
 
 async fn simulate(client: &Client, times: usize) {
@@ -254,9 +284,13 @@ async fn a_shipped_class_end_to_end() {
         "Certificate",
         "certificates",
     );
+    let cert_name = certificates(&client, &ns.name).await[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     certs
         .patch(
-            "gw-tls",
+            &cert_name,
             &PatchParams::default(),
             &Patch::Merge(&json!({"spec": {"dnsNames": ["evil.example.com"]}})),
         )
