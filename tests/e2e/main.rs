@@ -9,4 +9,6 @@
 
 mod common;
 mod controller;
+mod mbb;
+mod rollout;
 mod smoke;
