@@ -496,7 +496,7 @@ impl RolloutStep<'_> {
 
 /// For each replacement whose new version is ready: the old version is let go (pruned
 /// in this pass) once every live child of a template that reads it says it uses the new
-/// version and every such child is ready.
+/// version, and every child of the set is ready (so the Gateway is still Programmed).
 fn finish_rollouts(
     prepared: &Prepared,
     input: &SetInput<'_>,
@@ -523,10 +523,12 @@ fn finish_rollouts(
             })
             .map(|c| ObjectKey::of(c).to_string())
             .collect();
+        // Every child of the set ready (the Gateway still Programmed), those reading the
+        // new version included.
         let not_ready: Vec<String> = out
             .states
             .iter()
-            .filter(|s| dependents.contains(&s.template) && !s.readiness.is_ready())
+            .filter(|s| !s.readiness.is_ready())
             .map(|s| s.key.to_string())
             .collect();
         let held: Vec<&String> = out
@@ -608,4 +610,47 @@ pub(crate) fn prune_list(
         })
         .collect();
     super::prune_order(prune)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_version_hashes_only_the_named_fields() {
+        let a = json!({"spec": {"dnsNames": ["a.example.com"], "issuer": "x"}});
+        let b = json!({"spec": {"dnsNames": ["a.example.com"], "issuer": "y"}});
+        let c = json!({"spec": {"dnsNames": ["b.example.com"], "issuer": "x"}});
+        let fields = vec!["spec.dnsNames".to_owned()];
+        let v = version_of(std::slice::from_ref(&a), &fields);
+        assert_eq!(v.len(), 8);
+        assert!(v.chars().all(|ch| ch.is_ascii_hexdigit()));
+        assert_eq!(v, version_of(std::slice::from_ref(&b), &fields));
+        assert_ne!(v, version_of(std::slice::from_ref(&c), &fields));
+        // Without fields, any change makes a new version.
+        assert_ne!(
+            version_of(std::slice::from_ref(&a), &[]),
+            version_of(std::slice::from_ref(&b), &[])
+        );
+    }
+
+    #[test]
+    fn stamping_names_labels_and_replaces_the_placeholder_within_63_characters() {
+        let long = "g".repeat(70);
+        let mut o = json!({
+            "metadata": {"name": long},
+            "spec": {"secretName": format!("tls-{VERSION_PLACEHOLDER}"), "list": [VERSION_PLACEHOLDER]},
+        });
+        stamp_version(&mut o, "0123abcd");
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        assert!(name.len() <= 63 && name.ends_with("-0123abcd"), "{name}");
+        assert_eq!(o["spec"]["secretName"], "tls-0123abcd");
+        assert_eq!(o["spec"]["list"][0], "0123abcd");
+        assert_eq!(o["metadata"]["labels"][labels::VERSION], "0123abcd");
+        // A name that already carries the version is left alone.
+        let mut p = json!({"metadata": {"name": "cert-0123abcd"}});
+        stamp_version(&mut p, "0123abcd");
+        assert_eq!(p["metadata"]["name"], "cert-0123abcd");
+    }
 }

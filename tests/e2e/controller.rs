@@ -898,6 +898,83 @@ async fn cluster_scoped_children_and_status_dependencies() {
         }
     })
     .await;
+    // HTTPS with routes: an ACM certificate for the hostnames, whose ARN the HTTPS
+    // listener reads; a new hostname replaces it make-before-break.
+    apply_yaml(
+        &client,
+        &format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {}}}\nspec:\n  gatewayClassName: {class}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}}\n  - {{name: https, port: 443, protocol: HTTPS, hostname: \"*.example.com\", tls: {{mode: Terminate, options: {{gatewright.dev/certificate: generated}}}}}}\n",
+            ns.name
+        ),
+    )
+    .await;
+    apply_yaml(&client, &route_yaml(&ns.name, "shop", "shop.example.com")).await;
+    let uid = gateway_json(&client, &ns.name).await["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let selector = format!("gatewright.dev/gateway-uid={uid}");
+    let acm: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("acm.aws.upbound.io", "v1beta1", "Certificate"),
+            "certificates",
+        ),
+    );
+    let listeners: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("elbv2.aws.upbound.io", "v1beta1", "LBListener"),
+            "lblisteners",
+        ),
+    );
+    // (the one ACM certificate's names, its ARN, the HTTPS listener's ARN), once settled.
+    let settled = || async {
+        gatewright::controller::simulate_ready(&client)
+            .await
+            .unwrap();
+        let lp = kube::api::ListParams::default().labels(&selector);
+        let certs = acm.list(&lp).await.unwrap().items;
+        let [cert] = certs.as_slice() else {
+            return None;
+        };
+        let https = listeners
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|l| l.data["spec"]["forProvider"]["port"] == 443)?;
+        Some((
+            cert.data["spec"]["forProvider"]["subjectAlternativeNames"].clone(),
+            cert.data["status"]["atProvider"]["arn"]
+                .as_str()?
+                .to_owned(),
+            https.data["spec"]["forProvider"]["certificateArn"]
+                .as_str()?
+                .to_owned(),
+        ))
+    };
+    let (names, arn, _) = wait_for("the ACM certificate and the HTTPS listener", T, || async {
+        settled().await.filter(|(_, a, u)| a == u)
+    })
+    .await;
+    assert_eq!(names, json!(["shop.example.com"]));
+    apply_yaml(&client, &route_yaml(&ns.name, "blog", "blog.example.com")).await;
+    let (_, arn2, _) = wait_for("the replaced ACM certificate in use", T, || async {
+        settled()
+            .await
+            .filter(|(n, a, u)| *n == json!(["blog.example.com", "shop.example.com"]) && a == u)
+    })
+    .await;
+    assert_ne!(arn, arn2, "a new certificate, not an edited one");
+    wait_for("the rollout to complete", T, || async {
+        let g = gateway_json(&client, &ns.name).await;
+        (cond(&g["status"]["conditions"], "gatewright.dev/Rollout")?["reason"] == "Complete")
+            .then_some(())
+    })
+    .await;
+
     // Deleting the Gateway deletes the cluster-scoped children through the finalizer.
     Api::<Gateway>::namespaced(client.clone(), &ns.name)
         .delete("gw", &DeleteParams::default())
@@ -910,8 +987,15 @@ async fn cluster_scoped_children_and_status_dependencies() {
             lb_name.clone(),
             ns.name.clone(),
         );
+        let (acm, selector) = (acm.clone(), selector.clone());
         async move {
             let gone = lbs.get_opt(&n).await.unwrap().is_none()
+                && acm
+                    .list(&kube::api::ListParams::default().labels(&selector))
+                    .await
+                    .unwrap()
+                    .items
+                    .is_empty()
                 && Api::<Gateway>::namespaced(c, &ns)
                     .get_opt("gw")
                     .await
