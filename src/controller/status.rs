@@ -262,14 +262,14 @@ impl Controller {
             self.kinds.use_kinds(self, key, BTreeSet::new());
             return Ok(None);
         };
-        self.kinds.use_kinds(self, key, kinds);
+        self.kinds.use_kinds(self, key, kinds.clone());
         if let Some(uid) = gw.metadata.uid.clone()
             && let Ok(mut m) = self.uid_to_gateway.write()
         {
             m.insert(uid, key.clone());
         }
         if gw.metadata.deletion_timestamp.is_some() {
-            return self.teardown(key, &gw).await;
+            return self.teardown(key, &gw, &kinds).await;
         }
         let gw_api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.0);
         if plan.accepted && !gw.finalizers().iter().any(|f| f == GATEWAY_FINALIZER) {
@@ -486,6 +486,7 @@ impl Controller {
         self: &Arc<Self>,
         key: &Key,
         gw: &Gateway,
+        kinds: &BTreeSet<(String, String)>,
     ) -> Result<Option<Duration>, Error> {
         if !gw.finalizers().iter().any(|f| f == GATEWAY_FINALIZER) {
             return Ok(None);
@@ -598,6 +599,28 @@ impl Controller {
             // the next deadline, or every 30 s while stuck.
             let again = next_check.map_or(30, |n| u64::try_from(n).unwrap_or(1).max(1));
             return Ok(Some(Duration::from_secs(again)));
+        }
+        // The snapshot holds none: ask the API server before letting the Gateway go, for
+        // every kind it renders or owned (a watch being restarted has an empty cache).
+        for (api_version, kind) in kinds {
+            match self.kinds.ensure(self, api_version, kind) {
+                KindState::Served { resource, .. } => {
+                    let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+                    let lp = kube::api::ListParams::default()
+                        .labels(&format!("{}={uid}", crate::plan::labels::GATEWAY_UID))
+                        .limit(1);
+                    let left = api
+                        .list_metadata(&lp)
+                        .await
+                        .map_err(|e| Error::kube(format!("list {kind} children"), e))?;
+                    if !left.items.is_empty() {
+                        tracing::info!(%kind, "children still exist though the cache has none; waiting for the watch");
+                        return Ok(Some(Duration::from_secs(1)));
+                    }
+                }
+                KindState::Pending => return Ok(Some(Duration::from_millis(500))),
+                KindState::Missing(_) => {}
+            }
         }
         let fins: Vec<String> = gw
             .finalizers()
