@@ -28,7 +28,7 @@ use kube::api::{Api, DeleteParams};
 use serde_json::Value;
 
 use common::{TestNamespace, admin, apply_yaml, wait_for};
-use mbb::{cm_blueprint, cm_gateway, mark, our_cms, reader_points_at};
+use mbb::{cm_blueprint, cm_gateway, mark, our_cms, reader_points_at, wait_gateway_gone};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -203,15 +203,7 @@ fn a_rotation_resumes_after_a_restart_at_every_step() {
         let _ = Api::<Gateway>::namespaced(client.clone(), &n)
             .delete("gw", &DeleteParams::default())
             .await;
-        wait_for("the Gateway to go", T, || async {
-            Api::<Gateway>::namespaced(client.clone(), &n)
-                .get_opt("gw")
-                .await
-                .unwrap()
-                .is_none()
-                .then_some(())
-        })
-        .await;
+        wait_gateway_gone(&client, &n, T).await;
         ns.delete().await;
     });
     d.shutdown_background();

@@ -16,7 +16,7 @@ use crate::common::{TestNamespace, admin, apply_yaml, controller, wait_for};
 
 const T: Duration = Duration::from_secs(60);
 
-fn dynamic(
+pub(crate) fn dynamic(
     client: &Client,
     ns: &str,
     group: &str,
@@ -37,7 +37,7 @@ fn shipped_class(name: &str) -> String {
 }
 
 /// A shipped class and its blueprint, renamed `name`.
-fn shipped(class: &str, name: &str) -> String {
+pub(crate) fn shipped(class: &str, name: &str) -> String {
     let dir = format!("{}/gatewayclasses/{class}", env!("CARGO_MANIFEST_DIR"));
     let gc = std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap();
     let bp = std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap();
@@ -57,7 +57,7 @@ spec:
     )
 }
 
-fn route_yaml(ns: &str, name: &str, host: &str) -> String {
+pub(crate) fn route_yaml(ns: &str, name: &str, host: &str) -> String {
     format!(
         r#"apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -77,7 +77,7 @@ fn cond<'a>(conds: &'a Value, t: &str) -> Option<&'a Value> {
     conds.as_array()?.iter().find(|c| c["type"] == t)
 }
 
-async fn gateway_json(client: &Client, ns: &str) -> Value {
+pub(crate) async fn gateway_json(client: &Client, ns: &str) -> Value {
     serde_json::to_value(
         Api::<Gateway>::namespaced(client.clone(), ns)
             .get("gw")

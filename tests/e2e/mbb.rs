@@ -94,3 +94,17 @@ pub fn cm_gateway(ns: &str, class: &str, rev: u32) -> String {
         "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {ns}, annotations: {{rev: \"{rev}\"}}}}\nspec:\n  gatewayClassName: {class}\n  listeners: [{{name: http, port: 80, protocol: HTTP}}]\n"
     )
 }
+
+/// Waits until Gateway `ns/gw` is gone (its finalizer released).
+pub async fn wait_gateway_gone(client: &Client, ns: &str, timeout: std::time::Duration) {
+    let gws: Api<gateway_api::apis::standard::gateways::Gateway> =
+        Api::namespaced(client.clone(), ns);
+    let deadline = tokio::time::Instant::now() + timeout;
+    while gws.get_opt("gw").await.unwrap().is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the Gateway {ns}/gw is still there after {timeout:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}

@@ -8,24 +8,19 @@ use std::time::Duration;
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::Gateway;
 use kube::Client;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use crate::common::{TestNamespace, admin, apply_yaml, controller, wait_for};
-use crate::mbb::{cm_blueprint, cm_gateway, mark, our_cms, reader_points_at};
+use crate::controller::{dynamic, gateway_json, route_yaml, shipped};
+use crate::mbb::{cm_blueprint, cm_gateway, mark, our_cms, reader_points_at, wait_gateway_gone};
 
 const T: Duration = Duration::from_secs(90);
 
 fn api(client: &Client, ns: &str, group: &str, version: &str, kind: &str) -> Api<DynamicObject> {
     let plural = format!("{}s", kind.to_lowercase());
-    Api::namespaced_with(
-        client.clone(),
-        ns,
-        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural),
-    )
+    dynamic(client, ns, group, version, kind, &plural)
 }
 
 fn certs(client: &Client, ns: &str) -> Api<DynamicObject> {
@@ -221,29 +216,6 @@ spec:
     )
 }
 
-fn route(ns: &str, name: &str, host: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  hostnames: [{host}]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n"
-    )
-}
-
-fn shipped(class: &str, name: &str) -> String {
-    let dir = format!("{}/gatewayclasses/{class}", env!("CARGO_MANIFEST_DIR"));
-    let gc = std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap();
-    let bp = std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap();
-    format!("{gc}\n---\n{bp}").replace(class, name)
-}
-
-async fn gateway(client: &Client, ns: &str) -> Value {
-    serde_json::to_value(
-        Api::<Gateway>::namespaced(client.clone(), ns)
-            .get("gw")
-            .await
-            .unwrap(),
-    )
-    .unwrap()
-}
-
 async fn event_reasons(client: &Client, ns: &str) -> Vec<String> {
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
     let mut list = events.list(&Default::default()).await.unwrap().items;
@@ -262,14 +234,14 @@ async fn a_new_hostname_rotates_the_certificate_without_a_gap() {
     let class = format!("rot-{}", ns.name);
     apply_yaml(&client, &shipped("istio-certmanager-externaldns", &class)).await;
     apply_yaml(&client, &https_gateway(&ns.name, &class)).await;
-    apply_yaml(&client, &route(&ns.name, "shop", "shop.example.com")).await;
+    apply_yaml(&client, &route_yaml(&ns.name, "shop", "shop.example.com")).await;
     let first_seen: FirstSeen = Arc::default();
     wait_for("the Gateway to be Programmed", T, || {
         let (client, ns) = (client.clone(), ns.name.clone());
         let fs = first_seen.clone();
         async move {
             play_downstream(&client, &ns, &fs, Duration::ZERO).await;
-            let g = gateway(&client, &ns).await;
+            let g = gateway_json(&client, &ns).await;
             (cond(&g, "Programmed")?["status"] == "True").then_some(())
         }
     })
@@ -288,7 +260,7 @@ async fn a_new_hostname_rotates_the_certificate_without_a_gap() {
         ("Gateway".into(), child_gateways(&client, &ns.name)),
     ]);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    apply_yaml(&client, &route(&ns.name, "blog", "blog.example.com")).await;
+    apply_yaml(&client, &route_yaml(&ns.name, "blog", "blog.example.com")).await;
     // cert-manager takes 3 s to issue the new Certificate.
     wait_for("the rotation to complete", T, || {
         let (client, ns) = (client.clone(), ns.name.clone());
@@ -299,7 +271,7 @@ async fn a_new_hostname_rotates_the_certificate_without_a_gap() {
                 .list(&ListParams::default())
                 .await
                 .unwrap();
-            let g = gateway(&client, &ns).await;
+            let g = gateway_json(&client, &ns).await;
             (list.items.len() == 1
                 && list.items[0].data["spec"]["dnsNames"]
                     == json!(["blog.example.com", "shop.example.com"])
@@ -408,7 +380,7 @@ async fn a_replacement_that_never_becomes_ready_is_reported_and_superseded() {
     .await;
     mark(&client, &ns.name, "gw-reader", "ack", &v1).await;
     wait_for("Programmed", T, || async {
-        let g = gateway(&client, &ns.name).await;
+        let g = gateway_json(&client, &ns.name).await;
         (cond(&g, "Programmed")?["status"] == "True"
             && cond(&g, "gatewright.dev/Rollout")?["reason"] == "Complete")
             .then_some(())
@@ -425,7 +397,7 @@ async fn a_replacement_that_never_becomes_ready_is_reported_and_superseded() {
     })
     .await;
     let g = wait_for("the rollout to be reported stuck", T, || async {
-        let g = gateway(&client, &ns.name).await;
+        let g = gateway_json(&client, &ns.name).await;
         (cond(&g, "gatewright.dev/Rollout")?["reason"] == "Stuck").then_some(g)
     })
     .await;
@@ -472,7 +444,7 @@ async fn a_replacement_that_never_becomes_ready_is_reported_and_superseded() {
     assert!(our_cms(&client, &ns.name).await.contains(&v1));
     mark(&client, &ns.name, "gw-reader", "ack", &v3).await;
     wait_for("version 1 to go and the rollout to complete", T, || async {
-        let g = gateway(&client, &ns.name).await;
+        let g = gateway_json(&client, &ns.name).await;
         let mut want = vec!["gw-reader".to_owned(), v3.clone()];
         want.sort();
         (our_cms(&client, &ns.name).await == want
@@ -508,7 +480,7 @@ async fn teardown_follows_reverse_dependency_order_and_reports_a_hung_child() {
     let class = format!("td-{}", ns.name);
     apply_yaml(&client, &shipped("istio-certmanager-externaldns", &class)).await;
     apply_yaml(&client, &https_gateway(&ns.name, &class)).await;
-    apply_yaml(&client, &route(&ns.name, "shop", "shop.example.com")).await;
+    apply_yaml(&client, &route_yaml(&ns.name, "shop", "shop.example.com")).await;
     let dns = api(
         &client,
         &ns.name,
@@ -528,7 +500,7 @@ async fn teardown_follows_reverse_dependency_order_and_reports_a_hung_child() {
         let dns = dns.clone();
         async move {
             let _ = gatewright::controller::simulate_ready(&client).await;
-            let g = gateway(&client, &ns).await;
+            let g = gateway_json(&client, &ns).await;
             let has_dns = !dns
                 .list(&ListParams::default())
                 .await
@@ -626,15 +598,7 @@ async fn teardown_follows_reverse_dependency_order_and_reports_a_hung_child() {
     )
     .await
     .unwrap();
-    wait_for("the Gateway to be gone", T, || async {
-        Api::<Gateway>::namespaced(client.clone(), &ns.name)
-            .get_opt("gw")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gateway_gone(&client, &ns.name, T).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let deletions: Vec<String> = rec
         .sequence()
