@@ -26,6 +26,8 @@ pub struct Metrics {
     pub plans: AtomicU64,
     /// Keys waiting in the work queue.
     pub queue_depth: AtomicU64,
+    /// Gateway and route watch events that changed only status: stored, nothing planned.
+    pub status_only_events: AtomicU64,
     /// Set once every watch has listed its objects.
     pub ready: AtomicBool,
     /// Requests sent to the API server, counted at the HTTP layer: by (verb, resource).
@@ -128,6 +130,11 @@ impl Metrics {
             ),
             ("gatewright_plan_seconds_count", "counter", &self.plans),
             ("gatewright_queue_depth", "gauge", &self.queue_depth),
+            (
+                "gatewright_status_only_events_total",
+                "counter",
+                &self.status_only_events,
+            ),
         ] {
             let _ = writeln!(
                 out,

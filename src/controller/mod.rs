@@ -139,6 +139,9 @@ pub struct Controller {
     failures: Mutex<HashMap<Work, u32>>,
     uid_to_gateway: RwLock<BTreeMap<String, Key>>,
     last_writes: Mutex<HashMap<Key, (u64, u64)>>,
+    /// resourceVersions our own Gateway and route status writes produced: their watch
+    /// events are echoes and plan nothing.
+    own_status_writes: Mutex<BTreeSet<String>>,
     /// Primary watches that have listed everything once.
     synced_watches: std::sync::atomic::AtomicUsize,
     /// True once every primary watch has listed: nothing is planned before, so a plan
@@ -151,6 +154,24 @@ impl Controller {
     #[must_use]
     pub fn watched_kinds(&self) -> Vec<(String, String)> {
         self.kinds.watched()
+    }
+
+    /// Remembers the resourceVersion a status write of ours produced.
+    pub(crate) fn note_own_write(&self, rv: Option<String>) {
+        if let (Some(rv), Ok(mut w)) = (rv, self.own_status_writes.lock()) {
+            // Echoes missed (a watch restarted meanwhile) must not pile up.
+            if w.len() > 10_000 {
+                w.clear();
+            }
+            w.insert(rv);
+        }
+    }
+
+    /// Whether `rv` is one of our own status writes (forgotten once seen).
+    pub(crate) fn take_own_write(&self, rv: &str) -> bool {
+        self.own_status_writes
+            .lock()
+            .is_ok_and(|mut w| w.remove(rv))
     }
 
     /// The metrics.
@@ -293,6 +314,7 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         pending: Mutex::new(BTreeSet::new()),
         kinds: watch::Registrar::default(),
         reported: Mutex::new(HashMap::new()),
+        own_status_writes: Mutex::new(BTreeSet::new()),
         failures: Mutex::new(HashMap::new()),
         uid_to_gateway: RwLock::new(BTreeMap::new()),
         last_writes: Mutex::new(HashMap::new()),

@@ -385,7 +385,7 @@ impl Controller {
         }
         if cmp_desired != strip_times(&current_json) {
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-            gw_api
+            let written = gw_api
                 .patch_status(
                     &key.1,
                     &PatchParams::default(),
@@ -393,6 +393,7 @@ impl Controller {
                 )
                 .await
                 .map_err(|e| Error::kube("write the Gateway status", e))?;
+            self.note_own_write(written.metadata.resource_version);
         }
 
         // Route status, after the route's children were applied (Flagger waits on it).
@@ -794,7 +795,10 @@ impl Controller {
                 .replace_status(&rkey.2, &PostParams::default(), &body)
                 .await
             {
-                Ok(_) => return Ok(()),
+                Ok(written) => {
+                    self.note_own_write(written.metadata.resource_version);
+                    return Ok(());
+                }
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
                 Err(e) => {
                     return Err(Error::kube(
@@ -865,13 +869,15 @@ impl Controller {
         }
         let api: Api<crate::api::GatewayClassBlueprint> = Api::all(self.client.clone());
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-        api.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "status": desired })),
-        )
-        .await
-        .map_err(|e| Error::kube("write the blueprint status", e))?;
+        let written = api
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "status": desired })),
+            )
+            .await
+            .map_err(|e| Error::kube("write the blueprint status", e))?;
+        self.note_own_write(written.metadata.resource_version);
         if errors.is_some()
             && existing
                 .conditions
@@ -950,13 +956,15 @@ impl Controller {
             != strip_times(&serde_json::to_value(&existing).unwrap_or(Value::Null))
         {
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-            api.patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(&json!({ "status": desired })),
-            )
-            .await
-            .map_err(|e| Error::kube("write the GatewayClass status", e))?;
+            let written = api
+                .patch_status(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&json!({ "status": desired })),
+                )
+                .await
+                .map_err(|e| Error::kube("write the GatewayClass status", e))?;
+            self.note_own_write(written.metadata.resource_version);
             let accepted = plan.accepted.status.is_true();
             let before = existing
                 .conditions

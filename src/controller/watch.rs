@@ -128,6 +128,21 @@ impl Registrar {
             .unwrap_or_default()
     }
 
+    /// Re-plans the Gateways that use `kind` (it became served, or stopped being served).
+    pub fn enqueue_users(&self, ctl: &Controller, kind: &KindKey) {
+        let users: Vec<Key> = self
+            .users
+            .lock()
+            .map(|u| {
+                u.iter()
+                    .filter(|(_, kinds)| kinds.contains(kind))
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        enqueue_gateways(ctl, users);
+    }
+
     /// Sets the kinds `gateway` uses (empty: it is gone or no longer ours). A kind no
     /// Gateway uses any more has its watch stopped and its objects dropped from the
     /// snapshot; naming it again later starts a fresh watch, which lists it anew.
@@ -190,7 +205,7 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
                     },
                 );
                 tracing::info!(kind = %key.1, api_version = %key.0, "watching child kind");
-                ctl.enqueue_all();
+                ctl.kinds.enqueue_users(&ctl, &key);
                 let api: Api<DynamicObject> = Api::all_with(ctl.client.clone(), &resource);
                 let cfg = watcher::Config::default().labels(&format!(
                     "{}={}",
@@ -227,7 +242,7 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
                     matches!(ctl.kinds.get(&key.0, &key.1), Some(KindState::Missing(_)));
                 ctl.kinds.set(&key, KindState::Missing(msg));
                 if !was_missing {
-                    ctl.enqueue_all();
+                    ctl.kinds.enqueue_users(&ctl, &key);
                 }
                 tokio::time::sleep(Duration::from_secs(10)).await;
             }
@@ -292,6 +307,49 @@ async fn run_watch<F>(
             Err(e) => tracing::warn!(error = %e, "watch error; retrying"),
         }
     }
+}
+
+/// Whether `new` is the watch echo of one of our own status writes: its resourceVersion
+/// is one we wrote and it differs from the stored version only in status. `stored` reads
+/// the stored version from the snapshot, serialized the way `new` is.
+fn is_own_echo(
+    ctl: &Controller,
+    new: &Value,
+    stored: impl FnOnce(&crate::snapshot::Snapshot) -> Option<Value>,
+) -> bool {
+    ctl.take_own_write(
+        new["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default(),
+    ) && ctl
+        .snapshot
+        .read()
+        .ok()
+        .and_then(|s| stored(&s))
+        .is_some_and(|o| same_but_status(&o, new))
+        && {
+            ctl.metrics
+                .status_only_events
+                .fetch_add(1, Ordering::Relaxed);
+            true
+        }
+}
+
+/// Whether two versions of an object differ only in `status` (and the bookkeeping that
+/// comes with any write: resourceVersion, managedFields).
+fn same_but_status(old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("status");
+        }
+        if let Some(m) = v["metadata"].as_object_mut() {
+            m.remove("resourceVersion");
+            m.remove("managedFields");
+        }
+        v
+    };
+    strip(old) == strip(new)
 }
 
 fn to_json(o: &DynamicObject) -> Value {
@@ -383,10 +441,22 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             .as_str()
             .unwrap_or_default()
             .to_owned();
+        // Compared as the typed object serializes, on both sides.
+        let typed = decode::<GatewayClass>(v.clone()).and_then(|c| serde_json::to_value(c).ok());
+        let echo = !deleted
+            && typed.as_ref().is_some_and(|t| {
+                is_own_echo(ctl, t, |s| {
+                    s.class(&name)
+                        .and_then(|c| serde_json::to_value(c.as_ref()).ok())
+                })
+            });
         if deleted {
             with_snapshot(ctl, |s| s.remove_class(&name));
         } else if let Some(c) = decode::<GatewayClass>(v) {
             with_snapshot(ctl, |s| s.put_class(c));
+        }
+        if echo {
+            return;
         }
         ctl.enqueue(Work::Class(name.clone()));
         enqueue_gateways(
@@ -399,13 +469,48 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             .as_str()
             .unwrap_or_default()
             .to_owned();
+        let typed =
+            decode::<GatewayClassBlueprint>(v.clone()).and_then(|b| serde_json::to_value(b).ok());
+        let echo = !deleted
+            && typed.as_ref().is_some_and(|t| {
+                is_own_echo(ctl, t, |s| {
+                    s.blueprint(&name)
+                        .and_then(|b| serde_json::to_value(&b.object).ok())
+                })
+            });
         if deleted {
             with_snapshot(ctl, |s| s.remove_blueprint(&name));
         } else if let Some(b) = decode::<GatewayClassBlueprint>(v) {
             with_snapshot(ctl, |s| s.put_blueprint(b));
-            ctl.enqueue(Work::Blueprint(name.clone()));
+            if !echo {
+                ctl.enqueue(Work::Blueprint(name.clone()));
+            }
         }
-        ctl.enqueue_all();
+        if echo {
+            return;
+        }
+        // The classes naming this blueprint, and their Gateways.
+        let classes: Vec<String> =
+            ctl.snapshot
+                .read()
+                .map(|s| {
+                    s.classes()
+                        .filter(|c| {
+                            c.spec.parameters_ref.as_ref().is_some_and(|p| {
+                                p.kind == "GatewayClassBlueprint" && p.name == name
+                            })
+                        })
+                        .filter_map(|c| c.metadata.name.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+        for c in &classes {
+            ctl.enqueue(Work::Class(c.clone()));
+        }
+        enqueue_gateways(
+            ctl,
+            gateways_where(ctl, |g| classes.contains(&g.spec.gateway_class_name)),
+        );
     });
     primary!(ctl, GatewayClassConfig, |ctl, v, deleted| {
         let key = key_of(&v);
@@ -445,6 +550,10 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             .as_str()
             .unwrap_or_default()
             .to_owned();
+        // The echo of our own status write changes nothing we plan from: keep the fresh
+        // object, plan nothing. Anyone else's status change is planned (ours is restored).
+        let status_only =
+            !deleted && is_own_echo(ctl, &v, |s| s.gateway(&key).map(|e| e.json.clone()));
         if deleted {
             with_snapshot(ctl, |s| s.remove_gateway(&key));
         } else if let Some(g) = decode::<Gateway>(v) {
@@ -452,6 +561,9 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
                 m.insert(uid, key.clone());
             }
             with_snapshot(ctl, |s| s.put_gateway(g));
+        }
+        if status_only {
+            return;
         }
         ctl.enqueue(Work::Gateway(key));
         ctl.enqueue(Work::Class(class));
@@ -485,6 +597,15 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
                 })
             })
             .unwrap_or_default();
+        let status_only =
+            !deleted && is_own_echo(ctl, &v, |s| s.route(&key).map(|e| e.json.clone()));
+        if status_only {
+            // The echo of our own write to the route's status: nothing to plan.
+            if let Some(r) = decode::<HttpRoute>(v) {
+                with_snapshot(ctl, |s| s.put_http_route(&r));
+            }
+            return;
+        }
         if deleted {
             with_snapshot(ctl, |s| s.remove_route(&key));
         } else if let Some(r) = decode::<HttpRoute>(v) {

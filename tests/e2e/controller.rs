@@ -1026,6 +1026,20 @@ fn runs(ctl: &gatewright::controller::Controller, ns: &str, name: &str) -> u64 {
     ctl.last_writes(&(ns.to_owned(), name.to_owned())).0
 }
 
+/// Reconciles of the `tls` and `plain` Gateways once they have stopped changing for 1.5 s
+/// (a requeue after applies may still be due).
+async fn settled(ctl: &gatewright::controller::Controller, ns: &str) -> (u64, u64) {
+    let mut last = (runs(ctl, ns, "tls"), runs(ctl, ns, "plain"));
+    loop {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let now = (runs(ctl, ns, "tls"), runs(ctl, ns, "plain"));
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
 /// A change to a ReferenceGrant, a Service or a Namespace's labels re-plans exactly the
 /// Gateways it concerns, counted by reconciles, not every Gateway.
 #[tokio::test]
@@ -1122,7 +1136,7 @@ spec:
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     // A ReferenceGrant in the certificates' namespace: the tls Gateway only.
-    let (tls0, plain0) = (runs(&ctl, a, "tls"), runs(&ctl, a, "plain"));
+    let (tls0, plain0) = settled(&ctl, a).await;
     apply_yaml(
         &client,
         &format!(
@@ -1143,7 +1157,7 @@ spec:
     );
 
     // The route's missing Service appears: the route and its Gateway only.
-    let (tls1, plain1) = (runs(&ctl, a, "tls"), runs(&ctl, a, "plain"));
+    let (tls1, plain1) = settled(&ctl, a).await;
     apply_yaml(
         &client,
         &format!("apiVersion: v1\nkind: Service\nmetadata: {{name: svc, namespace: {a}}}\nspec:\n  ports: [{{port: 80}}]\n"),
@@ -1162,7 +1176,7 @@ spec:
     );
 
     // New labels on a namespace: no listener selects namespaces, so nothing re-plans.
-    let (tls2, plain2) = (runs(&ctl, a, "tls"), runs(&ctl, a, "plain"));
+    let (tls2, plain2) = settled(&ctl, a).await;
     Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
         .patch(
             c,
@@ -1183,4 +1197,58 @@ spec:
         .await;
     apps.delete().await;
     certs.delete().await;
+}
+
+/// The echo of our own status write plans nothing; a status edit by someone else is
+/// planned and undone.
+#[tokio::test]
+async fn own_status_echoes_plan_nothing_and_foreign_edits_are_undone() {
+    let client = admin().await;
+    let ctl = controller();
+    let ns = TestNamespace::new(&client, "echo").await;
+    let class = format!("echo-{}", ns.name);
+    apply_yaml(&client, &configmap_class(&class)).await;
+    apply_yaml(&client, &gateway_yaml(&ns.name, &class)).await;
+    wait_programmed(&client, &ns.name, "True").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = runs(&ctl, &ns.name, "gw");
+    let echoes = ctl
+        .metrics()
+        .status_only_events
+        .load(std::sync::atomic::Ordering::Relaxed);
+
+    // Someone rewrites our Programmed condition: one re-plan puts it back, and the echo
+    // of that write plans nothing more.
+    let mut g = gateway_json(&client, &ns.name).await;
+    for c in g["status"]["conditions"].as_array_mut().unwrap() {
+        if c["type"] == "Programmed" {
+            c["message"] = json!("tampered");
+        }
+    }
+    Api::<Gateway>::namespaced(client.clone(), &ns.name)
+        .patch_status(
+            "gw",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"conditions": g["status"]["conditions"]}})),
+        )
+        .await
+        .unwrap();
+    wait_for("the condition to be restored", T, || async {
+        let g = gateway_json(&client, &ns.name).await;
+        (cond(&g["status"]["conditions"], "Programmed")?["message"] != "tampered").then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        runs(&ctl, &ns.name, "gw") - before,
+        1,
+        "one re-plan for the foreign edit, none for our own write's echo"
+    );
+    assert!(
+        ctl.metrics()
+            .status_only_events
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > echoes
+    );
+    ns.delete().await;
 }
