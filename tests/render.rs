@@ -623,3 +623,37 @@ fn a_new_hostname_rotates_the_certificate_make_before_break() {
     assert_eq!(rollout_reason(&out), "Complete");
     assert_eq!(listener_secret(&out), new_name);
 }
+
+#[test]
+fn a_rollout_policy_that_would_be_ignored_is_an_error() {
+    let with = |rollout: &str| {
+        let t = template("cm", CM).replacen(
+            "    template: |",
+            &format!("    rollout: {rollout}\n    template: |"),
+            1,
+        );
+        format!("{CLASS}{}", blueprint(&t))
+    };
+    let (code, stdout, stderr) = run(
+        "check",
+        &with("{strategy: MakeBeforeBreak, fields: [data.hosts]}"),
+    );
+    assert_eq!(code, EXIT_OK, "{stdout}{stderr}");
+    for (bad, says) in [
+        (
+            "{fields: [data.hosts]}",
+            "only with strategy MakeBeforeBreak",
+        ),
+        (
+            "{strategy: MakeBeforeBreak, fields: [data..hosts]}",
+            "not a dotted path",
+        ),
+    ] {
+        let (code, _, stderr) = run("check", &with(bad));
+        assert_eq!(code, EXIT_TEMPLATE, "{bad}: {stderr}");
+        assert!(
+            stderr.contains("template cm") && stderr.contains(says),
+            "{bad}: {stderr}"
+        );
+    }
+}

@@ -67,6 +67,11 @@ impl Prepared {
                 }),
             None => BTreeSet::new(),
         };
+        for e in spec.gateway_templates.iter().chain(&spec.route_templates) {
+            if let Some(r) = &e.rollout {
+                errors.extend(rollout_errors(name, &e.name, r));
+            }
+        }
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -132,4 +137,25 @@ impl Prepared {
             _ => &self.gateway_graph,
         }
     }
+}
+
+/// What is wrong with a template's rollout policy: `fields` or `timeoutSeconds` without
+/// `MakeBeforeBreak` (they would be ignored), or a field path with an empty segment.
+fn rollout_errors(blueprint: &str, template: &str, r: &crate::api::Rollout) -> Vec<RenderError> {
+    let mut out = Vec::new();
+    let err =
+        |m: String| RenderError::new(blueprint, template, None, m).with_category("InvalidRollout");
+    if !r.make_before_break() && (!r.fields.is_empty() || r.timeout_seconds.is_some()) {
+        out.push(err(
+            "rollout.fields and rollout.timeoutSeconds take effect only with strategy MakeBeforeBreak".to_owned(),
+        ));
+    }
+    for f in &r.fields {
+        if f.split('.').any(str::is_empty) {
+            out.push(err(format!(
+                "rollout.fields: {f:?} is not a dotted path such as spec.dnsNames"
+            )));
+        }
+    }
+    out
 }
