@@ -97,7 +97,7 @@ pub fn render(paths: &[PathBuf], controller_namespace: &str, now: &Time) -> Outp
     let mut plans: Vec<GatewayPlan> = Vec::new();
     for (key, entry) in snap.gateways() {
         match plan_gateway(snap, key) {
-            Ok(p) => {
+            Ok(mut p) => {
                 for e in &p.errors {
                     out.stderr
                         .push(format!("error: Gateway {}/{}: {e}", key.0, key.1));
@@ -110,6 +110,7 @@ pub fn render(paths: &[PathBuf], controller_namespace: &str, now: &Time) -> Outp
                     ));
                 }
                 docs.extend(p.children.iter().map(|c| c.object.clone()));
+                let mut route_plans = Vec::new();
                 for rkey in &p.context.routes {
                     let rp = plan_route(snap, &p, rkey);
                     for e in &rp.errors {
@@ -126,7 +127,9 @@ pub fn render(paths: &[PathBuf], controller_namespace: &str, now: &Time) -> Outp
                         ));
                     }
                     docs.extend(rp.children.iter().map(|c| c.object.clone()));
+                    route_plans.push(rp);
                 }
+                crate::plan::mark_route_errors(&mut p, &route_plans);
                 for r in &p.rollouts {
                     out.stderr.push(format!(
                         "rollout: Gateway {}/{}: template {}: {} -> {} ({:?}): {}",

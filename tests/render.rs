@@ -657,3 +657,60 @@ fn a_rollout_policy_that_would_be_ignored_is_an_error() {
         );
     }
 }
+
+/// A route's own template failing is said on the route's status entry, where the app
+/// team looks, and goes away once fixed.
+#[test]
+fn a_failing_route_template_shows_on_the_route_status() {
+    let route_tpl = |body: &str| {
+        format!(
+            "  routeTemplates:\n  - name: copy\n    template: |\n      apiVersion: v1\n      kind: ConfigMap\n      metadata:\n        name: {{{{ route.metadata.name ~ \"-copy\" }}}}\n      data:\n        x: {body}\n"
+        )
+    };
+    let entry = |input: &str| -> Value {
+        let (_, stdout, _) = run("render", input);
+        let out = docs(&stdout);
+        out.iter()
+            .find(|d| d["kind"] == "HTTPRoute" && d.get("spec").is_none())
+            .unwrap()["status"]["parents"][0]
+            .clone()
+    };
+    let bad = format!(
+        "{CLASS}{}{}",
+        blueprint(&template("cm", CM)),
+        route_tpl("{{ route.spec.missing.deep }}")
+    );
+    let (code, _, stderr) = run("render", &bad);
+    assert_eq!(code, EXIT_TEMPLATE, "{stderr}");
+    let e = entry(&bad);
+    let rendered = condition(&e, "gatewright.dev/Rendered");
+    assert_eq!(rendered["status"], "False", "{e}");
+    assert_eq!(rendered["reason"], "TemplateError");
+    assert!(
+        rendered["message"]
+            .as_str()
+            .unwrap()
+            .contains("template copy"),
+        "{e}"
+    );
+    assert_eq!(
+        condition(&e, "Accepted")["status"],
+        "True",
+        "the route is still accepted"
+    );
+
+    let good = format!(
+        "{CLASS}{}{}",
+        blueprint(&template("cm", CM)),
+        route_tpl("\"ok\"")
+    );
+    let e = entry(&good);
+    assert!(
+        e["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["type"] != "gatewright.dev/Rendered"),
+        "{e}"
+    );
+}

@@ -139,9 +139,9 @@ pub struct Controller {
     failures: Mutex<HashMap<Work, u32>>,
     uid_to_gateway: RwLock<BTreeMap<String, Key>>,
     last_writes: Mutex<HashMap<Key, (u64, u64)>>,
-    /// resourceVersions our own Gateway and route status writes produced: their watch
-    /// events are echoes and plan nothing.
-    own_status_writes: Mutex<BTreeSet<String>>,
+    /// The status we last wrote per object (`Kind/namespace/name`), normalized: a watch
+    /// event that brings exactly it (and no other change) is our own echo.
+    own_status: Mutex<HashMap<String, serde_json::Value>>,
     /// Primary watches that have listed everything once.
     synced_watches: std::sync::atomic::AtomicUsize,
     /// True once every primary watch has listed: nothing is planned before, so a plan
@@ -156,22 +156,26 @@ impl Controller {
         self.kinds.watched()
     }
 
-    /// Remembers the resourceVersion a status write of ours produced.
-    pub(crate) fn note_own_write(&self, rv: Option<String>) {
-        if let (Some(rv), Ok(mut w)) = (rv, self.own_status_writes.lock()) {
-            // Echoes missed (a watch restarted meanwhile) must not pile up.
-            if w.len() > 10_000 {
-                w.clear();
-            }
-            w.insert(rv);
+    /// Remembers the status we are about to write on `object` (`Kind/namespace/name`), so
+    /// the watch event it causes is recognised as our own echo.
+    pub(crate) fn expect_own_status(&self, object: String, status: &serde_json::Value) {
+        if let Ok(mut w) = self.own_status.lock() {
+            w.insert(object, status::norm_status(status));
         }
     }
 
-    /// Whether `rv` is one of our own status writes (forgotten once seen).
-    pub(crate) fn take_own_write(&self, rv: &str) -> bool {
-        self.own_status_writes
+    /// Whether `status` on `object` is the one we last wrote.
+    pub(crate) fn is_own_status(&self, object: &str, status: &serde_json::Value) -> bool {
+        self.own_status
             .lock()
-            .is_ok_and(|mut w| w.remove(rv))
+            .is_ok_and(|w| w.get(object) == Some(&status::norm_status(status)))
+    }
+
+    /// Forgets what we wrote on an object that is gone.
+    pub(crate) fn forget_own_status(&self, object: &str) {
+        if let Ok(mut w) = self.own_status.lock() {
+            w.remove(object);
+        }
     }
 
     /// The metrics.
@@ -314,7 +318,7 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         pending: Mutex::new(BTreeSet::new()),
         kinds: watch::Registrar::default(),
         reported: Mutex::new(HashMap::new()),
-        own_status_writes: Mutex::new(BTreeSet::new()),
+        own_status: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
         uid_to_gateway: RwLock::new(BTreeMap::new()),
         last_writes: Mutex::new(HashMap::new()),

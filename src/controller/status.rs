@@ -44,6 +44,15 @@ fn strip_times(v: &Value) -> Value {
     }
 }
 
+/// A status as compared for echoes: without `lastTransitionTime`, without null fields.
+pub(crate) fn norm_status(v: &Value) -> Value {
+    let mut v = strip_times(v);
+    if let Some(o) = v.as_object_mut() {
+        o.retain(|_, x| !x.is_null());
+    }
+    v
+}
+
 fn note(s: &str) -> String {
     if s.len() <= 1024 {
         s.to_owned()
@@ -205,13 +214,14 @@ impl Controller {
         let planned = {
             let snap = self.snapshot.read().map_err(|_| Error::Deleting(0))?;
             match plan_gateway(&snap, key) {
-                Ok(plan) => {
+                Ok(mut plan) => {
                     let routes: Vec<_> = plan
                         .context
                         .routes
                         .iter()
                         .map(|r| plan_route(&snap, &plan, r))
                         .collect();
+                    crate::plan::mark_route_errors(&mut plan, &routes);
                     let gw = snap.gateway(key).map(|g| g.typed.clone());
                     let live: Vec<(ObjectKey, Option<Value>)> = plan
                         .children
@@ -385,7 +395,8 @@ impl Controller {
         }
         if cmp_desired != strip_times(&current_json) {
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-            let written = gw_api
+            self.expect_own_status(format!("Gateway/{}/{}", key.0, key.1), &cmp_desired);
+            gw_api
                 .patch_status(
                     &key.1,
                     &PatchParams::default(),
@@ -393,7 +404,6 @@ impl Controller {
                 )
                 .await
                 .map_err(|e| Error::kube("write the Gateway status", e))?;
-            self.note_own_write(written.metadata.resource_version);
         }
 
         // Route status, after the route's children were applied (Flagger waits on it).
@@ -791,14 +801,15 @@ impl Controller {
                 return Ok(());
             };
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+            self.expect_own_status(
+                format!("{}/{}/{}", rkey.0, rkey.1, rkey.2),
+                &body.data["status"],
+            );
             match api
                 .replace_status(&rkey.2, &PostParams::default(), &body)
                 .await
             {
-                Ok(written) => {
-                    self.note_own_write(written.metadata.resource_version);
-                    return Ok(());
-                }
+                Ok(_) => return Ok(()),
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
                 Err(e) => {
                     return Err(Error::kube(
@@ -869,15 +880,14 @@ impl Controller {
         }
         let api: Api<crate::api::GatewayClassBlueprint> = Api::all(self.client.clone());
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-        let written = api
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(&json!({ "status": desired })),
-            )
-            .await
-            .map_err(|e| Error::kube("write the blueprint status", e))?;
-        self.note_own_write(written.metadata.resource_version);
+        self.expect_own_status(format!("GatewayClassBlueprint//{name}"), &desired);
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": desired })),
+        )
+        .await
+        .map_err(|e| Error::kube("write the blueprint status", e))?;
         if errors.is_some()
             && existing
                 .conditions
@@ -956,15 +966,14 @@ impl Controller {
             != strip_times(&serde_json::to_value(&existing).unwrap_or(Value::Null))
         {
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-            let written = api
-                .patch_status(
-                    name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&json!({ "status": desired })),
-                )
-                .await
-                .map_err(|e| Error::kube("write the GatewayClass status", e))?;
-            self.note_own_write(written.metadata.resource_version);
+            self.expect_own_status(format!("GatewayClass//{name}"), &desired);
+            api.patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "status": desired })),
+            )
+            .await
+            .map_err(|e| Error::kube("write the GatewayClass status", e))?;
             let accepted = plan.accepted.status.is_true();
             let before = existing
                 .conditions

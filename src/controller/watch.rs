@@ -309,24 +309,22 @@ async fn run_watch<F>(
     }
 }
 
-/// Whether `new` is the watch echo of one of our own status writes: its resourceVersion
-/// is one we wrote and it differs from the stored version only in status. `stored` reads
-/// the stored version from the snapshot, serialized the way `new` is.
+/// Whether `new` is the watch echo of our own status write on `object`
+/// (`Kind/namespace/name`): it brings exactly the status we last wrote, and differs from
+/// the stored version (`stored`, serialized the way `new` is) in nothing else.
 fn is_own_echo(
     ctl: &Controller,
+    object: &str,
     new: &Value,
     stored: impl FnOnce(&crate::snapshot::Snapshot) -> Option<Value>,
 ) -> bool {
-    ctl.take_own_write(
-        new["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap_or_default(),
-    ) && ctl
-        .snapshot
-        .read()
-        .ok()
-        .and_then(|s| stored(&s))
-        .is_some_and(|o| same_but_status(&o, new))
+    ctl.is_own_status(object, &new["status"])
+        && ctl
+            .snapshot
+            .read()
+            .ok()
+            .and_then(|s| stored(&s))
+            .is_some_and(|o| same_but_status(&o, new))
         && {
             ctl.metrics
                 .status_only_events
@@ -445,12 +443,13 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         let typed = decode::<GatewayClass>(v.clone()).and_then(|c| serde_json::to_value(c).ok());
         let echo = !deleted
             && typed.as_ref().is_some_and(|t| {
-                is_own_echo(ctl, t, |s| {
+                is_own_echo(ctl, &format!("GatewayClass//{name}"), t, |s| {
                     s.class(&name)
                         .and_then(|c| serde_json::to_value(c.as_ref()).ok())
                 })
             });
         if deleted {
+            ctl.forget_own_status(&format!("GatewayClass//{name}"));
             with_snapshot(ctl, |s| s.remove_class(&name));
         } else if let Some(c) = decode::<GatewayClass>(v) {
             with_snapshot(ctl, |s| s.put_class(c));
@@ -473,12 +472,13 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             decode::<GatewayClassBlueprint>(v.clone()).and_then(|b| serde_json::to_value(b).ok());
         let echo = !deleted
             && typed.as_ref().is_some_and(|t| {
-                is_own_echo(ctl, t, |s| {
+                is_own_echo(ctl, &format!("GatewayClassBlueprint//{name}"), t, |s| {
                     s.blueprint(&name)
                         .and_then(|b| serde_json::to_value(&b.object).ok())
                 })
             });
         if deleted {
+            ctl.forget_own_status(&format!("GatewayClassBlueprint//{name}"));
             with_snapshot(ctl, |s| s.remove_blueprint(&name));
         } else if let Some(b) = decode::<GatewayClassBlueprint>(v) {
             with_snapshot(ctl, |s| s.put_blueprint(b));
@@ -552,9 +552,12 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             .to_owned();
         // The echo of our own status write changes nothing we plan from: keep the fresh
         // object, plan nothing. Anyone else's status change is planned (ours is restored).
-        let status_only =
-            !deleted && is_own_echo(ctl, &v, |s| s.gateway(&key).map(|e| e.json.clone()));
+        let status_only = !deleted
+            && is_own_echo(ctl, &format!("Gateway/{}/{}", key.0, key.1), &v, |s| {
+                s.gateway(&key).map(|e| e.json.clone())
+            });
         if deleted {
+            ctl.forget_own_status(&format!("Gateway/{}/{}", key.0, key.1));
             with_snapshot(ctl, |s| s.remove_gateway(&key));
         } else if let Some(g) = decode::<Gateway>(v) {
             if let (Some(uid), Ok(mut m)) = (g.metadata.uid.clone(), ctl.uid_to_gateway.write()) {
@@ -597,8 +600,10 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
                 })
             })
             .unwrap_or_default();
-        let status_only =
-            !deleted && is_own_echo(ctl, &v, |s| s.route(&key).map(|e| e.json.clone()));
+        let status_only = !deleted
+            && is_own_echo(ctl, &format!("{}/{}/{}", key.0, key.1, key.2), &v, |s| {
+                s.route(&key).map(|e| e.json.clone())
+            });
         if status_only {
             // The echo of our own write to the route's status: nothing to plan.
             if let Some(r) = decode::<HttpRoute>(v) {
@@ -607,6 +612,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             return;
         }
         if deleted {
+            ctl.forget_own_status(&format!("{}/{}/{}", key.0, key.1, key.2));
             with_snapshot(ctl, |s| s.remove_route(&key));
         } else if let Some(r) = decode::<HttpRoute>(v) {
             let view = crate::gateway::RouteView::from_http_route(&r);

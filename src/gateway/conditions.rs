@@ -117,6 +117,9 @@ pub mod types {
     /// `gatewright.dev/Teardown`: on a Gateway being deleted, False with reason
     /// `DeletionStuck` when a child's deletion hangs.
     pub const TEARDOWN: &str = "gatewright.dev/Teardown";
+    /// `gatewright.dev/Rendered`: on a route's parent entry, False with reason
+    /// `TemplateError` when the route's own templates failed under that Gateway.
+    pub const RENDERED: &str = "gatewright.dev/Rendered";
 }
 
 /// Condition reasons.
@@ -131,6 +134,7 @@ pub mod reasons {
     pub const STUCK: &str = "Stuck";
     pub const DELETING: &str = "Deleting";
     pub const DELETION_STUCK: &str = "DeletionStuck";
+    pub const TEMPLATE_ERROR: &str = "TemplateError";
     pub const INVALID: &str = "Invalid";
     pub const INVALID_PARAMETERS: &str = "InvalidParameters";
     pub const UNSUPPORTED: &str = "Unsupported";

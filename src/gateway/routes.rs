@@ -178,12 +178,16 @@ pub struct ParentAttachment {
     pub resolved_refs: Cond,
     /// Listeners attached to (empty unless accepted).
     pub listeners: Vec<ListenerAttachment>,
+    /// `gatewright.dev/Rendered=False` when the route's own templates failed; absent
+    /// otherwise.
+    pub render_error: Option<Cond>,
 }
 
 const PARENT_OWNED: &[&str] = &[
     types::ACCEPTED,
     types::RESOLVED_REFS,
     types::PARTIALLY_INVALID,
+    types::RENDERED,
 ];
 
 impl ParentAttachment {
@@ -195,7 +199,9 @@ impl ParentAttachment {
     /// The conditions of the status entry.
     #[must_use]
     pub fn status_conds(&self) -> Vec<Cond> {
-        vec![self.accepted.clone(), self.resolved_refs.clone()]
+        let mut v = vec![self.accepted.clone(), self.resolved_refs.clone()];
+        v.extend(self.render_error.clone());
+        v
     }
     /// Condition types of a route parent entry we own.
     #[must_use]
@@ -232,6 +238,7 @@ pub fn attach_route(
                 accepted,
                 resolved_refs: resolved_refs.clone(),
                 listeners,
+                render_error: None,
             }
         })
         .collect()

@@ -14,7 +14,7 @@ mod templates;
 
 pub use class::{ClassPlan, plan_class};
 pub use gateway::{GatewayPlan, plan_gateway};
-pub use route::{RoutePlan, plan_route, route_status};
+pub use route::{RoutePlan, mark_route_errors, plan_route, route_status};
 pub use templates::{
     ChildState, DesiredChild, Held, RolloutPhase, RolloutState, VERSION_PLACEHOLDER,
 };

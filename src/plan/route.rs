@@ -175,3 +175,31 @@ pub fn same_parent(a: &Value, b: &Value) -> bool {
         })
         && a["port"] == b["port"]
 }
+
+/// Marks, on the Gateway's route attachments, the routes whose own templates failed
+/// (`gatewright.dev/Rendered=False/TemplateError` on their status entry), so the app team
+/// reading the route sees it, not only the Gateway's owner.
+pub fn mark_route_errors(gw: &mut GatewayPlan, routes: &[RoutePlan]) {
+    use crate::gateway::conditions::{Cond, reasons, types};
+    for (rkey, atts) in &mut gw.attachments {
+        let errors: Vec<String> = routes
+            .iter()
+            .filter(|r| &r.route == rkey)
+            .flat_map(|r| r.errors.iter().map(ToString::to_string))
+            .collect();
+        for a in atts.iter_mut() {
+            a.render_error = errors.first().map(|first| {
+                let more = if errors.len() > 1 {
+                    format!(" (and {} more errors)", errors.len() - 1)
+                } else {
+                    String::new()
+                };
+                Cond::f(
+                    types::RENDERED,
+                    reasons::TEMPLATE_ERROR,
+                    &format!("{first}{more}"),
+                )
+            });
+        }
+    }
+}
