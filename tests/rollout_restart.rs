@@ -204,6 +204,7 @@ fn a_rotation_resumes_after_a_restart_at_every_step() {
             .delete("gw", &DeleteParams::default())
             .await;
         wait_gateway_gone(&client, &n, T).await;
+        mbb::delete_class(&client, &class).await;
         ns.delete().await;
     });
     d.shutdown_background();

@@ -441,16 +441,33 @@ async fn elect(
 /// # Errors
 /// Discovery or a status write failed.
 pub async fn simulate_ready(client: &Client) -> Result<usize, Error> {
+    simulate_ready_where(client, None, None).await
+}
+
+/// [`simulate_ready`] for the children in `namespace` only (cluster-scoped ones are then
+/// left alone), and only those matching the label selector `extra` as well.
+///
+/// # Errors
+/// Discovery or a status write failed.
+pub async fn simulate_ready_where(
+    client: &Client,
+    namespace: Option<&str>,
+    extra: Option<&str>,
+) -> Result<usize, Error> {
     use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
     let discovery = kube::discovery::Discovery::new(client.clone())
         .run()
         .await
         .map_err(|e| Error::kube("discover API resources", e))?;
-    let selector = format!(
+    let mut selector = format!(
         "{}={}",
         crate::plan::labels::MANAGED_BY,
         crate::plan::labels::MANAGED_BY_VALUE
     );
+    if let Some(e) = extra {
+        selector.push(',');
+        selector.push_str(e);
+    }
     let mut n = 0;
     for group in discovery.groups() {
         for (ar, caps) in group.recommended_resources() {
@@ -459,7 +476,13 @@ pub async fn simulate_ready(client: &Client) -> Result<usize, Error> {
             {
                 continue;
             }
-            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let api: Api<DynamicObject> = match namespace {
+                Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
+                    Api::namespaced_with(client.clone(), ns, &ar)
+                }
+                Some(_) => continue,
+                None => Api::all_with(client.clone(), &ar),
+            };
             let Ok(list) = api.list(&ListParams::default().labels(&selector)).await else {
                 continue;
             };

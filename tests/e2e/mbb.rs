@@ -108,3 +108,20 @@ pub async fn wait_gateway_gone(client: &Client, ns: &str, timeout: std::time::Du
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+/// Deletes a test's GatewayClass and GatewayClassBlueprint named `name` (cluster-scoped,
+/// so they outlive the test's namespace otherwise).
+pub async fn delete_class(client: &Client, name: &str) {
+    use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind};
+    let _ = Api::<gateway_api::apis::standard::gatewayclasses::GatewayClass>::all(client.clone())
+        .delete(name, &DeleteParams::default())
+        .await;
+    let bps: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("gatewright.dev", "v1alpha1", "GatewayClassBlueprint"),
+            "gatewayclassblueprints",
+        ),
+    );
+    let _ = bps.delete(name, &DeleteParams::default()).await;
+}

@@ -14,7 +14,9 @@ use serde_json::{Value, json};
 
 use crate::common::{TestNamespace, admin, apply_yaml, controller, wait_for};
 use crate::controller::{dynamic, gateway_json, route_yaml, shipped};
-use crate::mbb::{cm_blueprint, cm_gateway, mark, our_cms, reader_points_at, wait_gateway_gone};
+use crate::mbb::{
+    cm_blueprint, cm_gateway, delete_class, mark, our_cms, reader_points_at, wait_gateway_gone,
+};
 
 const T: Duration = Duration::from_secs(90);
 
@@ -352,6 +354,7 @@ async fn a_new_hostname_rotates_the_certificate_without_a_gap() {
     for r in ["RolloutStarted", "RolloutSwitched", "RolloutFinished"] {
         assert!(reasons.iter().any(|x| x == r), "no {r} Event: {reasons:?}");
     }
+    delete_class(&client, &class).await;
     ns.delete().await;
 }
 
@@ -465,6 +468,7 @@ async fn a_replacement_that_never_becomes_ready_is_reported_and_superseded() {
     let _ = Api::<Gateway>::namespaced(client.clone(), &ns.name)
         .delete("gw", &DeleteParams::default())
         .await;
+    delete_class(&client, &class).await;
     ns.delete().await;
 }
 
@@ -499,7 +503,7 @@ async fn teardown_follows_reverse_dependency_order_and_reports_a_hung_child() {
         let (client, ns) = (client.clone(), ns.name.clone());
         let dns = dns.clone();
         async move {
-            let _ = gatewright::controller::simulate_ready(&client).await;
+            let _ = gatewright::controller::simulate_ready_where(&client, Some(&ns), None).await;
             let g = gateway_json(&client, &ns).await;
             let has_dns = !dns
                 .list(&ListParams::default())
@@ -624,5 +628,6 @@ async fn teardown_follows_reverse_dependency_order_and_reports_a_hung_child() {
         route_copy < record && record < istio && istio < cert,
         "{deletions:?}"
     );
+    delete_class(&client, &class).await;
     ns.delete().await;
 }
