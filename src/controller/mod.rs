@@ -119,9 +119,9 @@ struct Reported {
     programmed: String,
     errors: BTreeSet<String>,
     missing: BTreeSet<String>,
-    /// Replacements in progress: `template=to` -> phase ("Waiting", "Switching", "Stuck").
-    rollouts: BTreeMap<String, String>,
-    /// Children whose deletion hangs during a teardown.
+    /// Replacements in progress: `template=to` -> where it stands.
+    rollouts: BTreeMap<String, status::Progress>,
+    /// Children (object keys) whose deletion hangs during a teardown.
     stuck_deletions: BTreeSet<String>,
 }
 
@@ -441,33 +441,28 @@ async fn elect(
 /// # Errors
 /// Discovery or a status write failed.
 pub async fn simulate_ready(client: &Client) -> Result<usize, Error> {
-    simulate_ready_where(client, None, None).await
+    simulate_ready_where(client, None).await
 }
 
 /// [`simulate_ready`] for the children in `namespace` only (cluster-scoped ones are then
-/// left alone), and only those matching the label selector `extra` as well.
+/// left alone); `None`: everywhere.
 ///
 /// # Errors
 /// Discovery or a status write failed.
 pub async fn simulate_ready_where(
     client: &Client,
     namespace: Option<&str>,
-    extra: Option<&str>,
 ) -> Result<usize, Error> {
     use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
     let discovery = kube::discovery::Discovery::new(client.clone())
         .run()
         .await
         .map_err(|e| Error::kube("discover API resources", e))?;
-    let mut selector = format!(
+    let selector = format!(
         "{}={}",
         crate::plan::labels::MANAGED_BY,
         crate::plan::labels::MANAGED_BY_VALUE
     );
-    if let Some(e) = extra {
-        selector.push(',');
-        selector.push_str(e);
-    }
     let mut n = 0;
     for group in discovery.groups() {
         for (ar, caps) in group.recommended_resources() {

@@ -16,7 +16,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::watch::KindState;
+use super::watch::{KindState, own_status_key};
 use super::{Controller, Error, GATEWAY_FINALIZER, Reported};
 use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
 use crate::gateway::{CONTROLLER_NAME, ParentAttachment};
@@ -67,42 +67,52 @@ fn seconds_since(t: &str) -> Option<i64> {
     Some(k8s_openapi::jiff::Timestamp::now().as_second() - then.as_second())
 }
 
-/// Each replacement's phase as reported (`template=to` -> `Waiting`, `Stuck`, `Switching`,
-/// `Finishing`), and when the controller must look again to catch a deadline.
-fn rollout_progress(rollouts: &[&RolloutState]) -> (BTreeMap<String, String>, Option<Duration>) {
-    let mut phases = BTreeMap::new();
+/// Where a replacement stands as reported: the planner's phase, with `Stuck` decided
+/// (that needs a clock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Progress {
+    Waiting,
+    Stuck,
+    Switching,
+    Finishing,
+}
+
+/// The key of a replacement: `template=to`.
+fn rollout_key(r: &RolloutState) -> String {
+    format!("{}={}", r.template, r.to)
+}
+
+/// Each replacement's progress by key, and when the controller must look again to catch
+/// a deadline.
+fn rollout_progress(rollouts: &[&RolloutState]) -> (BTreeMap<String, Progress>, Option<Duration>) {
+    let mut progress = BTreeMap::new();
     let mut requeue: Option<Duration> = None;
     for r in rollouts {
-        let phase = match r.phase {
+        let p = match r.phase {
             RolloutPhase::WaitingForNew => {
                 let waited = r.started.as_deref().and_then(seconds_since).unwrap_or(0);
                 let left = i64::try_from(r.timeout_seconds).unwrap_or(i64::MAX) - waited;
                 if left < 0 {
-                    "Stuck"
+                    Progress::Stuck
                 } else {
                     let d = Duration::from_secs(u64::try_from(left).unwrap_or(0) + 1);
                     requeue = Some(requeue.map_or(d, |q| q.min(d)));
-                    "Waiting"
+                    Progress::Waiting
                 }
             }
-            RolloutPhase::Switching => "Switching",
-            RolloutPhase::Finishing => "Finishing",
+            RolloutPhase::Switching => Progress::Switching,
+            RolloutPhase::Finishing => Progress::Finishing,
         };
-        phases.insert(format!("{}={}", r.template, r.to), phase.to_owned());
+        progress.insert(rollout_key(r), p);
     }
-    (phases, requeue)
+    (progress, requeue)
 }
 
 /// The `gatewright.dev/Rollout` condition, with `Stuck` decided.
-fn rollout_condition(rollouts: &[&RolloutState], phases: &BTreeMap<String, String>) -> Cond {
-    let owned: Vec<RolloutState> = rollouts.iter().map(|r| (*r).clone()).collect();
+fn rollout_condition(rollouts: &[&RolloutState], progress: &BTreeMap<String, Progress>) -> Cond {
     let stuck: Vec<String> = rollouts
         .iter()
-        .filter(|r| {
-            phases
-                .get(&format!("{}={}", r.template, r.to))
-                .is_some_and(|p| p == "Stuck")
-        })
+        .filter(|r| progress.get(&rollout_key(r)) == Some(&Progress::Stuck))
         .map(|r| {
             format!(
                 "template {}: version {} is not ready after {}s (timeout {}s): {}; a further change supersedes it",
@@ -115,6 +125,7 @@ fn rollout_condition(rollouts: &[&RolloutState], phases: &BTreeMap<String, Strin
         })
         .collect();
     if stuck.is_empty() {
+        let owned: Vec<RolloutState> = rollouts.iter().map(|r| (*r).clone()).collect();
         crate::plan::gateway::rollout_cond(&owned)
     } else {
         Cond::f(types::ROLLOUT, reasons::STUCK, &stuck.join("; "))
@@ -124,16 +135,18 @@ fn rollout_condition(rollouts: &[&RolloutState], phases: &BTreeMap<String, Strin
 /// Events for the replacements that started, switched, got stuck, finished or were
 /// superseded since the last reconcile: `(reason, warning, message)`.
 fn rollout_events(
-    before: &BTreeMap<String, String>,
-    now: &BTreeMap<String, String>,
+    before: &BTreeMap<String, Progress>,
+    now: &BTreeMap<String, Progress>,
 ) -> Vec<(&'static str, bool, String)> {
     let split = |k: &str| {
         k.split_once('=')
             .map(|(t, v)| (t.to_owned(), v.to_owned()))
             .unwrap_or_default()
     };
+    let switched =
+        |p: Option<&Progress>| matches!(p, Some(Progress::Switching | Progress::Finishing));
     let mut out = Vec::new();
-    for (k, phase) in now {
+    for (k, p) in now {
         let (t, v) = split(k);
         let old = before.get(k);
         if old.is_none() {
@@ -143,22 +156,21 @@ fn rollout_events(
                 format!("template {t}: creating version {v} beside the serving one"),
             ));
         }
-        if old != Some(phase) {
-            match phase.as_str() {
-                "Switching" | "Finishing" if !matches!(old.map(String::as_str), Some("Switching" | "Finishing")) => {
-                    out.push((
-                        "RolloutSwitched",
-                        false,
-                        format!("template {t}: version {v} is ready; what reads it now uses it"),
-                    ));
-                }
-                "Stuck" => out.push((
-                    "RolloutStuck",
-                    true,
-                    format!("template {t}: version {v} is not ready in time; the old version keeps serving"),
-                )),
-                _ => {}
-            }
+        if switched(Some(p)) && !switched(old) {
+            out.push((
+                "RolloutSwitched",
+                false,
+                format!("template {t}: version {v} is ready; what reads it now uses it"),
+            ));
+        }
+        if *p == Progress::Stuck && old != Some(p) {
+            out.push((
+                "RolloutStuck",
+                true,
+                format!(
+                    "template {t}: version {v} is not ready in time; the old version keeps serving"
+                ),
+            ));
         }
     }
     for k in before.keys().filter(|k| !now.contains_key(*k)) {
@@ -395,7 +407,7 @@ impl Controller {
         }
         if cmp_desired != strip_times(&current_json) {
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-            self.expect_own_status(format!("Gateway/{}/{}", key.0, key.1), &cmp_desired);
+            self.expect_own_status(own_status_key("Gateway", &key.0, &key.1), &cmp_desired);
             gw_api
                 .patch_status(
                     &key.1,
@@ -540,7 +552,8 @@ impl Controller {
             // A child whose deletion hangs (someone else's finalizer, a stuck controller)
             // holds the teardown: say so on the Gateway and in an Event, once.
             let limit = i64::try_from(self.opts.deletion_stuck_after.as_secs()).unwrap_or(i64::MAX);
-            let mut stuck = Vec::new();
+            // (child, why) of each child whose deletion hangs.
+            let mut stuck: Vec<(String, String)> = Vec::new();
             let mut next_check: Option<i64> = None;
             for c in &group {
                 let Some(since) = c["metadata"]["deletionTimestamp"]
@@ -559,10 +572,10 @@ impl Controller {
                                 .join(", ")
                         })
                         .unwrap_or_default();
-                    stuck.push(format!(
-                        "{} has been deleting for {since}s (finalizers: {fins})",
-                        ObjectKey::of(c)
-                    ));
+                    let child = ObjectKey::of(c).to_string();
+                    let why =
+                        format!("{child} has been deleting for {since}s (finalizers: {fins})");
+                    stuck.push((child, why));
                 } else {
                     let left = limit - since + 1;
                     next_check = Some(next_check.map_or(left, |n| n.min(left)));
@@ -580,30 +593,27 @@ impl Controller {
                     ),
                 )
             } else {
+                let whys: Vec<&str> = stuck.iter().map(|(_, w)| w.as_str()).collect();
                 Cond::f(
                     types::TEARDOWN,
                     reasons::DELETION_STUCK,
-                    &format!("the teardown waits: {}", stuck.join("; ")),
+                    &format!("the teardown waits: {}", whys.join("; ")),
                 )
             };
             self.write_teardown_condition(key, gw, &cond).await?;
-            let stuck_set: BTreeSet<String> = stuck.iter().cloned().collect();
+            let now_stuck: BTreeSet<String> = stuck.iter().map(|(c, _)| c.clone()).collect();
             let before = self
                 .reported
                 .lock()
                 .ok()
                 .map(|mut r| {
                     let e = r.entry(key.clone()).or_default();
-                    std::mem::replace(&mut e.stuck_deletions, stuck_set.clone())
+                    std::mem::replace(&mut e.stuck_deletions, now_stuck)
                 })
                 .unwrap_or_default();
-            let before_keys: BTreeSet<&str> = before
-                .iter()
-                .filter_map(|s| s.split_once(' ').map(|(k, _)| k))
-                .collect();
-            for m in &stuck {
-                if !before_keys.contains(m.split_once(' ').map_or("", |(k, _)| k)) {
-                    self.event(gw, true, "DeletionStuck", "Teardown", m).await;
+            for (child, why) in &stuck {
+                if !before.contains(child) {
+                    self.event(gw, true, "DeletionStuck", "Teardown", why).await;
                 }
             }
             // Child deletions wake this Gateway through the child watches; look again at
@@ -802,7 +812,7 @@ impl Controller {
             };
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
             self.expect_own_status(
-                format!("{}/{}/{}", rkey.0, rkey.1, rkey.2),
+                own_status_key(&rkey.0, &rkey.1, &rkey.2),
                 &body.data["status"],
             );
             match api
@@ -880,7 +890,7 @@ impl Controller {
         }
         let api: Api<crate::api::GatewayClassBlueprint> = Api::all(self.client.clone());
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-        self.expect_own_status(format!("GatewayClassBlueprint//{name}"), &desired);
+        self.expect_own_status(own_status_key("GatewayClassBlueprint", "", name), &desired);
         api.patch_status(
             name,
             &PatchParams::default(),
@@ -966,7 +976,7 @@ impl Controller {
             != strip_times(&serde_json::to_value(&existing).unwrap_or(Value::Null))
         {
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-            self.expect_own_status(format!("GatewayClass//{name}"), &desired);
+            self.expect_own_status(own_status_key("GatewayClass", "", name), &desired);
             api.patch_status(
                 name,
                 &PatchParams::default(),

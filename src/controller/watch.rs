@@ -309,28 +309,28 @@ async fn run_watch<F>(
     }
 }
 
-/// Whether `new` is the watch echo of our own status write on `object`
-/// (`Kind/namespace/name`): it brings exactly the status we last wrote, and differs from
-/// the stored version (`stored`, serialized the way `new` is) in nothing else.
+/// The key under which the status we last wrote on an object is remembered.
+pub(crate) fn own_status_key(kind: &str, namespace: &str, name: &str) -> String {
+    format!("{kind}/{namespace}/{name}")
+}
+
+/// Whether `new` is the watch echo of our own status write on `object`: it brings exactly
+/// the status we last wrote, and `same(snapshot)` says nothing else changed since the
+/// stored version.
 fn is_own_echo(
     ctl: &Controller,
     object: &str,
     new: &Value,
-    stored: impl FnOnce(&crate::snapshot::Snapshot) -> Option<Value>,
+    same: impl FnOnce(&crate::snapshot::Snapshot) -> bool,
 ) -> bool {
-    ctl.is_own_status(object, &new["status"])
-        && ctl
-            .snapshot
-            .read()
-            .ok()
-            .and_then(|s| stored(&s))
-            .is_some_and(|o| same_but_status(&o, new))
-        && {
-            ctl.metrics
-                .status_only_events
-                .fetch_add(1, Ordering::Relaxed);
-            true
-        }
+    let echo = ctl.is_own_status(object, &new["status"])
+        && ctl.snapshot.read().ok().is_some_and(|s| same(&s));
+    if echo {
+        ctl.metrics
+            .status_only_events
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    echo
 }
 
 /// Whether two versions of an object differ only in `status` (and the bookkeeping that
@@ -439,23 +439,22 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        // Compared as the typed object serializes, on both sides.
-        let typed = decode::<GatewayClass>(v.clone()).and_then(|c| serde_json::to_value(c).ok());
-        let echo = !deleted
-            && typed.as_ref().is_some_and(|t| {
-                is_own_echo(ctl, &format!("GatewayClass//{name}"), t, |s| {
-                    s.class(&name)
-                        .and_then(|c| serde_json::to_value(c.as_ref()).ok())
-                })
-            });
+        let own = own_status_key("GatewayClass", "", &name);
         if deleted {
-            ctl.forget_own_status(&format!("GatewayClass//{name}"));
+            ctl.forget_own_status(&own);
             with_snapshot(ctl, |s| s.remove_class(&name));
         } else if let Some(c) = decode::<GatewayClass>(v) {
+            // Compared as the typed object serializes, on both sides.
+            let t = serde_json::to_value(&c).unwrap_or(Value::Null);
+            let echo = is_own_echo(ctl, &own, &t, |s| {
+                s.class(&name)
+                    .and_then(|old| serde_json::to_value(old.as_ref()).ok())
+                    .is_some_and(|old| same_but_status(&old, &t))
+            });
             with_snapshot(ctl, |s| s.put_class(c));
-        }
-        if echo {
-            return;
+            if echo {
+                return;
+            }
         }
         ctl.enqueue(Work::Class(name.clone()));
         enqueue_gateways(
@@ -468,42 +467,29 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        let typed =
-            decode::<GatewayClassBlueprint>(v.clone()).and_then(|b| serde_json::to_value(b).ok());
-        let echo = !deleted
-            && typed.as_ref().is_some_and(|t| {
-                is_own_echo(ctl, &format!("GatewayClassBlueprint//{name}"), t, |s| {
-                    s.blueprint(&name)
-                        .and_then(|b| serde_json::to_value(&b.object).ok())
-                })
-            });
+        let own = own_status_key("GatewayClassBlueprint", "", &name);
         if deleted {
-            ctl.forget_own_status(&format!("GatewayClassBlueprint//{name}"));
+            ctl.forget_own_status(&own);
             with_snapshot(ctl, |s| s.remove_blueprint(&name));
         } else if let Some(b) = decode::<GatewayClassBlueprint>(v) {
+            let t = serde_json::to_value(&b).unwrap_or(Value::Null);
+            let echo = is_own_echo(ctl, &own, &t, |s| {
+                s.blueprint(&name)
+                    .and_then(|old| serde_json::to_value(&old.object).ok())
+                    .is_some_and(|old| same_but_status(&old, &t))
+            });
             with_snapshot(ctl, |s| s.put_blueprint(b));
-            if !echo {
-                ctl.enqueue(Work::Blueprint(name.clone()));
+            if echo {
+                return;
             }
-        }
-        if echo {
-            return;
+            ctl.enqueue(Work::Blueprint(name.clone()));
         }
         // The classes naming this blueprint, and their Gateways.
-        let classes: Vec<String> =
-            ctl.snapshot
-                .read()
-                .map(|s| {
-                    s.classes()
-                        .filter(|c| {
-                            c.spec.parameters_ref.as_ref().is_some_and(|p| {
-                                p.kind == "GatewayClassBlueprint" && p.name == name
-                            })
-                        })
-                        .filter_map(|c| c.metadata.name.clone())
-                        .collect()
-                })
-                .unwrap_or_default();
+        let classes: Vec<String> = ctl
+            .snapshot
+            .read()
+            .map(|s| crate::plan::class::classes_using_blueprint(&s, &name))
+            .unwrap_or_default();
         for c in &classes {
             ctl.enqueue(Work::Class(c.clone()));
         }
@@ -552,12 +538,14 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             .to_owned();
         // The echo of our own status write changes nothing we plan from: keep the fresh
         // object, plan nothing. Anyone else's status change is planned (ours is restored).
+        let own = own_status_key("Gateway", &key.0, &key.1);
         let status_only = !deleted
-            && is_own_echo(ctl, &format!("Gateway/{}/{}", key.0, key.1), &v, |s| {
-                s.gateway(&key).map(|e| e.json.clone())
+            && is_own_echo(ctl, &own, &v, |s| {
+                s.gateway(&key)
+                    .is_some_and(|e| same_but_status(&e.json, &v))
             });
         if deleted {
-            ctl.forget_own_status(&format!("Gateway/{}/{}", key.0, key.1));
+            ctl.forget_own_status(&own);
             with_snapshot(ctl, |s| s.remove_gateway(&key));
         } else if let Some(g) = decode::<Gateway>(v) {
             if let (Some(uid), Ok(mut m)) = (g.metadata.uid.clone(), ctl.uid_to_gateway.write()) {
@@ -600,9 +588,10 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
                 })
             })
             .unwrap_or_default();
+        let own = own_status_key(&key.0, &key.1, &key.2);
         let status_only = !deleted
-            && is_own_echo(ctl, &format!("{}/{}/{}", key.0, key.1, key.2), &v, |s| {
-                s.route(&key).map(|e| e.json.clone())
+            && is_own_echo(ctl, &own, &v, |s| {
+                s.route(&key).is_some_and(|e| same_but_status(&e.json, &v))
             });
         if status_only {
             // The echo of our own write to the route's status: nothing to plan.
@@ -612,7 +601,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             return;
         }
         if deleted {
-            ctl.forget_own_status(&format!("{}/{}/{}", key.0, key.1, key.2));
+            ctl.forget_own_status(&own);
             with_snapshot(ctl, |s| s.remove_route(&key));
         } else if let Some(r) = decode::<HttpRoute>(v) {
             let view = crate::gateway::RouteView::from_http_route(&r);

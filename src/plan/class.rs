@@ -68,6 +68,20 @@ pub fn plan_class(snap: &Snapshot, name: &str) -> Option<ClassPlan> {
     })
 }
 
+/// The names of the GatewayClasses whose parametersRef names blueprint `name`.
+#[must_use]
+pub fn classes_using_blueprint(snap: &Snapshot, name: &str) -> Vec<String> {
+    snap.classes()
+        .filter(|c| {
+            c.spec
+                .parameters_ref
+                .as_ref()
+                .is_some_and(|p| p.kind == BLUEPRINT_KIND && p.name == name)
+        })
+        .filter_map(|c| c.metadata.name.clone())
+        .collect()
+}
+
 /// The prepared blueprint of a class, or why there is none.
 ///
 /// # Errors

@@ -73,7 +73,7 @@ spec:
     )
 }
 
-fn cond<'a>(conds: &'a Value, t: &str) -> Option<&'a Value> {
+pub(crate) fn cond<'a>(conds: &'a Value, t: &str) -> Option<&'a Value> {
     conds.as_array()?.iter().find(|c| c["type"] == t)
 }
 
@@ -137,7 +137,7 @@ async fn certificates(client: &Client, ns: &str) -> Vec<Value> {
 async fn cert_dns_names(client: &Client, ns: &str) -> Option<Value> {
     let certs = certificates(client, ns).await;
     if certs.len() > 1 {
-        gatewright::controller::simulate_ready_where(client, Some(ns), None)
+        gatewright::controller::simulate_ready_where(client, Some(ns))
             .await
             .unwrap();
         return None;

@@ -104,18 +104,13 @@ impl Drop for Recorder {
     }
 }
 
-fn ready_condition(obj: &Value, type_: &str) -> bool {
-    obj["status"]["conditions"].as_array().is_some_and(|cs| {
-        cs.iter()
-            .any(|c| c["type"] == type_ && c["status"] == "True")
-    })
+/// A condition of `obj`'s status by type.
+fn cond<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
+    crate::controller::cond(&obj["status"]["conditions"], type_)
 }
 
-fn cond<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
-    obj["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
+fn ready_condition(obj: &Value, type_: &str) -> bool {
+    cond(obj, type_).is_some_and(|c| c["status"] == "True")
 }
 
 /// What cert-manager would do: a Certificate is issued `delay` after it is first seen.
@@ -503,7 +498,7 @@ async fn teardown_follows_reverse_dependency_order_and_reports_a_hung_child() {
         let (client, ns) = (client.clone(), ns.name.clone());
         let dns = dns.clone();
         async move {
-            let _ = gatewright::controller::simulate_ready_where(&client, Some(&ns), None).await;
+            let _ = gatewright::controller::simulate_ready_where(&client, Some(&ns)).await;
             let g = gateway_json(&client, &ns).await;
             let has_dns = !dns
                 .list(&ListParams::default())
