@@ -444,11 +444,12 @@ pub async fn simulate_ready(client: &Client) -> Result<usize, Error> {
     simulate_ready_where(client, None).await
 }
 
-/// [`simulate_ready`] for the children in `namespace` only (cluster-scoped ones are then
-/// left alone); `None`: everywhere.
+/// [`simulate_ready`] for the children of the Gateways in `namespace` only: the
+/// namespaced children in it and the cluster-scoped children whose Gateway is in it (by
+/// the Gateway UID label); `None`: everywhere.
 ///
 /// # Errors
-/// Discovery or a status write failed.
+/// Discovery, listing the namespace's Gateways or a status write failed.
 pub async fn simulate_ready_where(
     client: &Client,
     namespace: Option<&str>,
@@ -458,6 +459,20 @@ pub async fn simulate_ready_where(
         .run()
         .await
         .map_err(|e| Error::kube("discover API resources", e))?;
+    // The UIDs of the namespace's Gateways, to pick their cluster-scoped children.
+    let gateway_uids: Option<std::collections::BTreeSet<String>> = match namespace {
+        Some(ns) => Some(
+            Api::<gateway_api::apis::standard::gateways::Gateway>::namespaced(client.clone(), ns)
+                .list_metadata(&ListParams::default())
+                .await
+                .map_err(|e| Error::kube(format!("list the Gateways in {ns}"), e))?
+                .items
+                .into_iter()
+                .filter_map(|g| g.metadata.uid)
+                .collect(),
+        ),
+        None => None,
+    };
     let selector = format!(
         "{}={}",
         crate::plan::labels::MANAGED_BY,
@@ -475,13 +490,21 @@ pub async fn simulate_ready_where(
                 Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
                     Api::namespaced_with(client.clone(), ns, &ar)
                 }
-                Some(_) => continue,
-                None => Api::all_with(client.clone(), &ar),
+                _ => Api::all_with(client.clone(), &ar),
             };
             let Ok(list) = api.list(&ListParams::default().labels(&selector)).await else {
                 continue;
             };
             for obj in list {
+                if caps.scope == kube::discovery::Scope::Cluster
+                    && gateway_uids.as_ref().is_some_and(|uids| {
+                        !kube::ResourceExt::labels(&obj)
+                            .get(crate::plan::labels::GATEWAY_UID)
+                            .is_some_and(|u| uids.contains(u))
+                    })
+                {
+                    continue;
+                }
                 let mut v = serde_json::to_value(&obj).unwrap_or(serde_json::Value::Null);
                 // Items of a built-in kind's list come without apiVersion and kind.
                 v["apiVersion"] = serde_json::Value::String(ar.api_version.clone());

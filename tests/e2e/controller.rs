@@ -145,9 +145,11 @@ async fn cert_dns_names(client: &Client, ns: &str) -> Option<Value> {
     certs.first().map(|c| c["spec"]["dnsNames"].clone())
 }
 
-async fn simulate(client: &Client, times: usize) {
+/// Plays the downstream controllers' part for the Gateways in `ns` only: another test's
+/// children (namespaced or cluster-scoped) keep the state that test is asserting.
+async fn simulate(client: &Client, ns: &str, times: usize) {
     for _ in 0..times {
-        gatewright::controller::simulate_ready(client)
+        gatewright::controller::simulate_ready_where(client, Some(ns))
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(700)).await;
@@ -244,7 +246,7 @@ async fn a_shipped_class_end_to_end() {
     assert_eq!(names, json!(["shop.example.com"]));
     let g = wait_programmed(&client, &ns.name, "False").await;
     assert!(g["status"].get("addresses").is_none_or(Value::is_null));
-    simulate(&client, 4).await;
+    simulate(&client, &ns.name, 4).await;
     let g = wait_programmed(&client, &ns.name, "True").await;
     assert_eq!(
         g["status"]["addresses"][0]["value"],
@@ -372,7 +374,7 @@ async fn a_shipped_class_end_to_end() {
     }
 
     // Converged: a forced re-plan writes nothing.
-    simulate(&client, 2).await;
+    simulate(&client, &ns.name, 2).await;
     wait_programmed(&client, &ns.name, "True").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let key = (ns.name.clone(), "gw".to_owned());
@@ -532,7 +534,7 @@ async fn contour_istio_class_end_to_end() {
     );
     assert!(g["status"].get("addresses").is_none_or(Value::is_null));
 
-    simulate(&client, 4).await;
+    simulate(&client, &ns.name, 4).await;
     let g = wait_programmed(&client, &ns.name, "True").await;
     assert_eq!(
         g["status"]["addresses"],
@@ -851,9 +853,8 @@ async fn cluster_scoped_children_and_status_dependencies() {
         "TargetGroupBinding",
         "targetgroupbindings",
     );
-    // No TargetGroupBinding before the target group has an ARN (read in that order: the
-    // other tests' simulated readiness may give it one at any moment).
-    let tgb_first = tgbs.get_opt("gw-tgb").await.unwrap();
+    // Nobody has played the downstream controllers yet (tests simulate readiness for
+    // their own Gateways only): the target group has no ARN, so no TargetGroupBinding.
     let tg_arn = Api::<DynamicObject>::all_with(
         client.clone(),
         &ApiResource::from_gvk_with_plural(
@@ -872,8 +873,9 @@ async fn cluster_scoped_children_and_status_dependencies() {
             .as_str()
             .map(str::to_owned)
     });
+    assert_eq!(tg_arn, None, "nothing marked the target group ready");
     assert!(
-        tgb_first.is_none() || tg_arn.is_some(),
+        tgbs.get_opt("gw-tgb").await.unwrap().is_none(),
         "a TargetGroupBinding without the target group's ARN"
     );
     let g = wait_programmed(&client, &ns.name, "False").await;
@@ -884,7 +886,7 @@ async fn cluster_scoped_children_and_status_dependencies() {
             .contains("waiting"),
         "{g}"
     );
-    simulate(&client, 5).await;
+    simulate(&client, &ns.name, 5).await;
     let tgb = wait_for("the TargetGroupBinding with the ARN", T, || {
         let t = tgbs.clone();
         async move { t.get_opt("gw-tgb").await.unwrap() }
@@ -896,7 +898,7 @@ async fn cluster_scoped_children_and_status_dependencies() {
             .unwrap()
             .starts_with("arn:")
     );
-    simulate(&client, 3).await;
+    simulate(&client, &ns.name, 3).await;
     let g = wait_programmed(&client, &ns.name, "True").await;
     assert_eq!(g["status"]["addresses"][0]["type"], "Hostname");
     assert!(
@@ -954,7 +956,7 @@ async fn cluster_scoped_children_and_status_dependencies() {
     );
     // (the one ACM certificate's names, its ARN, the HTTPS listener's ARN), once settled.
     let settled = || async {
-        gatewright::controller::simulate_ready(&client)
+        gatewright::controller::simulate_ready_where(&client, Some(&ns.name))
             .await
             .unwrap();
         let lp = kube::api::ListParams::default().labels(&selector);
