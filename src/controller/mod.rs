@@ -26,8 +26,7 @@ pub use apply::is_subset;
 
 /// Field manager of every server-side apply.
 pub const FIELD_MANAGER: &str = "gatewright";
-/// Finalizer on our Gateways: children are deleted, in reverse dependency order, first.
-pub const GATEWAY_FINALIZER: &str = "gatewright.dev/children";
+pub use crate::plan::labels::GATEWAY_FINALIZER;
 
 /// Errors of one reconcile.
 #[derive(Debug, thiserror::Error)]

@@ -223,6 +223,9 @@ impl Controller {
         key: &Key,
     ) -> Result<Option<Duration>, Error> {
         let started = Instant::now();
+        // A deleting Gateway holding our finalizer whose class is gone or no longer ours:
+        // torn down all the same (without the blueprint's order), never left hanging.
+        let mut orphaned: Option<(Gateway, BTreeSet<(String, String)>)> = None;
         let planned = {
             let snap = self.snapshot.read().map_err(|_| Error::Deleting(0))?;
             match plan_gateway(&snap, key) {
@@ -272,7 +275,30 @@ impl Controller {
                         .collect();
                     Some((plan, routes, gw, live, kinds, prune_templates))
                 }
-                Err(OutOfScope::NoGateway | OutOfScope::NoClass(_) | OutOfScope::NotOurs) => None,
+                Err(OutOfScope::NoGateway) => None,
+                Err(OutOfScope::NoClass(_) | OutOfScope::NotOurs) => {
+                    orphaned = snap
+                        .gateway(key)
+                        .map(|g| g.typed.clone())
+                        .filter(|g| {
+                            g.metadata.deletion_timestamp.is_some()
+                                && g.finalizers().iter().any(|f| f == GATEWAY_FINALIZER)
+                        })
+                        .map(|g| {
+                            let uid = g.metadata.uid.clone().unwrap_or_default();
+                            let kinds = snap
+                                .children_by_gateway(&uid)
+                                .map(|c| {
+                                    (
+                                        c["apiVersion"].as_str().unwrap_or_default().to_owned(),
+                                        c["kind"].as_str().unwrap_or_default().to_owned(),
+                                    )
+                                })
+                                .collect();
+                            (g, kinds)
+                        });
+                    None
+                }
             }
         };
         self.metrics.plans.fetch_add(1, Ordering::Relaxed);
@@ -280,6 +306,13 @@ impl Controller {
             u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
+        if let Some((gw, mut kinds)) = orphaned {
+            // And what it used while its class was there (a kind whose cache is empty now
+            // is still asked before the finalizer goes).
+            kinds.extend(self.kinds.kinds_of(key));
+            self.kinds.use_kinds(self, key, kinds.clone());
+            return self.teardown(key, &gw, &kinds).await;
+        }
         let Some((plan, routes, Some(gw), live, kinds, prune_templates)) = planned else {
             self.kinds.use_kinds(self, key, BTreeSet::new());
             return Ok(None);
@@ -534,11 +567,15 @@ impl Controller {
             // Route children first, then the Gateway's, each set in reverse template order:
             // one template's children at a time, the next only once they are gone, so
             // nothing is deleted while a child that reads it still exists.
+            // The position each child was rendered at (its annotation: the order of what
+            // is live, and there even when the blueprint is gone), else the blueprint's.
             let rank = |c: &Value| {
                 let t = crate::plan::labels::template(c).unwrap_or_default();
                 let route_child = crate::plan::labels::parent_uid(c) != Some(uid.as_str());
                 let set = if route_child { &order.1 } else { &order.0 };
-                let pos = set.iter().position(|x| x == t).unwrap_or(usize::MAX - 1);
+                let pos = crate::plan::labels::order(c)
+                    .or_else(|| set.iter().position(|x| x == t))
+                    .unwrap_or(usize::MAX - 1);
                 (!route_child, std::cmp::Reverse(pos))
             };
             let first = children.iter().map(rank).min();

@@ -143,6 +143,15 @@ impl Registrar {
         enqueue_gateways(ctl, users);
     }
 
+    /// The kinds `gateway` was last registered as using.
+    pub fn kinds_of(&self, gateway: &Key) -> std::collections::BTreeSet<KindKey> {
+        self.users
+            .lock()
+            .ok()
+            .and_then(|u| u.get(gateway).cloned())
+            .unwrap_or_default()
+    }
+
     /// Sets the kinds `gateway` uses (empty: it is gone or no longer ours). A kind no
     /// Gateway uses any more has its watch stopped and its objects dropped from the
     /// snapshot; naming it again later starts a fresh watch, which lists it anew.

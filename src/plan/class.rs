@@ -56,8 +56,16 @@ pub fn plan_class(snap: &Snapshot, name: &str) -> Option<ClassPlan> {
         ),
         Err(msg) => Cond::f(types::ACCEPTED, reasons::INVALID_PARAMETERS, &msg),
     };
+    // A deleting Gateway uses its class until its teardown is done (our finalizer gone):
+    // deleting both at once must not leave the Gateway without the class it tears down by.
     let in_use = snap.gateways().any(|(_, g)| {
-        g.typed.spec.gateway_class_name == name && g.typed.metadata.deletion_timestamp.is_none()
+        let m = &g.typed.metadata;
+        g.typed.spec.gateway_class_name == name
+            && (m.deletion_timestamp.is_none()
+                || m.finalizers
+                    .iter()
+                    .flatten()
+                    .any(|f| f == crate::plan::labels::GATEWAY_FINALIZER))
     });
     Some(ClassPlan {
         name: name.to_owned(),

@@ -25,6 +25,12 @@ pub const VERSION: &str = "gatewright.dev/version";
 /// it was rendered from (`template=version,...`), so an old version is never deleted while
 /// a live object still points at it.
 pub const USES: &str = "gatewright.dev/uses";
+/// Annotation: the position of the child's template in its set's dependency order. The
+/// teardown deletes from the highest down by it, so the order holds even when the
+/// blueprint was deleted with the Gateway (`kubectl delete -f`, a GitOps uninstall).
+pub const ORDER: &str = "gatewright.dev/order";
+/// Finalizer on our Gateways: children are deleted, in reverse dependency order, first.
+pub const GATEWAY_FINALIZER: &str = "gatewright.dev/children";
 /// Label selector matching every child we manage.
 pub const SELECTOR: &str = "app.kubernetes.io/managed-by=gatewright,gatewright.dev/parent-uid";
 
@@ -83,7 +89,13 @@ pub fn gateway_uid(obj: &Value) -> Option<&str> {
     obj["metadata"]["labels"][GATEWAY_UID].as_str()
 }
 
-/// The template label of a live object.
+/// The [`ORDER`] annotation of a live object.
+#[must_use]
+pub fn order(obj: &Value) -> Option<usize> {
+    obj["metadata"]["annotations"][ORDER].as_str()?.parse().ok()
+}
+
+/// The template that rendered a child, from its label.
 #[must_use]
 pub fn template(obj: &Value) -> Option<&str> {
     obj["metadata"]["labels"][TEMPLATE].as_str()

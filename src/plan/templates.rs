@@ -205,7 +205,7 @@ pub(crate) fn render_set(
     // The version of each make-before-break template that dependents read.
     let mut active: BTreeMap<String, String> = BTreeMap::new();
     let mut finishing: Vec<(String, String, Vec<ObjectKey>)> = Vec::new();
-    for name in &prepared.graph(input.set).order {
+    for (position, name) in prepared.graph(input.set).order.iter().enumerate() {
         let deps = prepared
             .graph(input.set)
             .deps
@@ -286,11 +286,13 @@ pub(crate) fn render_set(
         for obj in &objects {
             let mut obj = obj.clone();
             labels::decorate(&mut obj, &input.owner, name);
+            if !obj["metadata"]["annotations"].is_object() {
+                obj["metadata"]["annotations"] = serde_json::json!({});
+            }
+            let ann = &mut obj["metadata"]["annotations"];
+            ann[labels::ORDER] = Value::String(position.to_string());
             if !uses.is_empty() {
-                if !obj["metadata"]["annotations"].is_object() {
-                    obj["metadata"]["annotations"] = serde_json::json!({});
-                }
-                obj["metadata"]["annotations"][labels::USES] = Value::String(uses.join(","));
+                ann[labels::USES] = Value::String(uses.join(","));
             }
             let key = ObjectKey::of(&obj);
             if out.children.iter().any(|c| c.key == key) {

@@ -12,3 +12,4 @@ mod controller;
 mod mbb;
 mod rollout;
 mod smoke;
+mod teardown;
