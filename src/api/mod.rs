@@ -87,8 +87,9 @@ pub struct Rollout {
     /// change to what the template renders makes a new version.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fields: Vec<String>,
-    /// With `MakeBeforeBreak`: seconds a new version may take to become ready before the
-    /// Gateway reports the rollout as stuck (the old version keeps serving). Default 600.
+    /// With `MakeBeforeBreak`: seconds the whole replacement may take (the new version
+    /// ready, and what reads it switched and ready) before the Gateway reports the rollout
+    /// as stuck; the old version is kept meanwhile. Default 600.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
 }

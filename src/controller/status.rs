@@ -67,14 +67,28 @@ fn seconds_since(t: &str) -> Option<i64> {
     Some(k8s_openapi::jiff::Timestamp::now().as_second() - then.as_second())
 }
 
-/// Where a replacement stands as reported: the planner's phase, with `Stuck` decided
-/// (that needs a clock).
+/// Where a replacement stands as reported: the planner's phase, with the stuck ones
+/// decided (that needs a clock). `timeoutSeconds` bounds the whole replacement, from the
+/// new version's creation until the old one can go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Progress {
     Waiting,
+    /// The new version is not ready in time.
     Stuck,
     Switching,
+    /// The new version is ready, but what reads it is not done in time.
+    SwitchStuck,
     Finishing,
+}
+
+impl Progress {
+    fn stuck(self) -> bool {
+        matches!(self, Self::Stuck | Self::SwitchStuck)
+    }
+
+    fn switched(self) -> bool {
+        matches!(self, Self::Switching | Self::SwitchStuck | Self::Finishing)
+    }
 }
 
 /// The key of a replacement: `template=to`.
@@ -88,40 +102,47 @@ fn rollout_progress(rollouts: &[&RolloutState]) -> (BTreeMap<String, Progress>, 
     let mut progress = BTreeMap::new();
     let mut requeue: Option<Duration> = None;
     for r in rollouts {
-        let p = match r.phase {
-            RolloutPhase::WaitingForNew => {
-                let waited = r.started.as_deref().and_then(seconds_since).unwrap_or(0);
-                let left = i64::try_from(r.timeout_seconds).unwrap_or(i64::MAX) - waited;
-                if left < 0 {
-                    Progress::Stuck
-                } else {
-                    let d = Duration::from_secs(u64::try_from(left).unwrap_or(0) + 1);
-                    requeue = Some(requeue.map_or(d, |q| q.min(d)));
-                    Progress::Waiting
-                }
+        let (on_time, late) = match r.phase {
+            RolloutPhase::WaitingForNew => (Progress::Waiting, Progress::Stuck),
+            RolloutPhase::Switching => (Progress::Switching, Progress::SwitchStuck),
+            RolloutPhase::Finishing => {
+                progress.insert(rollout_key(r), Progress::Finishing);
+                continue;
             }
-            RolloutPhase::Switching => Progress::Switching,
-            RolloutPhase::Finishing => Progress::Finishing,
+        };
+        let waited = r.started.as_deref().and_then(seconds_since).unwrap_or(0);
+        let left = i64::try_from(r.timeout_seconds).unwrap_or(i64::MAX) - waited;
+        let p = if left < 0 {
+            late
+        } else {
+            let d = Duration::from_secs(u64::try_from(left).unwrap_or(0) + 1);
+            requeue = Some(requeue.map_or(d, |q| q.min(d)));
+            on_time
         };
         progress.insert(rollout_key(r), p);
     }
     (progress, requeue)
 }
 
-/// The `gatewright.dev/Rollout` condition, with `Stuck` decided.
+/// The `gatewright.dev/Rollout` condition, with the stuck ones decided.
 fn rollout_condition(rollouts: &[&RolloutState], progress: &BTreeMap<String, Progress>) -> Cond {
     let stuck: Vec<String> = rollouts
         .iter()
-        .filter(|r| progress.get(&rollout_key(r)) == Some(&Progress::Stuck))
-        .map(|r| {
-            format!(
-                "template {}: version {} is not ready after {}s (timeout {}s): {}; a further change supersedes it",
-                r.template,
-                r.to,
-                r.started.as_deref().and_then(seconds_since).unwrap_or(0),
-                r.timeout_seconds,
-                r.waiting_for
-            )
+        .filter_map(|r| {
+            let p = *progress.get(&rollout_key(r))?;
+            let waited = r.started.as_deref().and_then(seconds_since).unwrap_or(0);
+            let old = r.from.as_deref().unwrap_or("-");
+            match p {
+                Progress::Stuck => Some(format!(
+                    "template {}: version {} is not ready after {waited}s (timeout {}s): {}; a further change supersedes it",
+                    r.template, r.to, r.timeout_seconds, r.waiting_for
+                )),
+                Progress::SwitchStuck => Some(format!(
+                    "template {}: not done after {waited}s (timeout {}s): {}; version {old} is kept until then",
+                    r.template, r.timeout_seconds, r.waiting_for
+                )),
+                _ => None,
+            }
         })
         .collect();
     if stuck.is_empty() {
@@ -143,8 +164,7 @@ fn rollout_events(
             .map(|(t, v)| (t.to_owned(), v.to_owned()))
             .unwrap_or_default()
     };
-    let switched =
-        |p: Option<&Progress>| matches!(p, Some(Progress::Switching | Progress::Finishing));
+    let switched = |p: Option<&Progress>| p.is_some_and(|p| p.switched());
     let mut out = Vec::new();
     for (k, p) in now {
         let (t, v) = split(k);
@@ -163,14 +183,17 @@ fn rollout_events(
                 format!("template {t}: version {v} is ready; what reads it now uses it"),
             ));
         }
-        if *p == Progress::Stuck && old != Some(p) {
-            out.push((
-                "RolloutStuck",
-                true,
+        if p.stuck() && !old.is_some_and(|o| o.stuck()) {
+            let message = if *p == Progress::Stuck {
                 format!(
                     "template {t}: version {v} is not ready in time; the old version keeps serving"
-                ),
-            ));
+                )
+            } else {
+                format!(
+                    "template {t}: version {v} is ready, but what reads it is not done in time; the old version is kept"
+                )
+            };
+            out.push(("RolloutStuck", true, message));
         }
     }
     for k in before.keys().filter(|k| !now.contains_key(*k)) {
@@ -1044,5 +1067,98 @@ impl Controller {
             }
         }
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replacement(phase: RolloutPhase, age_seconds: i64, timeout_seconds: u64) -> RolloutState {
+        let started = k8s_openapi::jiff::Timestamp::now()
+            .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(age_seconds))
+            .unwrap_or_default();
+        RolloutState {
+            template: "cert".into(),
+            from: Some("aaaa0000".into()),
+            to: "bbbb1111".into(),
+            phase,
+            waiting_for: "what it waits for".into(),
+            started: Some(started.to_string()),
+            timeout_seconds,
+        }
+    }
+
+    #[test]
+    fn a_replacement_is_stuck_past_its_timeout_before_or_after_the_switch() {
+        for (phase, on_time, late) in [
+            (
+                RolloutPhase::WaitingForNew,
+                Progress::Waiting,
+                Progress::Stuck,
+            ),
+            (
+                RolloutPhase::Switching,
+                Progress::Switching,
+                Progress::SwitchStuck,
+            ),
+        ] {
+            let young = replacement(phase.clone(), 10, 60);
+            let (p, requeue) = rollout_progress(&[&young]);
+            assert_eq!(p["cert=bbbb1111"], on_time);
+            let requeue = requeue.unwrap();
+            assert!(
+                (Duration::from_secs(49)..=Duration::from_secs(52)).contains(&requeue),
+                "wakes at the deadline: {requeue:?}"
+            );
+            assert_eq!(
+                rollout_condition(&[&young], &p).reason,
+                reasons::PROGRESSING
+            );
+
+            let old = replacement(phase, 61, 60);
+            let (p2, requeue) = rollout_progress(&[&old]);
+            assert_eq!(p2["cert=bbbb1111"], late);
+            assert_eq!(requeue, None, "nothing left to wait for");
+            let c = rollout_condition(&[&old], &p2);
+            assert_eq!(c.reason, reasons::STUCK);
+            assert!(c.message.contains("what it waits for"), "{}", c.message);
+            // Entering the stuck state is an Event, once.
+            let events = rollout_events(&p, &p2);
+            assert_eq!(events.len(), 1, "{events:?}");
+            assert_eq!(events[0].0, "RolloutStuck");
+            assert!(events[0].1, "a warning");
+            assert!(rollout_events(&p2, &p2).is_empty());
+        }
+        // A finishing replacement is never stuck.
+        let done = replacement(RolloutPhase::Finishing, 600, 60);
+        let (p, requeue) = rollout_progress(&[&done]);
+        assert_eq!(p["cert=bbbb1111"], Progress::Finishing);
+        assert_eq!(requeue, None);
+    }
+
+    #[test]
+    fn a_stuck_switch_that_completes_is_switched_once_and_finished() {
+        let key = "cert=bbbb1111".to_owned();
+        let at = |p: Progress| BTreeMap::from([(key.clone(), p)]);
+        let reasons_of = |b: &BTreeMap<String, Progress>, n: &BTreeMap<String, Progress>| {
+            rollout_events(b, n)
+                .into_iter()
+                .map(|e| e.0)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            reasons_of(&at(Progress::Waiting), &at(Progress::Switching)),
+            ["RolloutSwitched"]
+        );
+        assert_eq!(
+            reasons_of(&at(Progress::Switching), &at(Progress::SwitchStuck)),
+            ["RolloutStuck"]
+        );
+        assert!(reasons_of(&at(Progress::SwitchStuck), &at(Progress::Finishing)).is_empty());
+        assert_eq!(
+            reasons_of(&at(Progress::Finishing), &BTreeMap::new()),
+            ["RolloutFinished"]
+        );
     }
 }

@@ -93,7 +93,7 @@ pub struct RolloutState {
     pub waiting_for: String,
     /// When the new version's first object was created (RFC 3339), once it exists.
     pub started: Option<String>,
-    /// Seconds the new version may take to become ready.
+    /// Seconds the whole replacement may take before it is reported stuck.
     pub timeout_seconds: u64,
 }
 

@@ -437,8 +437,31 @@ async fn a_replacement_that_never_becomes_ready_is_reported_and_superseded() {
         (reader_points_at(&client, &ns.name).await? == v3).then_some(())
     })
     .await;
-    // Not acknowledged yet: version 1 stays.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Not acknowledged: version 1 stays, and past the timeout the rollout is stuck on
+    // the reader, though version 3 is ready.
+    let g = wait_for(
+        "the switch to be reported stuck on the reader",
+        T,
+        || async {
+            let g = gateway_json(&client, &ns.name).await;
+            let c = cond(&g, "gatewright.dev/Rollout")?;
+            (c["reason"] == "Stuck" && c["message"].as_str()?.contains("not done after"))
+                .then_some(g)
+        },
+    )
+    .await;
+    let msg = cond(&g, "gatewright.dev/Rollout").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        msg.contains("gw-reader")
+            && msg.contains(&format!(
+                "version {} is kept",
+                v1.trim_start_matches("gw-cert-")
+            )),
+        "{msg}"
+    );
     assert!(our_cms(&client, &ns.name).await.contains(&v1));
     mark(&client, &ns.name, "gw-reader", "ack", &v3).await;
     wait_for("version 1 to go and the rollout to complete", T, || async {
