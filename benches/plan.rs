@@ -116,6 +116,10 @@ fn bench_render() {
     );
 }
 
+/// The allocator the binary uses (src/main.rs), so the figures are the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         println!("plan: benchmark\nrender: benchmark");

@@ -61,6 +61,10 @@ fn pct(v: &mut [Duration], p: f64) -> Duration {
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// The allocator the binary uses (src/main.rs), so the figures are the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() {
     if std::env::var_os("KUBECONFIG").is_none() {

@@ -293,6 +293,12 @@ fn attach_one(
             Vec::new(),
         );
     }
+    // A hostname the API would have rejected never reaches a child.
+    let valid: Vec<&String> = route
+        .hostnames
+        .iter()
+        .filter(|h| hostnames::validate_hostname(h).is_ok())
+        .collect();
     let mut attached = Vec::new();
     for (_, e) in allowed {
         if !route.names_hostnames {
@@ -302,12 +308,9 @@ fn attach_one(
             });
             continue;
         }
-        // A hostname the API would have rejected never reaches a child.
         let names = hostnames::dedupe_sorted(
-            route
-                .hostnames
+            valid
                 .iter()
-                .filter(|h| hostnames::validate_hostname(h).is_ok())
                 .filter_map(|h| hostnames::intersect(e.hostname.as_deref(), h)),
         );
         if !names.is_empty() {
@@ -415,9 +418,12 @@ fn resolve_backends(route: &RouteView, lookup: &dyn Lookup) -> Cond {
 }
 
 /// Adds each accepted attachment to its listeners' `attached_routes` (once per route and listener).
-pub fn count_attached_routes(eval: &mut GatewayEval, attachments: &[ParentAttachment]) {
+pub fn count_attached_routes<'a>(
+    eval: &mut GatewayEval,
+    attachments: impl IntoIterator<Item = &'a ParentAttachment>,
+) {
     let mut per_listener: BTreeMap<&str, i32> = BTreeMap::new();
-    for a in attachments.iter().filter(|a| a.is_accepted()) {
+    for a in attachments.into_iter().filter(|a| a.is_accepted()) {
         let mut seen = std::collections::BTreeSet::new();
         for l in &a.listeners {
             if seen.insert(l.listener.as_str()) {

@@ -232,11 +232,7 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
             attachments.push((rkey.clone(), a));
         }
     }
-    let all: Vec<ParentAttachment> = attachments
-        .iter()
-        .flat_map(|(_, a)| a.iter().cloned())
-        .collect();
-    count_attached_routes(&mut eval, &all);
+    count_attached_routes(&mut eval, attachments.iter().flat_map(|(_, a)| a.iter()));
 
     let mut accepted_cond = eval.accepted.clone();
     let params = infrastructure_values(snap, gw);

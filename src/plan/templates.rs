@@ -283,8 +283,7 @@ pub(crate) fn render_set(
         let first_state = out.states.len();
         let mut seen = Vec::new();
         let mut complete = true;
-        for obj in &objects {
-            let mut obj = obj.clone();
+        for mut obj in objects {
             labels::decorate(&mut obj, &input.owner, name);
             if !obj["metadata"]["annotations"].is_object() {
                 obj["metadata"]["annotations"] = serde_json::json!({});
