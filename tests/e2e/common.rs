@@ -281,3 +281,59 @@ pub fn controller() -> std::sync::Arc<gatewright::controller::Controller> {
     })
     .clone()
 }
+
+/// A finalizer standing for someone else's (a controller that has not let go yet).
+pub const HOLD: &str = "e2e.gatewright.dev/hold";
+
+/// Puts [`HOLD`] on `name` (its deletion then hangs), or with `held == false` clears its
+/// finalizers (it goes). A finalizer clear of an object already gone is fine.
+pub async fn hold<K>(api: &kube::Api<K>, name: &str, held: bool)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let fins = if held {
+        serde_json::json!([HOLD])
+    } else {
+        serde_json::Value::Null
+    };
+    let r = api
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&serde_json::json!({"metadata": {"finalizers": fins}})),
+        )
+        .await;
+    match r {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if !held && s.code == 404 => {}
+        Err(e) => panic!("finalizers of {name}: {e}"),
+    }
+}
+
+/// Waits until GatewayClass `name` is gone.
+pub async fn wait_class_gone(client: &Client, name: &str, timeout: Duration) {
+    let classes: kube::Api<gateway_api::apis::standard::gatewayclasses::GatewayClass> =
+        kube::Api::all(client.clone());
+    wait_for(&format!("GatewayClass {name} to be gone"), timeout, || {
+        let classes = classes.clone();
+        async move { classes.get_opt(name).await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+}
+
+/// Waits until `name` is being deleted (held by a finalizer).
+pub async fn wait_deleting<K>(api: &kube::Api<K>, name: &str, timeout: Duration)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    wait_for(&format!("{name} in deletion"), timeout, || async {
+        api.get(name)
+            .await
+            .unwrap()
+            .meta()
+            .deletion_timestamp
+            .as_ref()
+            .map(|_| ())
+    })
+    .await;
+}

@@ -31,6 +31,42 @@ pub(crate) fn dynamic(
     )
 }
 
+/// The cluster-wide API of a kind (cluster-scoped children, or every namespace).
+pub(crate) fn cluster_dynamic(
+    client: &Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural),
+    )
+}
+
+/// Every GatewayClassBlueprint.
+pub(crate) fn blueprints(client: &Client) -> Api<DynamicObject> {
+    cluster_dynamic(
+        client,
+        "gatewright.dev",
+        "v1alpha1",
+        "GatewayClassBlueprint",
+        "gatewayclassblueprints",
+    )
+}
+
+/// Every Crossplane LBListener (cluster-scoped).
+pub(crate) fn lb_listeners(client: &Client) -> Api<DynamicObject> {
+    cluster_dynamic(
+        client,
+        "elbv2.aws.upbound.io",
+        "v1beta1",
+        "LBListener",
+        "lblisteners",
+    )
+}
+
 /// The istio-certmanager-externaldns class and blueprint under a name of this test.
 fn shipped_class(name: &str) -> String {
     shipped("istio-certmanager-externaldns", name)
@@ -44,7 +80,7 @@ pub(crate) fn shipped(class: &str, name: &str) -> String {
     format!("{gc}\n---\n{bp}").replace(class, name)
 }
 
-fn gateway_yaml(ns: &str, class: &str) -> String {
+pub(crate) fn gateway_yaml(ns: &str, class: &str) -> String {
     format!(
         r#"apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -200,13 +236,7 @@ async fn gateway_class_accepted_or_rejected() {
     // A blueprint whose template does not compile says so in its own status, with the line.
     let broken = format!("broken-{}", ns.name);
     apply_yaml(&client, &format!("apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassBlueprint\nmetadata: {{name: {broken}}}\nspec:\n  gatewayTemplates:\n  - name: cm\n    template: |\n      a: 1\n      b: {{{{ gateway.metadata.name \n")).await;
-    let bps: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("gatewright.dev", "v1alpha1", "GatewayClassBlueprint"),
-            "gatewayclassblueprints",
-        ),
-    );
+    let bps: Api<DynamicObject> = blueprints(&client);
     let b = wait_for("the broken blueprint's status", T, || {
         let bps = bps.clone();
         let broken = broken.clone();
@@ -399,13 +429,7 @@ async fn a_shipped_class_end_to_end() {
     );
 
     // Removing a template from the blueprint prunes its child.
-    let bps: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("gatewright.dev", "v1alpha1", "GatewayClassBlueprint"),
-            "gatewayclassblueprints",
-        ),
-    );
+    let bps: Api<DynamicObject> = blueprints(&client);
     let dns = dynamic(
         &client,
         &ns.name,
@@ -825,13 +849,8 @@ async fn cluster_scoped_children_and_status_dependencies() {
     .replace("aws-alb-crossplane", &class);
     apply_yaml(&client, &text).await;
     apply_yaml(&client, &gateway_yaml(&ns.name, &class)).await;
-    let lbs: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("elbv2.aws.upbound.io", "v1beta1", "LB"),
-            "lbs",
-        ),
-    );
+    let lbs: Api<DynamicObject> =
+        cluster_dynamic(&client, "elbv2.aws.upbound.io", "v1beta1", "LB", "lbs");
     let lb_name = gatewright::render::safe_name(&format!("{}-gw-alb", ns.name), 63);
     let lb = wait_for("the cluster-scoped LB", T, || {
         let lbs = lbs.clone();
@@ -855,12 +874,12 @@ async fn cluster_scoped_children_and_status_dependencies() {
     );
     // Nobody has played the downstream controllers yet (tests simulate readiness for
     // their own Gateways only): the target group has no ARN, so no TargetGroupBinding.
-    let tg_arn = Api::<DynamicObject>::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("elbv2.aws.upbound.io", "v1beta1", "LBTargetGroup"),
-            "lbtargetgroups",
-        ),
+    let tg_arn = cluster_dynamic(
+        &client,
+        "elbv2.aws.upbound.io",
+        "v1beta1",
+        "LBTargetGroup",
+        "lbtargetgroups",
     )
     .get_opt(&gatewright::render::safe_name(
         &format!("{}-gw-tg", ns.name),
@@ -940,20 +959,14 @@ async fn cluster_scoped_children_and_status_dependencies() {
         .unwrap()
         .to_owned();
     let selector = format!("gatewright.dev/gateway-uid={uid}");
-    let acm: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("acm.aws.upbound.io", "v1beta1", "Certificate"),
-            "certificates",
-        ),
+    let acm: Api<DynamicObject> = cluster_dynamic(
+        &client,
+        "acm.aws.upbound.io",
+        "v1beta1",
+        "Certificate",
+        "certificates",
     );
-    let listeners: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("elbv2.aws.upbound.io", "v1beta1", "LBListener"),
-            "lblisteners",
-        ),
-    );
+    let listeners: Api<DynamicObject> = lb_listeners(&client);
     // (the one ACM certificate's names, its ARN, the HTTPS listener's ARN), once settled.
     let settled = || async {
         gatewright::controller::simulate_ready_where(&client, Some(&ns.name))

@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
-use crate::common::{TestNamespace, admin, apply_yaml, controller, wait_for};
+use crate::common::{TestNamespace, admin, apply_yaml, controller, hold, wait_for};
 use crate::controller::{dynamic, gateway_json, route_yaml, shipped};
 use crate::mbb::{
     cm_blueprint, cm_gateway, delete_class, mark, our_cms, reader_points_at, wait_gateway_gone,
@@ -534,13 +534,7 @@ async fn teardown_follows_reverse_dependency_order_and_reports_a_hung_child() {
     })
     .await;
     // Someone else's finalizer holds the DNS record.
-    dns.patch(
-        "gw-dns",
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"finalizers": ["e2e.gatewright.dev/hold"]}})),
-    )
-    .await
-    .unwrap();
+    hold(&dns, "gw-dns", true).await;
 
     let rec = Recorder::start(vec![
         ("Certificate".into(), certs(&client, &ns.name)),
@@ -584,7 +578,7 @@ async fn teardown_follows_reverse_dependency_order_and_reports_a_hung_child() {
         .unwrap()
         .to_owned();
     assert!(
-        msg.contains("gw-dns") && msg.contains("e2e.gatewright.dev/hold"),
+        msg.contains("gw-dns") && msg.contains(crate::common::HOLD),
         "{msg}"
     );
     assert!(
@@ -613,13 +607,7 @@ async fn teardown_follows_reverse_dependency_order_and_reports_a_hung_child() {
     .await;
 
     // Released: the teardown goes on and the Gateway goes.
-    dns.patch(
-        "gw-dns",
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    hold(&dns, "gw-dns", false).await;
     wait_gateway_gone(&client, &ns.name, T).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let deletions: Vec<String> = rec

@@ -6,26 +6,17 @@
 use std::time::Duration;
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
-};
-use serde_json::json;
+use kube::api::{Api, DeleteParams, DynamicObject};
 
-use crate::common::{TestNamespace, admin, apply_yaml, controller, wait_for};
-use crate::controller::shipped;
+use crate::common::{
+    TestNamespace, admin, apply_yaml, controller, hold, wait_class_gone, wait_deleting, wait_for,
+};
+use crate::controller::{
+    blueprints, cluster_dynamic, gateway_json, gateway_yaml, lb_listeners, shipped,
+};
 use crate::mbb::{cm_blueprint, cm_gateway, delete_class, our_cms, wait_gateway_gone};
 
 const T: Duration = Duration::from_secs(90);
-
-fn blueprints(client: &kube::Client) -> Api<DynamicObject> {
-    Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("gatewright.dev", "v1alpha1", "GatewayClassBlueprint"),
-            "gatewayclassblueprints",
-        ),
-    )
-}
 
 #[tokio::test]
 async fn deleting_the_gateway_its_class_and_blueprint_at_once_removes_every_child() {
@@ -34,21 +25,9 @@ async fn deleting_the_gateway_its_class_and_blueprint_at_once_removes_every_chil
     let ns = TestNamespace::new(&client, "delall").await;
     let class = format!("delall-{}", ns.name);
     apply_yaml(&client, &shipped("aws-alb-crossplane", &class)).await;
-    apply_yaml(
-        &client,
-        &format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {}}}\nspec:\n  gatewayClassName: {class}\n  listeners: [{{name: http, port: 80, protocol: HTTP}}]\n",
-            ns.name
-        ),
-    )
-    .await;
-    let lbs: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("elbv2.aws.upbound.io", "v1beta1", "LB"),
-            "lbs",
-        ),
-    );
+    apply_yaml(&client, &gateway_yaml(&ns.name, &class)).await;
+    let lbs: Api<DynamicObject> =
+        cluster_dynamic(&client, "elbv2.aws.upbound.io", "v1beta1", "LB", "lbs");
     let lb_name = gatewright::render::safe_name(&format!("{}-gw-alb", ns.name), 63);
     wait_for("the cluster-scoped LB", T, || async {
         lbs.get_opt(&lb_name).await.unwrap()
@@ -64,14 +43,8 @@ async fn deleting_the_gateway_its_class_and_blueprint_at_once_removes_every_chil
     })
     .await;
 
-    let listeners: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("elbv2.aws.upbound.io", "v1beta1", "LBListener"),
-            "lblisteners",
-        ),
-    );
-    let uid = crate::controller::gateway_json(&client, &ns.name).await["metadata"]["uid"]
+    let listeners: Api<DynamicObject> = lb_listeners(&client);
+    let uid = gateway_json(&client, &ns.name).await["metadata"]["uid"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -92,14 +65,7 @@ async fn deleting_the_gateway_its_class_and_blueprint_at_once_removes_every_chil
     .metadata
     .name
     .unwrap();
-    listeners
-        .patch(
-            &listener,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"finalizers": ["e2e.gatewright.dev/hold"]}})),
-        )
-        .await
-        .unwrap();
+    hold(&listeners, &listener, true).await;
 
     // The worst order: the class and its blueprint first, then the Gateway.
     classes
@@ -115,16 +81,7 @@ async fn deleting_the_gateway_its_class_and_blueprint_at_once_removes_every_chil
         .await
         .unwrap();
     // The blueprint is gone, yet the order holds: the LB waits for the listener reading it.
-    wait_for("the listener in deletion", T, || async {
-        listeners
-            .get(&listener)
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .map(|_| ())
-    })
-    .await;
+    wait_deleting(&listeners, &listener, T).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let lb = lbs.get_opt(&lb_name).await.unwrap();
     assert!(
@@ -137,29 +94,14 @@ async fn deleting_the_gateway_its_class_and_blueprint_at_once_removes_every_chil
         c.metadata.deletion_timestamp.is_some(),
         "the class is being deleted"
     );
-    listeners
-        .patch(
-            &listener,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    hold(&listeners, &listener, false).await;
     wait_gateway_gone(&client, &ns.name, T).await;
     assert!(
         lbs.get_opt(&lb_name).await.unwrap().is_none(),
         "the Gateway went before its cluster-scoped LB"
     );
     // The class waits for the Gateway's teardown, then goes.
-    wait_for("the GatewayClass to be gone", T, || async {
-        classes
-            .get_opt(&class)
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_class_gone(&client, &class, T).await;
     ns.delete().await;
 }
 
@@ -177,26 +119,12 @@ async fn a_gateway_whose_class_vanished_mid_teardown_is_still_torn_down() {
     })
     .await;
     // Someone else's finalizer holds the reader (deleted first), so the teardown waits.
-    cms.patch(
-        "gw-reader",
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"finalizers": ["e2e.gatewright.dev/hold"]}})),
-    )
-    .await
-    .unwrap();
+    hold(&cms, "gw-reader", true).await;
     Api::<gateway_api::apis::standard::gateways::Gateway>::namespaced(client.clone(), &ns.name)
         .delete("gw", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("the reader in deletion", T, || async {
-        cms.get("gw-reader")
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .map(|_| ())
-    })
-    .await;
+    wait_deleting(&cms, "gw-reader", T).await;
 
     // The class goes for good, its finalizer stripped by hand.
     let classes: Api<GatewayClass> = Api::all(client.clone());
@@ -204,22 +132,8 @@ async fn a_gateway_whose_class_vanished_mid_teardown_is_still_torn_down() {
         .delete(&class, &DeleteParams::default())
         .await
         .unwrap();
-    let _ = classes
-        .patch(
-            &class,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
-        )
-        .await;
-    wait_for("the GatewayClass to be gone", T, || async {
-        classes
-            .get_opt(&class)
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    hold(&classes, &class, false).await;
+    wait_class_gone(&client, &class, T).await;
     // Without the class or blueprint, the order comes from the children themselves: the
     // cert (read by the held reader) stays.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -230,13 +144,7 @@ async fn a_gateway_whose_class_vanished_mid_teardown_is_still_torn_down() {
     );
 
     // Released: the teardown finishes without the class.
-    cms.patch(
-        "gw-reader",
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    hold(&cms, "gw-reader", false).await;
     wait_gateway_gone(&client, &ns.name, T).await;
     let left: Vec<String> = cms
         .list(&Default::default())
