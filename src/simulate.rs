@@ -37,6 +37,9 @@ pub fn ready_status(obj: &Value) -> Option<Value> {
             if kind == "LB" {
                 at["dnsName"] = json!(format!("{name}.eu-central-1.elb.amazonaws.com"));
             }
+            if kind == "Certificate" {
+                at["domainValidationOptions"] = acm_validation_options(obj);
+            }
             json!({ "atProvider": at, "conditions": [
                 { "type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "2026-01-01T00:00:00Z" },
                 { "type": "Synced", "status": "True", "reason": "ReconcileSuccess", "lastTransitionTime": "2026-01-01T00:00:00Z" },
@@ -45,6 +48,40 @@ pub fn ready_status(obj: &Value) -> Option<Value> {
         _ => return None,
     };
     Some(status)
+}
+
+/// The DNS records ACM asks for to validate a certificate's names (one CNAME per name;
+/// a wildcard and its base name share one, as with ACM).
+fn acm_validation_options(obj: &Value) -> Value {
+    use sha2::{Digest, Sha256};
+    let p = &obj["spec"]["forProvider"];
+    let names = std::iter::once(&p["domainName"])
+        .chain(
+            p["subjectAlternativeNames"]
+                .as_array()
+                .into_iter()
+                .flatten(),
+        )
+        .filter_map(Value::as_str);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for name in names {
+        if !seen.insert(name) {
+            continue;
+        }
+        let base = name.trim_start_matches("*.");
+        let token: String = Sha256::digest(base.as_bytes())[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        out.push(json!({
+            "domainName": name,
+            "resourceRecordName": format!("_{token}.{base}."),
+            "resourceRecordType": "CNAME",
+            "resourceRecordValue": format!("_{token}.simulated.acm-validations.aws."),
+        }));
+    }
+    Value::Array(out)
 }
 
 /// `obj` as it looks once its controller is done: metadata.generation set, status written.

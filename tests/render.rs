@@ -714,3 +714,131 @@ fn a_failing_route_template_shows_on_the_route_status() {
         "{e}"
     );
 }
+
+/// A replacement that needs a sibling to become ready (ACM validates a certificate only
+/// once its DNS records exist) sees it through `pending`: the aws class renders the new
+/// certificate's validation records while the HTTPS listener still uses the old ARN.
+#[test]
+fn a_pending_replacement_gets_its_validation_records_before_the_switch() {
+    let class = "aws-alb-crossplane";
+    let dir = tempfile::tempdir().unwrap();
+    let (converged, _) = converge(class, dir.path());
+    let mut live: Vec<Value> = converged
+        .iter()
+        .filter(|d| d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gatewright")
+        .map(gatewright::simulate::as_ready)
+        .collect();
+    let of_kind = |docs: &[Value], kind: &str| -> Vec<Value> {
+        docs.iter().filter(|d| d["kind"] == kind).cloned().collect()
+    };
+    let record_names = |docs: &[Value]| -> Vec<String> {
+        let mut v: Vec<String> = of_kind(docs, "Record")
+            .iter()
+            .map(|r| {
+                r["spec"]["forProvider"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let https_arn = |docs: &[Value]| -> String {
+        of_kind(docs, "LBListener")
+            .iter()
+            .find(|l| l["spec"]["forProvider"]["port"] == 443)
+            .unwrap()["spec"]["forProvider"]["certificateArn"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let old = of_kind(&live, "Certificate").pop().unwrap();
+    let old_arn = old["status"]["atProvider"]["arn"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        record_names(&live),
+        [
+            "_951623a26f8b3388.shop.example.com.",
+            "_bd0054cb250b2bb6.blog.example.com."
+        ],
+        "one validation record per name of the serving certificate"
+    );
+
+    let extra = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: news, namespace: shop, uid: 2f6b1d8e-0000-4000-8000-000000000009, generation: 1}\nspec:\n  parentRefs: [{name: public, namespace: infra}]\n  hostnames: [news.example.com]\n  rules: [{backendRefs: [{name: news, port: 80}]}]\n";
+    std::fs::write(dir.path().join("extra.yaml"), extra).unwrap();
+    let step = |live: &[Value]| -> (Vec<Value>, String) {
+        let text: String = live
+            .iter()
+            .map(|c| format!("---\n{}", serde_saphyr::to_string(c).unwrap()))
+            .collect();
+        std::fs::write(dir.path().join("live.yaml"), text).unwrap();
+        let out = cli::render(
+            &[root().join("examples").join(class), dir.path().to_owned()],
+            "gatewright-system",
+            &now(),
+        );
+        assert_eq!(out.code, EXIT_OK, "{:?}", out.stderr);
+        (docs(&out.stdout), out.stderr.join("\n"))
+    };
+
+    // The new certificate is requested; ACM has not said what to validate yet.
+    let (out, _) = step(&live);
+    let new = of_kind(&out, "Certificate")
+        .into_iter()
+        .find(|c| c["metadata"]["name"] != old["metadata"]["name"])
+        .unwrap();
+    assert_eq!(https_arn(&out), old_arn);
+    assert_eq!(record_names(&out).len(), 2);
+
+    // ACM asks for the new names' records; the certificate is not issued without them.
+    let mut waiting = gatewright::simulate::as_ready(&new);
+    waiting["status"]["conditions"] = serde_json::json!([{"type": "Ready", "status": "False", "reason": "PendingValidation", "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+    live.push(waiting);
+    let (out, stderr) = step(&live);
+    assert!(stderr.contains("(WaitingForNew)"), "{stderr}");
+    assert_eq!(
+        https_arn(&out),
+        old_arn,
+        "the listener keeps the old certificate"
+    );
+    let names = record_names(&out);
+    assert!(
+        names.iter().any(|n| n.ends_with(".news.example.com.")),
+        "the pending certificate's validation record is rendered: {names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n.ends_with(".shop.example.com.")),
+        "{names:?}"
+    );
+
+    // Issued: the listener switches to the new ARN.
+    live.pop();
+    live.push(gatewright::simulate::as_ready(&new));
+    let (out, stderr) = step(&live);
+    assert!(stderr.contains("(Switching)"), "{stderr}");
+    assert_ne!(https_arn(&out), old_arn);
+}
+
+#[test]
+fn pending_of_a_template_replaced_in_place_is_an_error() {
+    let bp = blueprint(&format!(
+        "{}{}",
+        template(
+            "cert",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"
+        ),
+        template(
+            "reader",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: r}\ndata: {n: \"{{ pending.cert | length }}\"}\n"
+        )
+    ));
+    let (code, _, stderr) = run("check", &bp);
+    assert_eq!(code, EXIT_TEMPLATE, "{stderr}");
+    assert!(
+        stderr.contains("reads pending.cert") && stderr.contains("MakeBeforeBreak"),
+        "{stderr}"
+    );
+}

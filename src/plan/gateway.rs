@@ -332,7 +332,7 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
                     address_wait = Some(format!("the status template waits for template {missing}"))
                 }
                 None => {
-                    let ctx = with_resources(&base, None, &result.resources);
+                    let ctx = with_resources(&base, None, &result.resources, &result.pending);
                     match render_addresses(prepared, &ctx) {
                         Ok(a) => addresses = a,
                         Err(e) if e.category == "UndefinedVariable" => {

@@ -55,6 +55,11 @@ pub(crate) struct SetResult {
     pub states: Vec<ChildState>,
     /// Template -> live objects it rendered (what `resources.<template>` showed).
     pub resources: BTreeMap<String, Vec<Value>>,
+    /// Make-before-break template -> the live objects of its new version while that
+    /// version is not ready yet (what `pending.<template>` shows; empty otherwise): what
+    /// must exist for the new version to become ready (a certificate's validation
+    /// records) reads it, as dependents read `resources`.
+    pub pending: BTreeMap<String, Vec<Value>>,
     /// Templates whose output is unknown this pass (held or failed): keep their children.
     pub unsettled: BTreeSet<String>,
     /// Live children that must stay although not rendered: old versions of
@@ -202,6 +207,15 @@ pub(crate) fn render_set(
         .map(|v| (ObjectKey::of(v), v.as_ref()))
         .collect();
     let mut out = SetResult::default();
+    for name in &prepared.graph(input.set).order {
+        if prepared
+            .entry(input.set, name)
+            .and_then(|e| e.rollout.as_ref())
+            .is_some_and(crate::api::Rollout::make_before_break)
+        {
+            out.pending.insert(name.clone(), Vec::new());
+        }
+    }
     // The version of each make-before-break template that dependents read.
     let mut active: BTreeMap<String, String> = BTreeMap::new();
     let mut finishing: Vec<(String, String, Vec<ObjectKey>)> = Vec::new();
@@ -227,7 +241,7 @@ pub(crate) fn render_set(
             continue;
         };
         let rollout = entry.rollout.as_ref().filter(|r| r.make_before_break());
-        let ctx = with_resources(base, route, &out.resources);
+        let ctx = with_resources(base, route, &out.resources, &out.pending);
         let ctx = minijinja::context! {
             version => if rollout.is_some() { VERSION_PLACEHOLDER } else { "" },
             ..ctx
@@ -430,7 +444,9 @@ impl RolloutStep<'_> {
         };
         if let Some(old) = serving {
             // The old version serves: dependents read it, status judges it; the new one is
-            // applied beside it. Versions neither serving nor pointed at are superseded.
+            // applied beside it (and shown as pending). Versions neither serving nor
+            // pointed at are superseded.
+            out.pending.insert(name.clone(), self.seen.clone());
             let objs = olds.get(old.as_str()).cloned().unwrap_or_default();
             for o in &objs {
                 let key = ObjectKey::of(o);

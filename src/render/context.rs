@@ -97,12 +97,14 @@ pub fn with_resources(
     base: &Value,
     route: Option<&Value>,
     resources: &BTreeMap<String, Vec<serde_json::Value>>,
+    pending: &BTreeMap<String, Vec<serde_json::Value>>,
 ) -> Value {
     let resources = Value::from(minijinja::value::Serde(resources));
+    let pending = Value::from(minijinja::value::Serde(pending));
     match route {
-        Some(r) => {
-            minijinja::context! { route => r.clone(), resources => resources, ..base.clone() }
-        }
-        None => minijinja::context! { resources => resources, ..base.clone() },
+        Some(r) => minijinja::context! {
+            route => r.clone(), resources => resources, pending => pending, ..base.clone()
+        },
+        None => minijinja::context! { resources => resources, pending => pending, ..base.clone() },
     }
 }

@@ -36,6 +36,7 @@ pub const CONTEXT_VARIABLES: &[&str] = &[
     "routes",
     "hostnames",
     "resources",
+    "pending",
     "version",
 ];
 /// Functions we add, and minijinja's own global functions.

@@ -1,5 +1,5 @@
 //! The dependency graph between a blueprint's templates. A template that reads
-//! `resources.X` depends on template `X` of the same set; the graph is derived from
+//! `resources.X` (or `pending.X`) depends on template `X` of the same set; the graph is derived from
 //! the template source once, ordered once (declaration order breaks ties), and a cycle
 //! or a read of a template that does not exist is a blueprint error.
 //!
@@ -17,7 +17,7 @@ use crate::api::TemplateEntry;
 pub struct Graph {
     /// Template names, each after everything it reads.
     pub order: Vec<String>,
-    /// Template name -> the templates it reads through `resources`.
+    /// Template name -> the templates it reads through `resources` or `pending`.
     pub deps: BTreeMap<String, BTreeSet<String>>,
 }
 
@@ -33,7 +33,6 @@ impl Graph {
         set: TemplateSet,
         entries: &[TemplateEntry],
     ) -> Result<Self, Vec<RenderError>> {
-        let names: BTreeSet<&str> = entries.iter().map(|e| e.name.as_str()).collect();
         let mut deps = BTreeMap::new();
         let mut errors = Vec::new();
         for entry in entries {
@@ -44,7 +43,7 @@ impl Graph {
                 &entry.name,
                 set,
                 &reads,
-                &names,
+                entries,
                 &mut mine,
                 &mut errors,
             );
@@ -76,7 +75,6 @@ impl Graph {
         source: &str,
         entries: &[TemplateEntry],
     ) -> Result<BTreeSet<String>, Vec<RenderError>> {
-        let names: BTreeSet<&str> = entries.iter().map(|e| e.name.as_str()).collect();
         let reads = compiled.reads(TemplateSet::Status, super::engine::STATUS_TEMPLATE, source);
         let mut mine = BTreeSet::new();
         let mut errors = Vec::new();
@@ -85,7 +83,7 @@ impl Graph {
             super::engine::STATUS_TEMPLATE,
             TemplateSet::Status,
             &reads,
-            &names,
+            entries,
             &mut mine,
             &mut errors,
         );
@@ -102,7 +100,7 @@ fn check_reads(
     template: &str,
     set: TemplateSet,
     reads: &BTreeSet<String>,
-    names: &BTreeSet<&str>,
+    entries: &[TemplateEntry],
     deps: &mut BTreeSet<String>,
     errors: &mut Vec<RenderError>,
 ) {
@@ -136,21 +134,37 @@ fn check_reads(
             continue;
         }
         let mut parts = path.split('.');
-        if parts.next() == Some("resources")
-            && let Some(dep) = parts.next()
-        {
-            if names.contains(dep) {
-                deps.insert(dep.to_owned());
-            } else {
+        let top = parts.next();
+        if let (Some(var @ ("resources" | "pending")), Some(dep)) = (top, parts.next()) {
+            let entry = entries.iter().find(|e| e.name == dep);
+            if entry.is_none() {
                 errors.push(
                     RenderError::new(
                         &compiled.blueprint,
                         template,
                         None,
-                        format!("reads resources.{dep}, but no template is named {dep:?}"),
+                        format!("reads {var}.{dep}, but no template is named {dep:?}"),
                     )
                     .with_category("UnknownTemplate"),
                 );
+            } else if var == "pending"
+                && !entry
+                    .and_then(|e| e.rollout.as_ref())
+                    .is_some_and(crate::api::Rollout::make_before_break)
+            {
+                errors.push(
+                    RenderError::new(
+                        &compiled.blueprint,
+                        template,
+                        None,
+                        format!(
+                            "reads pending.{dep}, but template {dep:?} is not replaced make-before-break (rollout.strategy: MakeBeforeBreak)"
+                        ),
+                    )
+                    .with_category("UnknownTemplate"),
+                );
+            } else {
+                deps.insert(dep.to_owned());
             }
         }
     }

@@ -846,7 +846,8 @@ async fn cluster_scoped_children_and_status_dependencies() {
         std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
         std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
     )
-    .replace("aws-alb-crossplane", &class);
+    .replace("aws-alb-crossplane", &class)
+    .replace("hostedZoneId: \"\"", "hostedZoneId: Z0TEST");
     apply_yaml(&client, &text).await;
     apply_yaml(&client, &gateway_yaml(&ns.name, &class)).await;
     let lbs: Api<DynamicObject> =
@@ -1007,6 +1008,37 @@ async fn cluster_scoped_children_and_status_dependencies() {
     })
     .await;
     assert_ne!(arn, arn2, "a new certificate, not an edited one");
+    // The certificate's DNS validation records (cluster-scoped Route53 Records): the new
+    // certificate's, for both names.
+    let records = cluster_dynamic(
+        &client,
+        "route53.aws.upbound.io",
+        "v1beta1",
+        "Record",
+        "records",
+    );
+    wait_for("the new certificate's validation records", T, || async {
+        // Plays the downstream controllers, so that the old certificate's records go.
+        settled().await;
+        let lp = kube::api::ListParams::default().labels(&selector);
+        let names: Vec<String> = records
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter_map(|r| {
+                r.data["spec"]["forProvider"]["name"]
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect();
+        (names.len() == 2
+            && names.iter().any(|n| n.ends_with(".blog.example.com."))
+            && names.iter().any(|n| n.ends_with(".shop.example.com.")))
+        .then_some(())
+    })
+    .await;
     wait_for("the rollout to complete", T, || async {
         let g = gateway_json(&client, &ns.name).await;
         (cond(&g["status"]["conditions"], "gatewright.dev/Rollout")?["reason"] == "Complete")
@@ -1026,9 +1058,11 @@ async fn cluster_scoped_children_and_status_dependencies() {
             lb_name.clone(),
             ns.name.clone(),
         );
-        let (acm, selector) = (acm.clone(), selector.clone());
+        let (acm, selector, records) = (acm.clone(), selector.clone(), records.clone());
         async move {
+            let lp = kube::api::ListParams::default().labels(&selector);
             let gone = lbs.get_opt(&n).await.unwrap().is_none()
+                && records.list(&lp).await.unwrap().items.is_empty()
                 && acm
                     .list(&kube::api::ListParams::default().labels(&selector))
                     .await
