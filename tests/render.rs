@@ -86,6 +86,23 @@ fn golden_render_of_every_shipped_class() {
 
 /// Renders, lets the simulated controllers make every child ready, and renders again,
 /// until nothing changes: the way the controller converges, event by event.
+/// `render` of the class's example with `live` as the cluster's children: (documents out,
+/// stderr).
+fn render_with_live(class: &str, dir: &Path, live: &[Value]) -> (Vec<Value>, String) {
+    let text: String = live
+        .iter()
+        .map(|c| format!("---\n{}", serde_saphyr::to_string(c).unwrap()))
+        .collect();
+    std::fs::write(dir.join("live.yaml"), text).unwrap();
+    let out = cli::render(
+        &[root().join("examples").join(class), dir.to_owned()],
+        "gatewright-system",
+        &now(),
+    );
+    assert_eq!(out.code, EXIT_OK, "{:?}", out.stderr);
+    (docs(&out.stdout), out.stderr.join("\n"))
+}
+
 fn converge(class: &str, dir: &Path) -> (Vec<Value>, usize) {
     let live = dir.join("live.yaml");
     let mut previous = String::new();
@@ -501,20 +518,7 @@ fn a_new_hostname_rotates_the_certificate_make_before_break() {
 
     let extra = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: news, namespace: shop, uid: 2f6b1d8e-0000-4000-8000-000000000009, generation: 1}\nspec:\n  parentRefs: [{name: public, namespace: infra}]\n  hostnames: [news.example.com]\n  rules: [{backendRefs: [{name: news, port: 80}]}]\n";
     std::fs::write(dir.path().join("extra.yaml"), extra).unwrap();
-    let step = |live: &[Value]| -> (Vec<Value>, String) {
-        let text: String = live
-            .iter()
-            .map(|c| format!("---\n{}", serde_saphyr::to_string(c).unwrap()))
-            .collect();
-        std::fs::write(dir.path().join("live.yaml"), text).unwrap();
-        let out = cli::render(
-            &[root().join("examples").join(class), dir.path().to_owned()],
-            "gatewright-system",
-            &now(),
-        );
-        assert_eq!(out.code, EXIT_OK, "{:?}", out.stderr);
-        (docs(&out.stdout), out.stderr.join("\n"))
-    };
+    let step = |live: &[Value]| render_with_live(class, dir.path(), live);
     let listener_secret = |docs: &[Value]| -> String {
         let gw = docs
             .iter()
@@ -769,20 +773,7 @@ fn a_pending_replacement_gets_its_validation_records_before_the_switch() {
 
     let extra = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: news, namespace: shop, uid: 2f6b1d8e-0000-4000-8000-000000000009, generation: 1}\nspec:\n  parentRefs: [{name: public, namespace: infra}]\n  hostnames: [news.example.com]\n  rules: [{backendRefs: [{name: news, port: 80}]}]\n";
     std::fs::write(dir.path().join("extra.yaml"), extra).unwrap();
-    let step = |live: &[Value]| -> (Vec<Value>, String) {
-        let text: String = live
-            .iter()
-            .map(|c| format!("---\n{}", serde_saphyr::to_string(c).unwrap()))
-            .collect();
-        std::fs::write(dir.path().join("live.yaml"), text).unwrap();
-        let out = cli::render(
-            &[root().join("examples").join(class), dir.path().to_owned()],
-            "gatewright-system",
-            &now(),
-        );
-        assert_eq!(out.code, EXIT_OK, "{:?}", out.stderr);
-        (docs(&out.stdout), out.stderr.join("\n"))
-    };
+    let step = |live: &[Value]| render_with_live(class, dir.path(), live);
 
     // The new certificate is requested; ACM has not said what to validate yet.
     let (out, _) = step(&live);

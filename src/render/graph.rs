@@ -104,66 +104,55 @@ fn check_reads(
     deps: &mut BTreeSet<String>,
     errors: &mut Vec<RenderError>,
 ) {
+    let mut error = |message: String, category: &'static str| {
+        errors.push(
+            RenderError::new(&compiled.blueprint, template, None, message).with_category(category),
+        );
+    };
     for path in reads {
-        if !is_known_variable(path) {
-            errors.push(
-                RenderError::new(
-                    &compiled.blueprint,
-                    template,
-                    None,
-                    format!(
-                        "unknown variable {:?}; templates can read {}",
-                        path.split('.').next().unwrap_or(path),
-                        super::engine::CONTEXT_VARIABLES.join(", ")
-                    ),
-                )
-                .with_category("UndefinedVariable"),
-            );
-            continue;
-        }
-        if set == TemplateSet::Gateway && path.split('.').next() == Some("route") {
-            errors.push(
-                RenderError::new(
-                    &compiled.blueprint,
-                    template,
-                    None,
-                    "gateway templates cannot read `route`; use a route template".into(),
-                )
-                .with_category("UndefinedVariable"),
-            );
-            continue;
-        }
         let mut parts = path.split('.');
         let top = parts.next();
-        if let (Some(var @ ("resources" | "pending")), Some(dep)) = (top, parts.next()) {
-            let entry = entries.iter().find(|e| e.name == dep);
-            if entry.is_none() {
-                errors.push(
-                    RenderError::new(
-                        &compiled.blueprint,
-                        template,
-                        None,
-                        format!("reads {var}.{dep}, but no template is named {dep:?}"),
-                    )
-                    .with_category("UnknownTemplate"),
-                );
-            } else if var == "pending"
-                && !entry
-                    .and_then(|e| e.rollout.as_ref())
-                    .is_some_and(crate::api::Rollout::make_before_break)
+        if !is_known_variable(path) {
+            error(
+                format!(
+                    "unknown variable {:?}; templates can read {}",
+                    top.unwrap_or(path),
+                    super::engine::CONTEXT_VARIABLES.join(", ")
+                ),
+                "UndefinedVariable",
+            );
+            continue;
+        }
+        if set == TemplateSet::Gateway && top == Some("route") {
+            error(
+                "gateway templates cannot read `route`; use a route template".into(),
+                "UndefinedVariable",
+            );
+            continue;
+        }
+        let (Some(var @ ("resources" | "pending")), Some(dep)) = (top, parts.next()) else {
+            continue;
+        };
+        match entries.iter().find(|e| e.name == dep) {
+            None => error(
+                format!("reads {var}.{dep}, but no template is named {dep:?}"),
+                "UnknownTemplate",
+            ),
+            Some(e)
+                if var == "pending"
+                    && !e
+                        .rollout
+                        .as_ref()
+                        .is_some_and(crate::api::Rollout::make_before_break) =>
             {
-                errors.push(
-                    RenderError::new(
-                        &compiled.blueprint,
-                        template,
-                        None,
-                        format!(
-                            "reads pending.{dep}, but template {dep:?} is not replaced make-before-break (rollout.strategy: MakeBeforeBreak)"
-                        ),
-                    )
-                    .with_category("UnknownTemplate"),
+                error(
+                    format!(
+                        "reads pending.{dep}, but template {dep:?} is not replaced make-before-break (rollout.strategy: MakeBeforeBreak)"
+                    ),
+                    "UnknownTemplate",
                 );
-            } else {
+            }
+            Some(_) => {
                 deps.insert(dep.to_owned());
             }
         }
