@@ -146,8 +146,7 @@ fn rollout_condition(rollouts: &[&RolloutState], progress: &BTreeMap<String, Pro
         })
         .collect();
     if stuck.is_empty() {
-        let owned: Vec<RolloutState> = rollouts.iter().map(|r| (*r).clone()).collect();
-        crate::plan::gateway::rollout_cond(&owned)
+        crate::plan::gateway::rollout_cond(rollouts.iter().copied())
     } else {
         Cond::f(types::ROLLOUT, reasons::STUCK, &stuck.join("; "))
     }
@@ -278,12 +277,7 @@ impl Controller {
                         .map(|k| (k.api_version.clone(), k.kind.clone()))
                         .collect();
                     if let Some(uid) = gw.as_ref().and_then(|g| g.metadata.uid.as_deref()) {
-                        kinds.extend(snap.children_by_gateway(uid).map(|c| {
-                            (
-                                c["apiVersion"].as_str().unwrap_or_default().to_owned(),
-                                c["kind"].as_str().unwrap_or_default().to_owned(),
-                            )
-                        }));
+                        kinds.extend(snap.child_kinds_by_gateway(uid));
                     }
                     // The template of each child to prune (the prune list is dependents
                     // first; one template's children go at a time).
@@ -308,16 +302,8 @@ impl Controller {
                                 && g.finalizers().iter().any(|f| f == GATEWAY_FINALIZER)
                         })
                         .map(|g| {
-                            let uid = g.metadata.uid.clone().unwrap_or_default();
-                            let kinds = snap
-                                .children_by_gateway(&uid)
-                                .map(|c| {
-                                    (
-                                        c["apiVersion"].as_str().unwrap_or_default().to_owned(),
-                                        c["kind"].as_str().unwrap_or_default().to_owned(),
-                                    )
-                                })
-                                .collect();
+                            let uid = g.metadata.uid.as_deref().unwrap_or_default();
+                            let kinds = snap.child_kinds_by_gateway(uid).collect();
                             (g, kinds)
                         });
                     None
@@ -544,7 +530,7 @@ impl Controller {
             return Ok(Some(Duration::from_secs(2)));
         }
         if let Some(d) = rollout_requeue {
-            // Wake at the deadline of the oldest waiting replacement to report it stuck.
+            // Wake at the earliest deadline of a replacement under way to report it stuck.
             return Ok(Some(if applied_any {
                 d.min(Duration::from_secs(1))
             } else {

@@ -390,18 +390,11 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
 /// The `gatewright.dev/Rollout` condition for the replacements in progress (route
 /// children's too, which the controller adds): True/Complete when none is, else
 /// False/Progressing naming what each waits for. The controller turns it to `Stuck` once a
-/// new version has been waiting past its timeout (the planner has no clock).
+/// replacement has taken longer than its timeout (the planner has no clock).
 #[must_use]
-pub fn rollout_cond(rollouts: &[super::RolloutState]) -> Cond {
-    if rollouts.is_empty() {
-        return Cond::t(
-            types::ROLLOUT,
-            reasons::COMPLETE,
-            "every make-before-break child serves its latest version",
-        );
-    }
+pub fn rollout_cond<'a>(rollouts: impl IntoIterator<Item = &'a super::RolloutState>) -> Cond {
     let parts: Vec<String> = rollouts
-        .iter()
+        .into_iter()
         .map(|r| {
             format!(
                 "template {}: {} -> {} ({:?}): {}",
@@ -413,6 +406,13 @@ pub fn rollout_cond(rollouts: &[super::RolloutState]) -> Cond {
             )
         })
         .collect();
+    if parts.is_empty() {
+        return Cond::t(
+            types::ROLLOUT,
+            reasons::COMPLETE,
+            "every make-before-break child serves its latest version",
+        );
+    }
     Cond::f(types::ROLLOUT, reasons::PROGRESSING, &parts.join("; "))
 }
 

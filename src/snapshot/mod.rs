@@ -502,6 +502,17 @@ impl Snapshot {
             .flatten()
             .filter_map(|k| self.children.get(k))
     }
+    /// The (apiVersion, kind) of every live child labelled with this Gateway uid.
+    pub fn child_kinds_by_gateway<'a>(
+        &'a self,
+        gateway_uid: &str,
+    ) -> impl Iterator<Item = (String, String)> + 'a {
+        self.children_by_gateway
+            .get(gateway_uid)
+            .into_iter()
+            .flatten()
+            .map(|k| (k.api_version.clone(), k.kind.clone()))
+    }
     /// A live child by key.
     #[must_use]
     pub fn child(&self, key: &ObjectKey) -> Option<&Arc<Value>> {
