@@ -8,6 +8,7 @@
 //! up again until it appears.
 
 mod apply;
+mod metrics;
 mod status;
 mod watch;
 
@@ -260,7 +261,7 @@ impl Controller {
         };
         match result {
             Ok(requeue) => {
-                self.metrics.reconciled(kind, "Ok");
+                self.metrics.reconciled(kind, "Ok", started.elapsed());
                 if let Ok(mut f) = self.failures.lock() {
                     f.remove(w);
                 }
@@ -269,7 +270,7 @@ impl Controller {
                 }
             }
             Err(e) => {
-                self.metrics.reconciled(kind, e.category());
+                self.metrics.reconciled(kind, e.category(), started.elapsed());
                 let n = self.failures.lock().map(|mut f| {
                     let n = f.entry(w.clone()).or_default();
                     *n += 1;
@@ -324,16 +325,17 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         synced_watches: std::sync::atomic::AtomicUsize::new(0),
         caches_synced: tokio::sync::watch::Sender::new(false),
     });
-    if let Some(addr) = ctl.opts.metrics_addr.clone() {
-        let listener_metrics = ctl.metrics.clone();
-        let l = tokio::net::TcpListener::bind(&addr).await?;
-        drop(l);
-        tokio::spawn(async move {
-            if let Err(e) = crate::telemetry::serve(&addr, listener_metrics).await {
-                tracing::error!(error = %e, "metrics server stopped");
-            }
-        });
+    let source: std::sync::Weak<dyn crate::telemetry::StateSource> = Arc::downgrade(&ctl) as _;
+    ctl.metrics.set_state_source(source);
+    if let Some(addr) = &ctl.opts.metrics_addr {
+        let listener = crate::telemetry::bind(addr)
+            .await
+            .map_err(std::io::Error::other)?;
+        tokio::spawn(crate::telemetry::serve(listener, ctl.metrics.clone()));
     }
+    ctl.metrics
+        .leader
+        .store(ctl.opts.leader_election.is_none(), std::sync::atomic::Ordering::Relaxed);
     watch::start_primary_watches(&ctl);
     let mut leader = match &ctl.opts.leader_election {
         Some((ns, name)) => Some(elect(&ctl, ns, name).await?),
@@ -420,6 +422,9 @@ async fn elect(
         let mut was = false;
         while follow.changed().await.is_ok() {
             let now = *follow.borrow_and_update();
+            me.metrics
+                .leader
+                .store(now, std::sync::atomic::Ordering::Relaxed);
             if now && !was {
                 tracing::info!(%identity, "acquired the lease; writing from now on");
                 me.enqueue_all();
