@@ -216,12 +216,6 @@ impl Metrics {
         self.plan_duration.observe(elapsed.as_secs_f64());
     }
 
-    /// Plans recorded so far.
-    #[must_use]
-    pub fn plans(&self) -> u64 {
-        self.plan_duration.count()
-    }
-
     /// Counts one request as it leaves for the API server.
     pub fn api_request(&self, method: &str, path: &str) {
         let (namespace, resource) = split_api_path(path);
@@ -333,7 +327,11 @@ impl Metrics {
             .map(|s| s.state())
             .unwrap_or_default();
         registry.register_collector(Box::new(Scrape {
-            api_requests: self.api_requests.lock().map(|m| m.clone()).unwrap_or_default(),
+            api_requests: self
+                .api_requests
+                .lock()
+                .map(|m| m.clone())
+                .unwrap_or_default(),
             counters: [
                 self.applies.load(Ordering::Relaxed),
                 self.prunes.load(Ordering::Relaxed),
@@ -560,33 +558,32 @@ pub fn counting_client(client: kube::Client, metrics: Arc<Metrics>) -> kube::Cli
 
 /// The answer to one request on the metrics address.
 fn respond(metrics: &Metrics, method: &http::Method, path: &str) -> http::Response<String> {
-    let (status, content_type, body) = if method != http::Method::GET
-        && method != http::Method::HEAD
-    {
-        (
-            http::StatusCode::METHOD_NOT_ALLOWED,
-            "text/plain",
-            "method not allowed\n".to_owned(),
-        )
-    } else {
-        match path {
-            "/metrics" => (http::StatusCode::OK, CONTENT_TYPE, metrics.render()),
-            "/healthz" => (http::StatusCode::OK, "text/plain", "ok\n".to_owned()),
-            "/readyz" if metrics.ready.load(Ordering::Relaxed) => {
-                (http::StatusCode::OK, "text/plain", "ok\n".to_owned())
+    let (status, content_type, body) =
+        if method != http::Method::GET && method != http::Method::HEAD {
+            (
+                http::StatusCode::METHOD_NOT_ALLOWED,
+                "text/plain",
+                "method not allowed\n".to_owned(),
+            )
+        } else {
+            match path {
+                "/metrics" => (http::StatusCode::OK, CONTENT_TYPE, metrics.render()),
+                "/healthz" => (http::StatusCode::OK, "text/plain", "ok\n".to_owned()),
+                "/readyz" if metrics.ready.load(Ordering::Relaxed) => {
+                    (http::StatusCode::OK, "text/plain", "ok\n".to_owned())
+                }
+                "/readyz" => (
+                    http::StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain",
+                    "caches not synced\n".to_owned(),
+                ),
+                _ => (
+                    http::StatusCode::NOT_FOUND,
+                    "text/plain",
+                    "not found\n".to_owned(),
+                ),
             }
-            "/readyz" => (
-                http::StatusCode::SERVICE_UNAVAILABLE,
-                "text/plain",
-                "caches not synced\n".to_owned(),
-            ),
-            _ => (
-                http::StatusCode::NOT_FOUND,
-                "text/plain",
-                "not found\n".to_owned(),
-            ),
-        }
-    };
+        };
     let mut resp = http::Response::new(body);
     *resp.status_mut() = status;
     resp.headers_mut().insert(
@@ -628,10 +625,11 @@ pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
         };
         let metrics = metrics.clone();
         tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                let resp = respond(&metrics, req.method(), req.uri().path());
-                async move { Ok::<_, std::convert::Infallible>(resp) }
-            });
+            let svc =
+                hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let resp = respond(&metrics, req.method(), req.uri().path());
+                    async move { Ok::<_, std::convert::Infallible>(resp) }
+                });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(10))
@@ -681,7 +679,9 @@ mod tests {
 
     #[test]
     fn watches_are_told_from_lists() {
-        assert!(is_watch(Some("labelSelector=a&watch=true&timeoutSeconds=290")));
+        assert!(is_watch(Some(
+            "labelSelector=a&watch=true&timeoutSeconds=290"
+        )));
         assert!(is_watch(Some("watch=1")));
         assert!(!is_watch(Some("labelSelector=watch%3Dtrue")));
         assert!(!is_watch(None));
@@ -768,7 +768,11 @@ mod tests {
         }
         // Without the source (the controller gone), the gauges read zero.
         drop(source);
-        assert!(m.render().lines().any(|l| l == "gatewright_rollouts_stuck 0"));
+        assert!(
+            m.render()
+                .lines()
+                .any(|l| l == "gatewright_rollouts_stuck 0")
+        );
     }
 
     #[tokio::test]

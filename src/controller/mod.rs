@@ -270,7 +270,8 @@ impl Controller {
                 }
             }
             Err(e) => {
-                self.metrics.reconciled(kind, e.category(), started.elapsed());
+                self.metrics
+                    .reconciled(kind, e.category(), started.elapsed());
                 let n = self.failures.lock().map(|mut f| {
                     let n = f.entry(w.clone()).or_default();
                     *n += 1;
@@ -333,9 +334,10 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
             .map_err(std::io::Error::other)?;
         tokio::spawn(crate::telemetry::serve(listener, ctl.metrics.clone()));
     }
-    ctl.metrics
-        .leader
-        .store(ctl.opts.leader_election.is_none(), std::sync::atomic::Ordering::Relaxed);
+    ctl.metrics.leader.store(
+        ctl.opts.leader_election.is_none(),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     watch::start_primary_watches(&ctl);
     let mut leader = match &ctl.opts.leader_election {
         Some((ns, name)) => Some(elect(&ctl, ns, name).await?),

@@ -17,9 +17,11 @@ const T: Duration = Duration::from_secs(60);
 /// `GET path` on the controller's metrics address: (status code, content type, body).
 async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
     let mut raw = String::new();
     s.read_to_string(&mut raw).await.unwrap();
     let (head, body) = raw.split_once("\r\n\r\n").unwrap();
@@ -72,9 +74,7 @@ fn parse(text: &str) -> Exposition {
         let (series, value) = line.rsplit_once(' ').unwrap();
         let value: f64 = match value {
             "+Inf" => f64::INFINITY,
-            v => v
-                .parse()
-                .unwrap_or_else(|_| panic!("bad value in {line}")),
+            v => v.parse().unwrap_or_else(|_| panic!("bad value in {line}")),
         };
         let (name, labels) = match series.split_once('{') {
             Some((n, rest)) => {
@@ -125,11 +125,21 @@ impl Exposition {
         self.samples
             .iter()
             .filter(|((n, l), _)| {
-                n == name && labels.iter().all(|(k, v)| l.get(*k).map(String::as_str) == Some(v))
+                n == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| l.get(*k).map(String::as_str) == Some(v))
             })
             .map(|(_, v)| *v)
             .reduce(|a, b| a + b)
     }
+}
+
+/// The value of an unlabelled gauge as the controller would serve it now.
+pub(crate) fn gauge(ctl: &gatewright::controller::Controller, name: &str) -> f64 {
+    parse(&ctl.metrics().render())
+        .value(name, &[])
+        .unwrap_or_else(|| panic!("{name} is not exported"))
 }
 
 /// Every `gatewright_*` token in the strings of a JSON or YAML document.
@@ -153,7 +163,10 @@ fn metric_names(doc: &Value, out: &mut BTreeSet<String>) {
 }
 
 fn names_in(file: &str) -> BTreeSet<String> {
-    let path = format!("{}/charts/gatewright/files/{file}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/charts/gatewright/files/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(&path).unwrap();
     let doc: Value = if file.ends_with(".json") {
         serde_json::from_str(&text).unwrap()
@@ -179,20 +192,30 @@ async fn dashboard_and_alerts_query_only_metrics_the_controller_exports() {
     })
     .await;
 
-    let addr = ctl.metrics().served_at().expect("the controller serves metrics");
+    let addr = ctl
+        .metrics()
+        .served_at()
+        .expect("the controller serves metrics");
     assert_eq!(get(addr, "/healthz").await.0, 200);
     assert_eq!(get(addr, "/readyz").await.0, 200);
     assert_eq!(get(addr, "/nothing-here").await.0, 404);
 
     // The gauges are read at scrape time: the Gateway counts as soon as its reconcile has
     // reported it.
-    let e = wait_for("gatewright_gateways to count a Programmed Gateway", T, || async {
-        let (code, content_type, body) = get(addr, "/metrics").await;
-        assert_eq!(code, 200, "{body}");
-        assert!(content_type.starts_with("text/plain; version=0.0.4"), "{content_type}");
-        let e = parse(&body);
-        (e.value("gatewright_gateways", &[("programmed", "True")]) >= Some(1.0)).then_some(e)
-    })
+    let e = wait_for(
+        "gatewright_gateways to count a Programmed Gateway",
+        T,
+        || async {
+            let (code, content_type, body) = get(addr, "/metrics").await;
+            assert_eq!(code, 200, "{body}");
+            assert!(
+                content_type.starts_with("text/plain; version=0.0.4"),
+                "{content_type}"
+            );
+            let e = parse(&body);
+            (e.value("gatewright_gateways", &[("programmed", "True")]) >= Some(1.0)).then_some(e)
+        },
+    )
     .await;
 
     // What the controller did shows up, with the labels the dashboard groups by.
@@ -215,8 +238,10 @@ async fn dashboard_and_alerts_query_only_metrics_the_controller_exports() {
     assert!(e.value("gatewright_writes_total", &[("category", "apply")]) >= Some(1.0));
     assert!(e.value("gatewright_writes_total", &[("category", "status")]) >= Some(1.0));
     assert!(
-        e.value("gatewright_api_request_duration_seconds_count", &[("verb", "PATCH")])
-            >= Some(1.0)
+        e.value(
+            "gatewright_api_request_duration_seconds_count",
+            &[("verb", "PATCH")]
+        ) >= Some(1.0)
     );
     assert!(
         e.value(
