@@ -62,14 +62,6 @@ struct VerbLabels {
     verb: String,
 }
 
-/// Labels of an API request error: the HTTP method and the status code (or `transport`
-/// when no response came back).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ErrorLabels {
-    verb: String,
-    code: String,
-}
-
 fn reconcile_histogram() -> Histogram {
     // 5 ms .. ~82 s.
     Histogram::new(exponential_buckets(0.005, 2.0, 15))
@@ -107,16 +99,17 @@ pub trait StateSource: Send + Sync {
 pub struct Metrics {
     /// Reconciles by kind and outcome category.
     reconciles: Family<CategoryLabels, Counter>,
-    /// Reconciles that ended in an error, by kind and category.
-    reconcile_errors: Family<CategoryLabels, Counter>,
+    /// Reconciles that ended in an error, by (kind, category); exported with its HELP
+    /// and TYPE even before the first error, so that queries always find the family.
+    reconcile_errors: Mutex<BTreeMap<(String, String), u64>>,
     /// Reconcile duration by kind and result.
     reconcile_duration: Family<ReconcileLabels, Histogram, fn() -> Histogram>,
     /// Plan (render) duration.
     plan_duration: Histogram,
     /// API request latency (to the response's headers) by verb; watches left out.
     api_duration: Family<VerbLabels, Histogram, fn() -> Histogram>,
-    /// API requests that failed, by verb and code.
-    api_errors: Family<ErrorLabels, Counter>,
+    /// API requests that failed, by (verb, code); exported like `reconcile_errors`.
+    api_errors: Mutex<BTreeMap<(String, String), u64>>,
     /// Server-side applies sent.
     pub applies: AtomicU64,
     /// Applies skipped because the live object already held what we render.
@@ -154,12 +147,12 @@ impl Default for Metrics {
     fn default() -> Self {
         Self {
             reconciles: Family::default(),
-            reconcile_errors: Family::default(),
+            reconcile_errors: Mutex::new(BTreeMap::new()),
             reconcile_duration: Family::new_with_constructor(reconcile_histogram),
             // 0.5 ms .. ~8 s.
             plan_duration: Histogram::new(exponential_buckets(0.0005, 2.0, 15)),
             api_duration: Family::new_with_constructor(api_histogram),
-            api_errors: Family::default(),
+            api_errors: Mutex::new(BTreeMap::new()),
             applies: AtomicU64::new(0),
             applies_skipped: AtomicU64::new(0),
             prunes: AtomicU64::new(0),
@@ -200,8 +193,10 @@ impl Metrics {
             category: category.to_owned(),
         };
         self.reconciles.get_or_create(&labels).inc();
-        if category != "Ok" {
-            self.reconcile_errors.get_or_create(&labels).inc();
+        if category != "Ok"
+            && let Ok(mut m) = self.reconcile_errors.lock()
+        {
+            *m.entry((kind.to_owned(), category.to_owned())).or_default() += 1;
         }
         self.reconcile_duration
             .get_or_create(&ReconcileLabels {
@@ -246,12 +241,9 @@ impl Metrics {
             Some(c) => c.to_string(),
             None => "transport".to_owned(),
         };
-        self.api_errors
-            .get_or_create(&ErrorLabels {
-                verb: method.to_owned(),
-                code,
-            })
-            .inc();
+        if let Ok(mut m) = self.api_errors.lock() {
+            *m.entry((method.to_owned(), code)).or_default() += 1;
+        }
     }
 
     /// Write requests sent so far, counted at the HTTP layer, except Lease renewals (leader
@@ -296,11 +288,6 @@ impl Metrics {
             self.reconciles.clone(),
         );
         registry.register(
-            "gatewright_reconcile_errors",
-            "Reconciles that ended in an error, by kind and error category (Deleting: waiting for children to go)",
-            self.reconcile_errors.clone(),
-        );
-        registry.register(
             "gatewright_reconcile_duration_seconds",
             "Time one reconcile took, by kind and result",
             self.reconcile_duration.clone(),
@@ -315,11 +302,6 @@ impl Metrics {
             "Latency of requests to the API server up to the response headers, by HTTP method (watches left out)",
             self.api_duration.clone(),
         );
-        registry.register(
-            "gatewright_api_request_errors",
-            "Requests to the API server that failed, by HTTP method and status code (transport: no response)",
-            self.api_errors.clone(),
-        );
         let state = self
             .source
             .get()
@@ -329,6 +311,16 @@ impl Metrics {
         registry.register_collector(Box::new(Scrape {
             api_requests: self
                 .api_requests
+                .lock()
+                .map(|m| m.clone())
+                .unwrap_or_default(),
+            reconcile_errors: self
+                .reconcile_errors
+                .lock()
+                .map(|m| m.clone())
+                .unwrap_or_default(),
+            api_errors: self
+                .api_errors
                 .lock()
                 .map(|m| m.clone())
                 .unwrap_or_default(),
@@ -358,6 +350,8 @@ impl Metrics {
 #[derive(Debug)]
 struct Scrape {
     api_requests: BTreeMap<(String, String), u64>,
+    reconcile_errors: BTreeMap<(String, String), u64>,
+    api_errors: BTreeMap<(String, String), u64>,
     /// applies, prunes, status writes, applies skipped, status-only events.
     counters: [u64; 5],
     queue_depth: u64,
@@ -388,9 +382,40 @@ fn counter(
     c.encode(m)
 }
 
+/// A labelled counter family from a map: its HELP and TYPE even while it has no series.
+fn counter_family(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    keys: [&str; 2],
+    values: &BTreeMap<(String, String), u64>,
+) -> Result<(), std::fmt::Error> {
+    let c = ConstCounter::new(0u64);
+    let mut m = encoder.encode_descriptor(name, help, None, c.metric_type())?;
+    for ((a, b), n) in values {
+        let labels = [(keys[0], a.as_str()), (keys[1], b.as_str())];
+        ConstCounter::new(*n).encode(m.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
 impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let [applies, prunes, status_writes, skipped, status_only] = self.counters;
+        counter_family(
+            &mut encoder,
+            "gatewright_reconcile_errors",
+            "Reconciles that ended in an error, by kind and error category (Deleting: waiting for children to go)",
+            ["kind", "category"],
+            &self.reconcile_errors,
+        )?;
+        counter_family(
+            &mut encoder,
+            "gatewright_api_request_errors",
+            "Requests to the API server that failed, by HTTP method and status code (transport: no response)",
+            ["verb", "code"],
+            &self.api_errors,
+        )?;
         {
             let c = ConstCounter::new(0u64);
             let mut m = encoder.encode_descriptor(
@@ -697,6 +722,17 @@ mod tests {
     #[test]
     fn every_metric_has_help_and_type_and_the_samples_it_records() {
         let m = Metrics::default();
+        // Before any error, the error families are described (queries find them).
+        let fresh = m.render();
+        for family in [
+            "gatewright_reconcile_errors_total",
+            "gatewright_api_request_errors_total",
+        ] {
+            assert!(
+                fresh.contains(&format!("# TYPE {family} counter\n")),
+                "{fresh}"
+            );
+        }
         m.reconciled("Gateway", "Ok", Duration::from_millis(30));
         m.reconciled("Gateway", "ApplyFailed", Duration::from_millis(70));
         m.planned(Duration::from_millis(2));
