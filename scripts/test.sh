@@ -4,8 +4,8 @@
 # built from source by tests/cluster), with a fresh local cluster brought up for the run in
 # a temporary directory and always brought down again, on success, failure or Ctrl-C.
 #
-# Needs Rust (with rustfmt and clippy) and Go; the cluster's binaries and CRDs come from
-# the Go module proxy on first use (tests/cluster/README.md).
+# Needs Rust (with rustfmt and clippy) and Go; the cluster's binaries and CRDs, and promtool
+# (tests/tools/promtool), come from the Go module proxy on first use (tests/cluster/README.md).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -21,6 +21,9 @@ cargo clippy --all-targets --features cluster-tests -- -D warnings
 
 step "test cluster binaries (tests/cluster/build)"
 tests/cluster/build
+
+step "alert rules and dashboard queries (tests/monitoring/check: promtool check rules, test rules)"
+tests/monitoring/check
 
 step "test cluster up"
 GATEWRIGHT_CLUSTER_DIR="$(mktemp -d -t gatewright-cluster.XXXXXX)"

@@ -8,6 +8,7 @@
 //! up again until it appears.
 
 mod apply;
+mod metrics;
 mod status;
 mod watch;
 
@@ -297,7 +298,7 @@ impl Controller {
         };
         match result {
             Ok(requeue) => {
-                self.metrics.reconciled(kind, "Ok");
+                self.metrics.reconciled(kind, "Ok", started.elapsed());
                 if let Ok(mut f) = self.failures.lock() {
                     f.remove(w);
                 }
@@ -306,7 +307,8 @@ impl Controller {
                 }
             }
             Err(e) => {
-                self.metrics.reconciled(kind, e.category());
+                self.metrics
+                    .reconciled(kind, e.category(), started.elapsed());
                 let n = self.failures.lock().map(|mut f| {
                     let n = f.entry(w.clone()).or_default();
                     *n += 1;
@@ -362,16 +364,18 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         caches_synced: tokio::sync::watch::Sender::new(false),
         child_waiters: Mutex::new(BTreeMap::new()),
     });
-    if let Some(addr) = ctl.opts.metrics_addr.clone() {
-        let listener_metrics = ctl.metrics.clone();
-        let l = tokio::net::TcpListener::bind(&addr).await?;
-        drop(l);
-        tokio::spawn(async move {
-            if let Err(e) = crate::telemetry::serve(&addr, listener_metrics).await {
-                tracing::error!(error = %e, "metrics server stopped");
-            }
-        });
+    let source: std::sync::Weak<dyn crate::telemetry::StateSource> = Arc::downgrade(&ctl) as _;
+    ctl.metrics.set_state_source(source);
+    if let Some(addr) = &ctl.opts.metrics_addr {
+        let listener = crate::telemetry::bind(addr)
+            .await
+            .map_err(std::io::Error::other)?;
+        tokio::spawn(crate::telemetry::serve(listener, ctl.metrics.clone()));
     }
+    ctl.metrics.leader.store(
+        ctl.opts.leader_election.is_none(),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     watch::start_primary_watches(&ctl);
     let mut leader = match &ctl.opts.leader_election {
         Some((ns, name)) => Some(elect(&ctl, ns, name).await?),
@@ -458,6 +462,9 @@ async fn elect(
         let mut was = false;
         while follow.changed().await.is_ok() {
             let now = *follow.borrow_and_update();
+            me.metrics
+                .leader
+                .store(now, std::sync::atomic::Ordering::Relaxed);
             if now && !was {
                 tracing::info!(%identity, "acquired the lease; writing from now on");
                 me.enqueue_all();

@@ -82,7 +82,7 @@ pub(super) enum Progress {
 }
 
 impl Progress {
-    fn stuck(self) -> bool {
+    pub(super) fn stuck(self) -> bool {
         matches!(self, Self::Stuck | Self::SwitchStuck)
     }
 
@@ -318,11 +318,7 @@ impl Controller {
                 }
             }
         };
-        self.metrics.plans.fetch_add(1, Ordering::Relaxed);
-        self.metrics.plan_micros.fetch_add(
-            u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
+        self.metrics.planned(started.elapsed());
         if let Some((gw, mut kinds)) = orphaned {
             // And what it used while its class was there (a kind whose cache is empty now
             // is still asked before the finalizer goes).

@@ -262,7 +262,8 @@ pub fn controller() -> std::sync::Arc<gatewright::controller::Controller> {
                 .await;
                 let opts = gatewright::controller::Options {
                     controller_namespace: "gatewright-e2e-global".into(),
-                    metrics_addr: None,
+                    // A free port: tests/e2e/monitoring.rs scrapes it.
+                    metrics_addr: Some("127.0.0.1:0".into()),
                     resync: Duration::from_secs(3600),
                     deletion_stuck_after: Duration::from_secs(5),
                     leader_election: Some((

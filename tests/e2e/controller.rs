@@ -1085,7 +1085,7 @@ async fn cluster_scoped_children_and_status_dependencies() {
 }
 
 /// The test-only conformance class (ConfigMap children, a fixed address), renamed `name`.
-fn configmap_class(name: &str) -> String {
+pub(crate) fn configmap_class(name: &str) -> String {
     std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/conformance/class.yaml"

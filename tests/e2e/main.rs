@@ -10,6 +10,7 @@
 mod common;
 mod controller;
 mod mbb;
+mod monitoring;
 mod rollout;
 mod rules;
 mod smoke;

@@ -358,7 +358,7 @@ async fn a_new_hostname_rotates_the_certificate_without_a_gap() {
 #[tokio::test]
 async fn a_replacement_that_never_becomes_ready_is_reported_and_superseded() {
     let client = admin().await;
-    let _ctl = controller();
+    let ctl = controller();
     let ns = TestNamespace::new(&client, "stuck").await;
     let class = format!("stuck-{}", ns.name);
     apply_yaml(&client, &cm_blueprint(&class, 3)).await;
@@ -414,6 +414,14 @@ async fn a_replacement_that_never_becomes_ready_is_reported_and_superseded() {
             .await
             .iter()
             .any(|r| r == "RolloutStuck")
+            .then_some(())
+    })
+    .await;
+    // The metrics count it (tests running alongside may add theirs).
+    wait_for("gatewright_rollouts_stuck to count it", T, || async {
+        let gauge = |name| crate::monitoring::gauge(&ctl, name);
+        (gauge("gatewright_rollouts_stuck") >= 1.0
+            && gauge("gatewright_rollouts_in_progress") >= 1.0)
             .then_some(())
     })
     .await;
@@ -497,7 +505,7 @@ async fn a_replacement_that_never_becomes_ready_is_reported_and_superseded() {
 #[tokio::test]
 async fn teardown_follows_reverse_dependency_order_and_reports_a_hung_child() {
     let client = admin().await;
-    let _ctl = controller();
+    let ctl = controller();
     let ns = TestNamespace::new(&client, "teardown").await;
     let class = format!("td-{}", ns.name);
     apply_yaml(&client, &shipped("istio-certmanager-externaldns", &class)).await;
@@ -603,6 +611,10 @@ async fn teardown_follows_reverse_dependency_order_and_reports_a_hung_child() {
             .iter()
             .any(|r| r == "DeletionStuck")
             .then_some(())
+    })
+    .await;
+    wait_for("gatewright_deletions_stuck to count it", T, || async {
+        (crate::monitoring::gauge(&ctl, "gatewright_deletions_stuck") >= 1.0).then_some(())
     })
     .await;
 
