@@ -120,6 +120,10 @@ pub mod types {
     /// `gatewright.dev/Rendered`: on a route's parent entry, False with reason
     /// `TemplateError` when the route's own templates failed under that Gateway.
     pub const RENDERED: &str = "gatewright.dev/Rendered";
+    /// `gatewright.dev/FieldConflict`: on a Gateway, True with reason `FieldFight` while
+    /// another field manager keeps reverting a field of one of its children (and we back
+    /// off from that child); absent otherwise.
+    pub const FIELD_CONFLICT: &str = "gatewright.dev/FieldConflict";
 }
 
 /// Condition reasons.
