@@ -155,8 +155,9 @@ pub(crate) fn jitter() -> f64 {
 /// Write fencing by the Lease of leader election (see the module docs).
 #[derive(Debug)]
 pub struct LeaseFence {
-    /// `/namespaces/<ns>/leases/<name>`: the end of the Lease's path.
-    lease_path: String,
+    /// `/namespaces/<ns>/leases`: Lease requests (creation included) are never fenced.
+    leases: String,
+    name: String,
     identity: String,
     /// Subtracted from the lease duration: clock rate differences and request latency.
     margin: Duration,
@@ -169,7 +170,8 @@ impl LeaseFence {
     #[must_use]
     pub fn new(namespace: &str, name: &str, identity: &str, margin: Duration) -> Self {
         Self {
-            lease_path: format!("/namespaces/{namespace}/leases/{name}"),
+            leases: format!("/namespaces/{namespace}/leases"),
+            name: name.to_owned(),
             identity: identity.to_owned(),
             margin,
             valid_until: Mutex::new(None),
@@ -194,11 +196,16 @@ impl LeaseFence {
     }
 
     fn is_lease(&self, path: &str) -> bool {
-        path.ends_with(&self.lease_path) || path.contains(&format!("{}?", self.lease_path))
+        path.strip_suffix(&format!("/{}", self.name))
+            .unwrap_or(path)
+            .ends_with(&self.leases)
     }
 
     /// Takes note of the Lease as a successful write sent at `sent` returned it.
     pub fn observe(&self, sent: Instant, lease: &serde_json::Value) {
+        if lease["metadata"]["name"].as_str() != Some(self.name.as_str()) {
+            return;
+        }
         let spec = &lease["spec"];
         let ours = spec["holderIdentity"].as_str() == Some(self.identity.as_str());
         let duration = spec["leaseDurationSeconds"]
@@ -331,5 +338,92 @@ async fn send(
         tracing::debug!(%method, %path, attempt, ?delay, "retrying an API request");
         tokio::time::sleep(delay).await;
         next = again;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use serde_json::json;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn delays_grow_exponentially_with_jitter_up_to_the_cap() {
+        let (base, cap) = (100 * MS, 1000 * MS);
+        assert_eq!(retry_delay(0, base, cap, None, 0.0), 50 * MS);
+        assert_eq!(retry_delay(0, base, cap, None, 0.999_999).as_millis(), 99);
+        assert_eq!(retry_delay(2, base, cap, None, 0.0), 200 * MS);
+        assert_eq!(retry_delay(3, base, cap, None, 1.0), 800 * MS);
+        assert_eq!(retry_delay(10, base, cap, None, 1.0), cap, "capped");
+        assert_eq!(retry_delay(40, base, cap, None, 0.0), 500 * MS, "no overflow");
+        let spread: BTreeSet<_> = (0..20).map(|_| retry_delay(3, base, cap, None, jitter())).collect();
+        assert!(spread.len() > 10, "jitter spreads the delays: {spread:?}");
+        assert!(spread.iter().all(|d| (400 * MS..=800 * MS).contains(d)));
+    }
+
+    #[test]
+    fn retry_after_is_a_floor_within_the_cap() {
+        let (base, cap) = (100 * MS, Duration::from_secs(10));
+        let ra = Some(Duration::from_secs(3));
+        assert_eq!(retry_delay(0, base, cap, ra, 0.5), Duration::from_secs(3));
+        assert_eq!(
+            retry_delay(0, base, cap, Some(Duration::from_secs(3600)), 0.5),
+            cap
+        );
+        assert_eq!(parse_retry_after(" 2 "), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+    }
+
+    #[test]
+    fn what_is_retried() {
+        let too_many = StatusCode::TOO_MANY_REQUESTS;
+        assert!(retryable_status(&Method::POST, too_many), "429: not processed");
+        assert!(retryable_status(&Method::PATCH, StatusCode::SERVICE_UNAVAILABLE));
+        assert!(retryable_status(&Method::GET, StatusCode::INTERNAL_SERVER_ERROR));
+        assert!(
+            !retryable_status(&Method::POST, StatusCode::SERVICE_UNAVAILABLE),
+            "a create may have landed"
+        );
+        assert!(!retryable_status(&Method::PATCH, StatusCode::CONFLICT));
+        assert!(!retryable_status(&Method::GET, StatusCode::NOT_FOUND));
+    }
+
+    #[test]
+    fn watches_are_told_apart() {
+        let req = |uri: &str| Request::get(uri).body(Body::empty()).unwrap();
+        assert!(is_watch(&req("/api/v1/secrets?watch=true&resourceVersion=1")));
+        assert!(is_watch(&req("/api/v1/secrets?labelSelector=a&watch=1")));
+        assert!(!is_watch(&req("/api/v1/secrets?limit=500")));
+        assert!(!is_watch(&req("/api/v1/secrets?watchx=true")));
+    }
+
+    #[test]
+    fn the_fence_opens_only_on_our_own_fresh_lease() {
+        let f = LeaseFence::new("ns", "lease", "me", Duration::from_secs(3));
+        let t = Instant::now();
+        assert!(!f.open_at(t), "closed until we hold the lease");
+        assert!(f.is_lease("/apis/coordination.k8s.io/v1/namespaces/ns/leases/lease"));
+        assert!(f.is_lease("/apis/coordination.k8s.io/v1/namespaces/ns/leases"));
+        assert!(!f.is_lease("/apis/coordination.k8s.io/v1/namespaces/other/leases/lease"));
+        assert!(!f.is_lease("/api/v1/namespaces/ns/configmaps/lease"));
+        let lease = |holder: &str| {
+            json!({"metadata": {"name": "lease"}, "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}})
+        };
+        f.observe(t, &lease("me"));
+        assert!(f.open_at(t + Duration::from_secs(11)));
+        assert!(
+            !f.open_at(t + Duration::from_secs(12)),
+            "closed 3 s before the lease can expire"
+        );
+        f.observe(t, &json!({"metadata": {"name": "other"}, "spec": {"holderIdentity": "x"}}));
+        assert!(f.open_at(t + Duration::from_secs(1)), "another lease changes nothing");
+        f.observe(t + Duration::from_secs(1), &lease("someone-else"));
+        assert!(!f.open_at(t + Duration::from_secs(2)), "taken over");
+        f.observe(t, &lease("me"));
+        f.close();
+        assert!(!f.open_at(t));
     }
 }

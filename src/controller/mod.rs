@@ -434,25 +434,18 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
     let mut stopping = ctl.stop.subscribe();
     let handle = tokio::spawn(async move {
         let mut synced = worker.caches_synced.subscribe();
-        // Resolves once a stop is asked for; `select!` below checks it first.
-        let mut stop = async move || {
-            while stopping.borrow_and_update().is_none() {
-                if stopping.changed().await.is_err() {
-                    return;
-                }
-            }
-        };
+        let stopping = &mut stopping;
         while !*synced.borrow_and_update() {
             tokio::select! {
                 biased;
-                () = stop() => return,
+                () = stop_asked(stopping) => return,
                 r = synced.changed() => if r.is_err() { return },
             }
         }
         loop {
             let w = tokio::select! {
                 biased;
-                () = stop() => return,
+                () = stop_asked(stopping) => return,
                 w = rx.recv() => match w { Some(w) => w, None => return },
             };
             // Only the lease holder writes: wait for the lease before working.
@@ -460,7 +453,7 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
                 while !*l.borrow_and_update() {
                     tokio::select! {
                         biased;
-                        () = stop() => return,
+                        () = stop_asked(stopping) => return,
                         r = l.changed() => if r.is_err() {
                             worker.stop_with(Stop::Failed("leader election stopped".into()));
                             return;
@@ -491,6 +484,15 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         }
     });
     Ok(ctl)
+}
+
+/// Resolves once a stop is asked for.
+async fn stop_asked(rx: &mut tokio::sync::watch::Receiver<Option<Stop>>) {
+    while rx.borrow_and_update().is_none() {
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Seconds before the Lease's expiry at which this replica stops writing, counted from the

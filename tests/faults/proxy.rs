@@ -155,7 +155,7 @@ async fn connection(
         return reset(sock).await;
     };
     let _ = up.set_nodelay(true);
-    epoch.borrow_and_update();
+    let _ = epoch.borrow_and_update();
     let (cr, cw) = sock.into_split();
     let (ur, uw) = up.into_split();
     let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
