@@ -358,8 +358,14 @@ mod tests {
         assert_eq!(retry_delay(2, base, cap, None, 0.0), 200 * MS);
         assert_eq!(retry_delay(3, base, cap, None, 1.0), 800 * MS);
         assert_eq!(retry_delay(10, base, cap, None, 1.0), cap, "capped");
-        assert_eq!(retry_delay(40, base, cap, None, 0.0), 500 * MS, "no overflow");
-        let spread: BTreeSet<_> = (0..20).map(|_| retry_delay(3, base, cap, None, jitter())).collect();
+        assert_eq!(
+            retry_delay(40, base, cap, None, 0.0),
+            500 * MS,
+            "no overflow"
+        );
+        let spread: BTreeSet<_> = (0..20)
+            .map(|_| retry_delay(3, base, cap, None, jitter()))
+            .collect();
         assert!(spread.len() > 10, "jitter spreads the delays: {spread:?}");
         assert!(spread.iter().all(|d| (400 * MS..=800 * MS).contains(d)));
     }
@@ -380,9 +386,18 @@ mod tests {
     #[test]
     fn what_is_retried() {
         let too_many = StatusCode::TOO_MANY_REQUESTS;
-        assert!(retryable_status(&Method::POST, too_many), "429: not processed");
-        assert!(retryable_status(&Method::PATCH, StatusCode::SERVICE_UNAVAILABLE));
-        assert!(retryable_status(&Method::GET, StatusCode::INTERNAL_SERVER_ERROR));
+        assert!(
+            retryable_status(&Method::POST, too_many),
+            "429: not processed"
+        );
+        assert!(retryable_status(
+            &Method::PATCH,
+            StatusCode::SERVICE_UNAVAILABLE
+        ));
+        assert!(retryable_status(
+            &Method::GET,
+            StatusCode::INTERNAL_SERVER_ERROR
+        ));
         assert!(
             !retryable_status(&Method::POST, StatusCode::SERVICE_UNAVAILABLE),
             "a create may have landed"
@@ -394,7 +409,9 @@ mod tests {
     #[test]
     fn watches_are_told_apart() {
         let req = |uri: &str| Request::get(uri).body(Body::empty()).unwrap();
-        assert!(is_watch(&req("/api/v1/secrets?watch=true&resourceVersion=1")));
+        assert!(is_watch(&req(
+            "/api/v1/secrets?watch=true&resourceVersion=1"
+        )));
         assert!(is_watch(&req("/api/v1/secrets?labelSelector=a&watch=1")));
         assert!(!is_watch(&req("/api/v1/secrets?limit=500")));
         assert!(!is_watch(&req("/api/v1/secrets?watchx=true")));
@@ -409,17 +426,21 @@ mod tests {
         assert!(f.is_lease("/apis/coordination.k8s.io/v1/namespaces/ns/leases"));
         assert!(!f.is_lease("/apis/coordination.k8s.io/v1/namespaces/other/leases/lease"));
         assert!(!f.is_lease("/api/v1/namespaces/ns/configmaps/lease"));
-        let lease = |holder: &str| {
-            json!({"metadata": {"name": "lease"}, "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}})
-        };
+        let lease = |holder: &str| json!({"metadata": {"name": "lease"}, "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}});
         f.observe(t, &lease("me"));
         assert!(f.open_at(t + Duration::from_secs(11)));
         assert!(
             !f.open_at(t + Duration::from_secs(12)),
             "closed 3 s before the lease can expire"
         );
-        f.observe(t, &json!({"metadata": {"name": "other"}, "spec": {"holderIdentity": "x"}}));
-        assert!(f.open_at(t + Duration::from_secs(1)), "another lease changes nothing");
+        f.observe(
+            t,
+            &json!({"metadata": {"name": "other"}, "spec": {"holderIdentity": "x"}}),
+        );
+        assert!(
+            f.open_at(t + Duration::from_secs(1)),
+            "another lease changes nothing"
+        );
         f.observe(t + Duration::from_secs(1), &lease("someone-else"));
         assert!(!f.open_at(t + Duration::from_secs(2)), "taken over");
         f.observe(t, &lease("me"));

@@ -386,9 +386,10 @@ mod tests {
     #[test]
     fn managers_of_reads_managed_fields_newest_first() {
         let path = vec!["spec".to_owned(), "host".to_owned()];
-        assert_eq!(managers_of(&live("b", "kubectl-edit"), &path), [
-            "kubectl-edit"
-        ]);
+        assert_eq!(
+            managers_of(&live("b", "kubectl-edit"), &path),
+            ["kubectl-edit"]
+        );
         let other = vec!["spec".to_owned(), "other".to_owned()];
         assert_eq!(managers_of(&live("b", "k"), &other), ["gatewright"]);
         assert!(managers_of(&json!({}), &path).is_empty());
@@ -421,8 +422,14 @@ mod tests {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         // Two reverts: still applied.
-        assert_eq!(f.on_drift("c", &desired(), &l, "gatewright", at(0)), Verdict::Apply);
-        assert_eq!(f.on_drift("c", &desired(), &l, "gatewright", at(100)), Verdict::Apply);
+        assert_eq!(
+            f.on_drift("c", &desired(), &l, "gatewright", at(0)),
+            Verdict::Apply
+        );
+        assert_eq!(
+            f.on_drift("c", &desired(), &l, "gatewright", at(100)),
+            Verdict::Apply
+        );
         assert!(f.active(["c"], at(150)).0.is_empty(), "no fight yet");
         // The third: held for base.
         assert_eq!(
@@ -459,11 +466,17 @@ mod tests {
             t += 100 + hold + 100;
         }
         // The other side stops: the probe stays; no revert for a window: over.
-        assert_eq!(f.on_drift("c", &desired(), &l, "gatewright", at(t)), Verdict::Apply);
+        assert_eq!(
+            f.on_drift("c", &desired(), &l, "gatewright", at(t)),
+            Verdict::Apply
+        );
         let last_revert = t - 100 - 4000;
         assert_eq!(f.active(["c"], at(t + 100)).0.len(), 1, "window not over");
         assert!(f.active(["c"], at(last_revert + 10_001)).0.is_empty());
-        assert!(f.wake_in(["c"], at(last_revert + 10_001)).is_none(), "forgotten");
+        assert!(
+            f.wake_in(["c"], at(last_revert + 10_001)).is_none(),
+            "forgotten"
+        );
     }
 
     #[test]
@@ -479,7 +492,13 @@ mod tests {
         let t0 = Instant::now();
         for i in 0..5u64 {
             assert_eq!(
-                f.on_drift("c", &desired(), &l, "gatewright", t0 + Duration::from_secs(11 * i)),
+                f.on_drift(
+                    "c",
+                    &desired(),
+                    &l,
+                    "gatewright",
+                    t0 + Duration::from_secs(11 * i)
+                ),
                 Verdict::Apply
             );
         }

@@ -22,7 +22,12 @@ pub const CHILD_KINDS: &[(&str, &str, &str, &str)] = &[
     ("cert-manager.io", "v1", "Certificate", "certificates"),
     ("gateway.networking.k8s.io", "v1", "Gateway", "gateways"),
     ("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes"),
-    ("externaldns.k8s.io", "v1alpha1", "DNSEndpoint", "dnsendpoints"),
+    (
+        "externaldns.k8s.io",
+        "v1alpha1",
+        "DNSEndpoint",
+        "dnsendpoints",
+    ),
 ];
 const OURS: &str = "app.kubernetes.io/managed-by=gatewright";
 
@@ -126,7 +131,11 @@ pub async fn server_child_writes(client: &Client) -> u64 {
     n
 }
 
-fn child_api(client: &Client, ns: &str, (g, v, k, p): (&str, &str, &str, &str)) -> Api<DynamicObject> {
+fn child_api(
+    client: &Client,
+    ns: &str,
+    (g, v, k, p): (&str, &str, &str, &str),
+) -> Api<DynamicObject> {
     Api::namespaced_with(
         client.clone(),
         ns,
@@ -193,7 +202,9 @@ impl Deletions {
                 let mut known: BTreeSet<String> = BTreeSet::new();
                 let mut relisted: BTreeSet<String> = BTreeSet::new();
                 let mut s = watcher(api, cfg).boxed();
-                let key = |o: &DynamicObject| format!("{kind}/{}", o.metadata.name.clone().unwrap_or_default());
+                let key = |o: &DynamicObject| {
+                    format!("{kind}/{}", o.metadata.name.clone().unwrap_or_default())
+                };
                 while let Some(ev) = s.next().await {
                     let Ok(ev) = ev else { continue };
                     match ev {
@@ -325,13 +336,22 @@ pub fn options(controller_namespace: &str) -> Options {
 /// Waits until the children of `ns` are `expected` with no orphan, and every Gateway is
 /// Programmed (after marking children ready as their controllers would). Returns the time
 /// it took.
-pub async fn converge(client: &Client, ns: &str, expected: &[String], timeout: Duration) -> Duration {
+pub async fn converge(
+    client: &Client,
+    ns: &str,
+    expected: &[String],
+    timeout: Duration,
+) -> Duration {
     let began = Instant::now();
-    wait_for(&format!("the children of {ns} to converge"), timeout, || async {
-        let _ = gatewright::controller::simulate_ready_where(client, Some(ns)).await;
-        let (now, orphans) = children(client, ns).await;
-        (now == expected && orphans.is_empty() && programmed(client, ns).await).then_some(())
-    })
+    wait_for(
+        &format!("the children of {ns} to converge"),
+        timeout,
+        || async {
+            let _ = gatewright::controller::simulate_ready_where(client, Some(ns)).await;
+            let (now, orphans) = children(client, ns).await;
+            (now == expected && orphans.is_empty() && programmed(client, ns).await).then_some(())
+        },
+    )
     .await;
     began.elapsed()
 }
@@ -351,12 +371,9 @@ pub async fn programmed(client: &Client, ns: &str) -> bool {
                 .is_none_or(|l| !l.contains_key("app.kubernetes.io/managed-by"))
         })
         .all(|g| {
-            g.data["status"]["conditions"]
-                .as_array()
-                .is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c["type"] == "Programmed" && c["status"] == "True")
-                })
+            g.data["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Programmed" && c["status"] == "True")
+            })
         })
 }
-

@@ -48,7 +48,8 @@ use proxy::{HttpFaults, Mode, Proxy, client_via};
 /// One fault test at a time: they share (and restart) one cluster.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Convergence bound after a fault ends (the controller's request deadline is 3 s, its
@@ -66,7 +67,11 @@ fn figure(line: &str) {
     use std::io::Write as _;
     println!("{line}");
     let path = concat!(env!("CARGO_TARGET_TMPDIR"), "/faults-report.txt");
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
         let _ = writeln!(f, "{line}");
     }
 }
@@ -89,7 +94,10 @@ fn assert_writes_bounded(what: &str, writes: u64, healthy: u64) {
 /// No child in `wanted` was deleted.
 fn assert_no_wanted_deleted(what: &str, deletions: &BTreeSet<String>, wanted: &[String]) {
     let bad: Vec<&String> = wanted.iter().filter(|w| deletions.contains(*w)).collect();
-    assert!(bad.is_empty(), "{what}: wanted children were deleted: {bad:?}");
+    assert!(
+        bad.is_empty(),
+        "{what}: wanted children were deleted: {bad:?}"
+    );
 }
 
 /// Puts a parent entry of another controller on `route`'s status.
@@ -141,7 +149,9 @@ impl Worlds {
 fn connection_and_http_faults_lose_nothing() {
     let _serial = serial();
     if cluster_dir().is_none() {
-        eprintln!("needs the local cluster harness (GATEWRIGHT_CLUSTER_DIR, scripts/test.sh): not run");
+        eprintln!(
+            "needs the local cluster harness (GATEWRIGHT_CLUSTER_DIR, scripts/test.sh): not run"
+        );
         return;
     }
     let trt = tokio::runtime::Runtime::new().unwrap();
@@ -161,13 +171,18 @@ fn connection_and_http_faults_lose_nothing() {
 
     // Cold convergence: healthy, then under latency and a share of 429 and 503 answers.
     let before = m.writes();
-    trt.block_on(apply_yaml(&client, &world_yaml(&h, &w.class, gws, routes, "example.com")));
+    trt.block_on(apply_yaml(
+        &client,
+        &world_yaml(&h, &w.class, gws, routes, "example.com"),
+    ));
     let expected = trt.block_on(async {
         // The children appear as the controller works: wait for the full set.
         wait_for("healthy children", CONVERGE, || async {
             let _ = gatewright::controller::simulate_ready_where(&client, Some(&h)).await;
             let (c, o) = children(&client, &h).await;
-            (c.len() >= gws * (3 + routes) && o.is_empty() && harness::programmed(&client, &h).await)
+            (c.len() >= gws * (3 + routes)
+                && o.is_empty()
+                && harness::programmed(&client, &h).await)
                 .then_some(c)
         })
         .await
@@ -177,7 +192,10 @@ fn connection_and_http_faults_lose_nothing() {
     proxy.set(Mode::Latency(Duration::from_millis(30)));
     http.set(429, 4, 1);
     let before = m.writes();
-    trt.block_on(apply_yaml(&client, &world_yaml(&f, &w.class, gws, routes, "example.com")));
+    trt.block_on(apply_yaml(
+        &client,
+        &world_yaml(&f, &w.class, gws, routes, "example.com"),
+    ));
     trt.block_on(foreign_entry(&client, &f, "gw0-r0"));
     std::thread::sleep(Duration::from_secs(3));
     http.set(503, 5, 0);
@@ -186,7 +204,11 @@ fn connection_and_http_faults_lose_nothing() {
     proxy.set(Mode::Pass);
     let t = trt.block_on(converge(&client, &f, &expected, CONVERGE));
     let writes = m.writes() - before;
-    assert_writes_bounded("cold convergence under 429/503 and latency", writes, healthy_writes);
+    assert_writes_bounded(
+        "cold convergence under 429/503 and latency",
+        writes,
+        healthy_writes,
+    );
     report(
         "cold convergence, 6 Gateways x 2 routes",
         &format!(
@@ -257,7 +279,8 @@ fn connection_and_http_faults_lose_nothing() {
     // A route deleted while the API server is unreachable (stalls: no answer at all).
     let before = m.writes();
     let routes_h: Api<HttpRoute> = Api::namespaced(client.clone(), &h);
-    trt.block_on(routes_h.delete("gw2-r1", &DeleteParams::default())).unwrap();
+    trt.block_on(routes_h.delete("gw2-r1", &DeleteParams::default()))
+        .unwrap();
     trt.block_on(wait_for("healthy prune", CONVERGE, || async {
         let (c, _) = children(&client, &h).await;
         (!c.iter().any(|c| c == "HTTPRoute/gw2-r1-gw2-istio")).then_some(())
@@ -267,7 +290,8 @@ fn connection_and_http_faults_lose_nothing() {
     let before = m.writes();
     proxy.set(Mode::Stall);
     let routes_f: Api<HttpRoute> = Api::namespaced(client.clone(), &f);
-    trt.block_on(routes_f.delete("gw2-r1", &DeleteParams::default())).unwrap();
+    trt.block_on(routes_f.delete("gw2-r1", &DeleteParams::default()))
+        .unwrap();
     std::thread::sleep(Duration::from_secs(8));
     proxy.set(Mode::Pass);
     let fault_end = Instant::now();
@@ -300,7 +324,10 @@ fn connection_and_http_faults_lose_nothing() {
         "only the deleted route's child may be deleted"
     );
     assert_no_wanted_deleted("proxy faults", &deleted, &expected);
-    assert!(trt.block_on(has_foreign_entry(&client, &f, "gw0-r0")), "foreign status entry lost");
+    assert!(
+        trt.block_on(has_foreign_entry(&client, &f, "gw0-r0")),
+        "foreign status entry lost"
+    );
     assert!(run.stop(Duration::from_secs(10)), "shutdown did not drain");
     drop(dels);
     trt.block_on(async {
@@ -346,7 +373,10 @@ async fn listeners_without_certificate(client: &Client, ns: &str) -> Vec<String>
             for r in l["tls"]["certificateRefs"].as_array().into_iter().flatten() {
                 let name = r["name"].as_str().unwrap_or_default();
                 if !secrets.contains(name) {
-                    bad.push(format!("{}: {name}", g.metadata.name.clone().unwrap_or_default()));
+                    bad.push(format!(
+                        "{}: {name}",
+                        g.metadata.name.clone().unwrap_or_default()
+                    ));
                 }
             }
         }
@@ -358,7 +388,9 @@ async fn listeners_without_certificate(client: &Client, ns: &str) -> Vec<String>
 fn api_server_and_etcd_restarts_lose_nothing() {
     let _serial = serial();
     let Some(dir) = cluster_dir() else {
-        eprintln!("needs the local cluster harness (GATEWRIGHT_CLUSTER_DIR, scripts/test.sh): not run");
+        eprintln!(
+            "needs the local cluster harness (GATEWRIGHT_CLUSTER_DIR, scripts/test.sh): not run"
+        );
         return;
     };
     let trt = tokio::runtime::Runtime::new().unwrap();
@@ -373,24 +405,36 @@ fn api_server_and_etcd_restarts_lose_nothing() {
 
     // (a) kube-apiserver killed during cold convergence (etcd kept).
     let before = m.writes();
-    trt.block_on(apply_yaml(&client, &world_yaml(&h, &w.class, gws, routes, "example.com")));
+    trt.block_on(apply_yaml(
+        &client,
+        &world_yaml(&h, &w.class, gws, routes, "example.com"),
+    ));
     let expected = trt.block_on(async {
         wait_for("healthy children", CONVERGE, || async {
             let _ = gatewright::controller::simulate_ready_where(&client, Some(&h)).await;
             let (c, o) = children(&client, &h).await;
-            (c.len() >= gws * (3 + routes) && o.is_empty() && harness::programmed(&client, &h).await)
+            (c.len() >= gws * (3 + routes)
+                && o.is_empty()
+                && harness::programmed(&client, &h).await)
                 .then_some(c)
         })
         .await
     });
     let healthy_writes = m.writes() - before;
     let before = m.writes();
-    trt.block_on(apply_yaml(&client, &world_yaml(&f, &w.class, gws, routes, "example.com")));
+    trt.block_on(apply_yaml(
+        &client,
+        &world_yaml(&f, &w.class, gws, routes, "example.com"),
+    ));
     trt.block_on(foreign_entry(&client, &f, "gw0-r0"));
     harness::restart(&["--kill", "--down", "2", "kube-apiserver"]);
     let t = trt.block_on(converge(&client, &f, &expected, CONVERGE));
     let writes = m.writes() - before;
-    assert_writes_bounded("apiserver restart in cold convergence", writes, healthy_writes);
+    assert_writes_bounded(
+        "apiserver restart in cold convergence",
+        writes,
+        healthy_writes,
+    );
     report(
         "cold convergence, 8 Gateways x 2 routes",
         "kube-apiserver SIGKILLed right after the Gateways were created, down 2 s, restarted (etcd kept)",
@@ -427,14 +471,20 @@ fn api_server_and_etcd_restarts_lose_nothing() {
     let before = m.writes();
     trt.block_on(apply_yaml(&client, &rotate(&f)));
     let bg = harness::restart_in_background(
-        ["--kill", "--down", "2", "etcd"].map(str::to_owned).to_vec(),
+        ["--kill", "--down", "2", "etcd"]
+            .map(str::to_owned)
+            .to_vec(),
     );
     // Sample the listeners' certificates throughout, the outage included.
     let mut violations = Vec::new();
     let rot_began = Instant::now();
     loop {
         let sample = trt.block_on(async {
-            tokio::time::timeout(Duration::from_secs(2), listeners_without_certificate(&client, &f)).await
+            tokio::time::timeout(
+                Duration::from_secs(2),
+                listeners_without_certificate(&client, &f),
+            )
+            .await
         });
         if let Ok(bad) = sample
             && !bad.is_empty()
@@ -445,7 +495,10 @@ fn api_server_and_etcd_restarts_lose_nothing() {
             break;
         }
         std::thread::sleep(Duration::from_millis(200));
-        assert!(rot_began.elapsed() < Duration::from_secs(120), "etcd restart hangs");
+        assert!(
+            rot_began.elapsed() < Duration::from_secs(120),
+            "etcd restart hangs"
+        );
     }
     bg.join().unwrap();
     let t = trt.block_on(async {
@@ -453,14 +506,20 @@ fn api_server_and_etcd_restarts_lose_nothing() {
         wait_for("rotation after the etcd restart", CONVERGE, || async {
             let _ = gatewright::controller::simulate_ready_where(&client, Some(&f)).await;
             let bad = listeners_without_certificate(&client, &f).await;
-            assert!(bad.is_empty(), "a listener points at a missing certificate: {bad:?}");
+            assert!(
+                bad.is_empty(),
+                "a listener points at a missing certificate: {bad:?}"
+            );
             let (c, o) = children(&client, &f).await;
             (c == expected && o.is_empty() && harness::programmed(&client, &f).await).then_some(())
         })
         .await;
         began.elapsed()
     });
-    assert!(violations.is_empty(), "listeners without a certificate: {violations:?}");
+    assert!(
+        violations.is_empty(),
+        "listeners without a certificate: {violations:?}"
+    );
     let writes = m.writes() - before;
     assert_writes_bounded("etcd restart in a rotation", writes, healthy_rotation);
     report(
@@ -488,7 +547,9 @@ fn api_server_and_etcd_restarts_lose_nothing() {
     let expected = trt.block_on(async {
         wait_for("healthy route added", CONVERGE, || async {
             let (c, _) = children(&client, &h).await;
-            c.iter().any(|c| c == "HTTPRoute/gw3-r9-gw3-istio").then_some(c)
+            c.iter()
+                .any(|c| c == "HTTPRoute/gw3-r9-gw3-istio")
+                .then_some(c)
         })
         .await
     });
@@ -499,7 +560,9 @@ fn api_server_and_etcd_restarts_lose_nothing() {
     assert_writes_bounded("410 relist", writes, 2 * healthy_rotation.max(4));
     report(
         "watch expiry (410 Gone) and relist",
-        &format!("etcd compacted at revision {rev}, kube-apiserver restarted; a route added right after"),
+        &format!(
+            "etcd compacted at revision {rev}, kube-apiserver restarted; a route added right after"
+        ),
         t,
         writes,
         0,
@@ -507,9 +570,15 @@ fn api_server_and_etcd_restarts_lose_nothing() {
 
     // Before the teardown, only what the rotation replaced may have been deleted.
     let deleted = dels.seen();
-    let allowed: BTreeSet<&String> = expected_a.iter().filter(|c| !expected_b.contains(c)).collect();
+    let allowed: BTreeSet<&String> = expected_a
+        .iter()
+        .filter(|c| !expected_b.contains(c))
+        .collect();
     let bad: Vec<&String> = deleted.iter().filter(|d| !allowed.contains(d)).collect();
-    assert!(bad.is_empty(), "deleted though still wanted: {bad:?} (all deletions: {deleted:?})");
+    assert!(
+        bad.is_empty(),
+        "deleted though still wanted: {bad:?} (all deletions: {deleted:?})"
+    );
     assert_no_wanted_deleted("restarts", &deleted, &expected);
 
     // (d) kube-apiserver killed during a teardown.
@@ -517,7 +586,9 @@ fn api_server_and_etcd_restarts_lose_nothing() {
     let before = m.writes();
     trt.block_on(async {
         for i in 0..gws {
-            gw_f.delete(&format!("gw{i}"), &DeleteParams::default()).await.unwrap();
+            gw_f.delete(&format!("gw{i}"), &DeleteParams::default())
+                .await
+                .unwrap();
         }
     });
     harness::restart(&["--kill", "--down", "2", "kube-apiserver"]);
@@ -542,7 +613,10 @@ fn api_server_and_etcd_restarts_lose_nothing() {
         (gws * (3 + routes + 4)) as u64,
     );
 
-    assert!(trt.block_on(has_foreign_entry(&client, &f, "gw0-r0")), "foreign status entry lost");
+    assert!(
+        trt.block_on(has_foreign_entry(&client, &f, "gw0-r0")),
+        "foreign status entry lost"
+    );
     assert!(run.stop(Duration::from_secs(10)), "shutdown did not drain");
     drop(dels);
     trt.block_on(async {
@@ -569,7 +643,10 @@ fn a_fight_over_a_field_backs_off_and_is_reported() {
     };
     let run = Running::start(opts, admin);
     let m = run.ctl.metrics().clone();
-    trt.block_on(apply_yaml(&client, &world_yaml(&n, &class, 1, 1, "example.com")));
+    trt.block_on(apply_yaml(
+        &client,
+        &world_yaml(&n, &class, 1, 1, "example.com"),
+    ));
     let child = "gw0-r0-gw0-istio";
     let routes: Api<kube::api::DynamicObject> = Api::namespaced_with(
         client.clone(),
@@ -648,12 +725,16 @@ fn a_fight_over_a_field_backs_off_and_is_reported() {
     );
     // The other side stops: our value comes back and the condition clears.
     let stopped = Instant::now();
-    trt.block_on(wait_for("the fight to end", Duration::from_secs(30), || async {
-        let r = routes.get(child).await.unwrap();
-        let g = gws.get("gw0").await.unwrap();
-        (r.data["spec"]["hostnames"][0] == "r0.g0.example.com" && fight_cond(&g).is_none())
-            .then_some(())
-    }));
+    trt.block_on(wait_for(
+        "the fight to end",
+        Duration::from_secs(30),
+        || async {
+            let r = routes.get(child).await.unwrap();
+            let g = gws.get("gw0").await.unwrap();
+            (r.data["spec"]["hostnames"][0] == "r0.g0.example.com" && fight_cond(&g).is_none())
+                .then_some(())
+        },
+    ));
     figure(&format!(
         "FAULTS | fight over a field | spec.hostnames of a child reverted every 100 ms for {}s ({reverts} reverts) | condition after {:.1}s, cleared {:.1}s after the reverts stopped | {writes} writes during the fight (ceiling {ceiling}) | ok",
         fighting.as_secs(),
@@ -687,7 +768,9 @@ fn recording(client: Client, log: Arc<Mutex<Vec<(Instant, String)>>>) -> Client 
 fn a_partitioned_leader_stops_writing_before_it_can_be_replaced() {
     let _serial = serial();
     if cluster_dir().is_none() {
-        eprintln!("needs the local cluster harness (GATEWRIGHT_CLUSTER_DIR, scripts/test.sh): not run");
+        eprintln!(
+            "needs the local cluster harness (GATEWRIGHT_CLUSTER_DIR, scripts/test.sh): not run"
+        );
         return;
     }
     let trt = tokio::runtime::Runtime::new().unwrap();
@@ -704,7 +787,10 @@ fn a_partitioned_leader_stops_writing_before_it_can_be_replaced() {
     let mut opts = options(&lease_ns);
     opts.leader_election = Some((lease_ns.clone(), "fpart".into()));
     let proxy = trt.block_on(async { Proxy::start(proxy::api_server_addr().await).await });
-    let (log_a, log_b) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+    let (log_a, log_b) = (
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(Mutex::new(Vec::new())),
+    );
     let a = {
         let (p, l) = (&proxy, log_a.clone());
         Running::start(opts.clone(), || async move {
@@ -712,7 +798,10 @@ fn a_partitioned_leader_stops_writing_before_it_can_be_replaced() {
         })
     };
     // A leads and converges a world.
-    trt.block_on(apply_yaml(&client, &world_yaml(&n, &class, 2, 1, "example.com")));
+    trt.block_on(apply_yaml(
+        &client,
+        &world_yaml(&n, &class, 2, 1, "example.com"),
+    ));
     trt.block_on(wait_for("A to write", CONVERGE, || async {
         let (c, _) = children(&client, &n).await;
         (c.len() >= 2 * 3).then_some(())
@@ -731,16 +820,28 @@ fn a_partitioned_leader_stops_writing_before_it_can_be_replaced() {
         ),
     ));
     // B takes over once A's Lease expires (15 s) and writes the new route's child.
-    trt.block_on(wait_for("B to take over and write", Duration::from_secs(60), || async {
-        let (c, _) = children(&client, &n).await;
-        c.iter().any(|c| c == "HTTPRoute/gw1-r1-gw1-istio").then_some(())
-    }));
-    let b_first = log_b.lock().unwrap().first().map(|(t, _)| *t).expect("B wrote");
+    trt.block_on(wait_for(
+        "B to take over and write",
+        Duration::from_secs(60),
+        || async {
+            let (c, _) = children(&client, &n).await;
+            c.iter()
+                .any(|c| c == "HTTPRoute/gw1-r1-gw1-istio")
+                .then_some(())
+        },
+    ));
+    let b_first = log_b
+        .lock()
+        .unwrap()
+        .first()
+        .map(|(t, _)| *t)
+        .expect("B wrote");
     // Heal: A learns it lost the Lease and stops; it sends nothing meanwhile.
     proxy.set(Mode::Pass);
-    let why = a.rt.as_ref().unwrap().block_on(async {
-        tokio::time::timeout(Duration::from_secs(60), a.ctl.stopped()).await
-    });
+    let why =
+        a.rt.as_ref().unwrap().block_on(async {
+            tokio::time::timeout(Duration::from_secs(60), a.ctl.stopped()).await
+        });
     assert!(
         matches!(why, Ok(gatewright::controller::Stop::Failed(_))),
         "A did not stop after losing the Lease: {why:?}"
@@ -752,7 +853,10 @@ fn a_partitioned_leader_stops_writing_before_it_can_be_replaced() {
         .filter(|(t, _)| *t >= b_first)
         .map(|(t, w)| (*t - b_first, w.clone()))
         .collect();
-    assert!(late.is_empty(), "writes of the old leader landed after the new leader's first: {late:?}");
+    assert!(
+        late.is_empty(),
+        "writes of the old leader landed after the new leader's first: {late:?}"
+    );
     let a_last = log_a.lock().unwrap().last().map(|(t, _)| *t);
     figure(&format!(
         "FAULTS | leader partition | the lease holder's API traffic black-holed; a second replica waiting | B's first write {:.1}s after the cut; A's last acknowledged write {} | A stopped (lost the Lease), 0 writes of A after B's first | ok",
@@ -765,7 +869,10 @@ fn a_partitioned_leader_stops_writing_before_it_can_be_replaced() {
     ));
     // A already stopped itself; this only joins its tasks.
     let _ = a.stop(Duration::from_secs(5));
-    assert!(b.stop(Duration::from_secs(10)), "B's shutdown did not drain");
+    assert!(
+        b.stop(Duration::from_secs(10)),
+        "B's shutdown did not drain"
+    );
     trt.block_on(async {
         ns.delete().await;
         let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
