@@ -401,7 +401,7 @@ fn api_server_and_etcd_restarts_lose_nothing() {
     let run = Running::start(options(&cns), admin);
     let m = run.ctl.metrics().clone();
     let dels = trt.block_on(async { Deletions::record(&client, &f) });
-    let (gws, routes) = (8, 2);
+    let (gws, routes) = (6, 2);
 
     // (a) kube-apiserver killed during cold convergence (etcd kept).
     let before = m.writes();
@@ -436,7 +436,7 @@ fn api_server_and_etcd_restarts_lose_nothing() {
         healthy_writes,
     );
     report(
-        "cold convergence, 8 Gateways x 2 routes",
+        "cold convergence, 6 Gateways x 2 routes (restart)",
         "kube-apiserver SIGKILLed right after the Gateways were created, down 2 s, restarted (etcd kept)",
         t,
         writes,
@@ -606,7 +606,7 @@ fn api_server_and_etcd_restarts_lose_nothing() {
     // Per Gateway: a delete per child, the finalizer off, a status write or two, Events.
     assert_writes_bounded("teardown", writes, (gws * (3 + routes + 4)) as u64);
     report(
-        "teardown of 8 Gateways",
+        "teardown of 6 Gateways",
         "kube-apiserver SIGKILLed right after the Gateways were deleted, down 2 s, restarted",
         t,
         writes,
