@@ -355,25 +355,3 @@ pub async fn converge(
     .await;
     began.elapsed()
 }
-
-/// Whether every Gateway of our tests in `ns` (named `gw*`) reports Programmed=True.
-pub async fn programmed(client: &Client, ns: &str) -> bool {
-    let gws = child_api(client, ns, CHILD_KINDS[1])
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    gws.items
-        .iter()
-        .filter(|g| {
-            g.metadata
-                .labels
-                .as_ref()
-                .is_none_or(|l| !l.contains_key("app.kubernetes.io/managed-by"))
-        })
-        .all(|g| {
-            g.data["status"]["conditions"].as_array().is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Programmed" && c["status"] == "True")
-            })
-        })
-}

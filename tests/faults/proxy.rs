@@ -237,7 +237,7 @@ impl HttpFaults {
     fn pick(&self) -> Option<(u16, u64)> {
         let (status, every, ra) = *self.rule.lock().unwrap();
         let n = self.seen.fetch_add(1, Ordering::Relaxed);
-        (status != 0 && n % every == 0).then_some((status, ra))
+        (status != 0 && n.is_multiple_of(every)).then_some((status, ra))
     }
 }
 
