@@ -46,7 +46,13 @@ export KUBECONFIG
 echo "KUBECONFIG=$KUBECONFIG"
 
 step "cargo test --features cluster-tests"
+# The fault tests (tests/faults) restart this cluster's API server and etcd: a binary of
+# their own: cargo runs test binaries one at a time, so none runs beside them.
+rm -f target/tmp/faults-report.txt
 cargo test --features cluster-tests
+
+step "fault figures (tests/faults)"
+cat target/tmp/faults-report.txt 2>/dev/null || echo "(none recorded)"
 
 step "Gateway API conformance v1.5.1, status-only tests (tests/conformance/run)"
 tests/conformance/run

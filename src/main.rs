@@ -74,6 +74,9 @@ enum Command {
         /// Name of the Lease (in the controller namespace).
         #[arg(long, env = "GATEWRIGHT_LEASE_NAME", default_value = "gatewright")]
         lease_name: String,
+        /// Seconds one attempt of an API request may take (a watch: until its headers).
+        #[arg(long, env = "GATEWRIGHT_REQUEST_TIMEOUT_SECONDS", default_value_t = 30)]
+        request_timeout_seconds: u64,
     },
     /// Local testing only: write the status that downstream controllers (Istio,
     /// cert-manager, external-dns, Crossplane, ...) would write on every child we manage,
@@ -127,13 +130,20 @@ fn run() -> anyhow::Result<ExitCode> {
             deletion_stuck_seconds,
             leader_elect,
             lease_name,
+            request_timeout_seconds,
         } => {
             init_logging(&log_format);
             let rt = tokio::runtime::Runtime::new()?;
             rt.block_on(async {
-                let client = kube::Client::try_default()
+                let mut config = kube::Config::infer()
                     .await
                     .context("failed to load a kubeconfig or in-cluster config")?;
+                // Connection and send deadlines; the answer's deadline is per request in the
+                // controller's client layer (a read timeout here would cut watches).
+                config.connect_timeout = Some(std::time::Duration::from_secs(10));
+                config.write_timeout = Some(std::time::Duration::from_secs(30));
+                let client = kube::Client::try_from(config)
+                    .context("failed to build a client from the kubeconfig")?;
                 let opts = gatewright::controller::Options {
                     leader_election: leader_elect
                         .then(|| (controller_namespace.clone(), lease_name)),
@@ -141,13 +151,32 @@ fn run() -> anyhow::Result<ExitCode> {
                     metrics_addr: Some(metrics_addr),
                     resync: std::time::Duration::from_secs(resync_seconds.max(10)),
                     deletion_stuck_after: std::time::Duration::from_secs(deletion_stuck_seconds),
+                    api: gatewright::controller::Resilience {
+                        request_timeout: std::time::Duration::from_secs(
+                            request_timeout_seconds.max(1),
+                        ),
+                        ..Default::default()
+                    },
+                    fights: gatewright::controller::fight::Policy::default(),
                 };
-                gatewright::controller::start(client, opts)
+                let ctl = gatewright::controller::start(client, opts)
                     .await
                     .context("failed to start the controller")?;
-                shutdown_signal().await;
+                // One shutdown path, for a signal and for a controller that cannot go on.
+                let failed = tokio::select! {
+                    () = shutdown_signal() => None,
+                    why = ctl.stopped() => Some(why),
+                };
                 tracing::info!("shutting down");
-                anyhow::Ok(())
+                if !ctl.shutdown(std::time::Duration::from_secs(10)).await {
+                    tracing::warn!("work still under way after 10s; stopping anyway");
+                }
+                match failed {
+                    Some(gatewright::controller::Stop::Failed(why)) => {
+                        Err(anyhow::anyhow!("the controller stopped: {why}"))
+                    }
+                    _ => anyhow::Ok(()),
+                }
             })?;
             Ok(ExitCode::SUCCESS)
         }

@@ -54,6 +54,7 @@ fn start_controller() -> Running {
             resync: Duration::from_secs(3600),
             deletion_stuck_after: Duration::from_secs(120),
             leader_election: Some((LEASE_NS.into(), "gatewright-restart".into())),
+            ..Options::default()
         };
         gatewright::controller::start(client, opts).await.unwrap()
     });

@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
+use super::fight::Verdict;
 use super::watch::KindState;
 use super::{Controller, Error, FIELD_MANAGER};
 use crate::plan::labels;
@@ -77,6 +79,14 @@ impl Controller {
     ) -> Result<bool, Error> {
         if live.is_some_and(|l| is_subset(obj, l)) {
             self.metrics.applies_skipped.fetch_add(1, Ordering::Relaxed);
+            return Ok(false);
+        }
+        if let Some(l) = live
+            && let Verdict::Hold(_) =
+                self.fights
+                    .on_drift(&key.to_string(), obj, l, FIELD_MANAGER, Instant::now())
+        {
+            // Fought over by another field manager: reported and retried by the caller.
             return Ok(false);
         }
         let Some(api) = self.child_api(key)? else {

@@ -9,6 +9,8 @@
 
 mod apply;
 mod metrics;
+mod client;
+pub mod fight;
 mod status;
 mod watch;
 
@@ -24,6 +26,9 @@ use crate::snapshot::{Key, RouteKey, Snapshot};
 use crate::telemetry::Metrics;
 
 pub use apply::is_subset;
+pub use client::{
+    Error as ClientError, LeaseFence, Resilience, parse_retry_after, retry_delay, retryable_status,
+};
 
 /// Field manager of every server-side apply.
 pub const FIELD_MANAGER: &str = "gatewright";
@@ -107,6 +112,10 @@ pub struct Options {
     /// During a Gateway's teardown, how long a child may stay in deletion (held by
     /// someone else's finalizer, say) before the Gateway reports it as stuck.
     pub deletion_stuck_after: Duration,
+    /// Deadlines and retries of every API request.
+    pub api: Resilience,
+    /// When a field reverted by someone else becomes a fight, and how we back off.
+    pub fights: fight::Policy,
 }
 
 impl Default for Options {
@@ -117,6 +126,8 @@ impl Default for Options {
             resync: Duration::from_secs(3600),
             leader_election: None,
             deletion_stuck_after: Duration::from_secs(120),
+            api: Resilience::default(),
+            fights: fight::Policy::default(),
         }
     }
 }
@@ -158,6 +169,24 @@ pub struct Controller {
     /// Gateways whose plan found a child held by another parent, by that child: when the
     /// child goes (its holder torn down), they are planned again and may take it.
     child_waiters: Mutex<BTreeMap<crate::snapshot::ObjectKey, BTreeSet<Key>>>,
+    /// Writes are sent only while our Lease is fresh (with leader election).
+    fence: Option<Arc<LeaseFence>>,
+    /// Set once the controller stops: asked to, or because it cannot go on.
+    stop: tokio::sync::watch::Sender<Option<Stop>>,
+    /// The tasks a shutdown waits for: the worker (its reconcile under way) and the
+    /// election (releasing the Lease).
+    drain: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Fights over fields of children with other field managers.
+    fights: fight::Fights,
+}
+
+/// Why the controller stops.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// [`Controller::shutdown`] was called (a signal, a test).
+    Requested,
+    /// It cannot go on: the Lease was lost or leader election ended.
+    Failed(String),
 }
 
 impl Controller {
@@ -213,6 +242,46 @@ impl Controller {
         if let Ok(mut w) = self.own_status.lock() {
             w.remove(object);
         }
+    }
+
+    /// Marks the controller as stopping (the first reason wins).
+    fn stop_with(&self, why: Stop) {
+        self.stop.send_if_modified(|s| {
+            if s.is_none() {
+                *s = Some(why);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Resolves when the controller stops, with the reason.
+    pub async fn stopped(&self) -> Stop {
+        let mut rx = self.stop.subscribe();
+        loop {
+            if let Some(why) = rx.borrow_and_update().clone() {
+                return why;
+            }
+            if rx.changed().await.is_err() {
+                return Stop::Failed("the controller is gone".into());
+            }
+        }
+    }
+
+    /// The one shutdown path: no new work is taken, the reconcile under way finishes, the
+    /// Lease (if held) is released. Waits at most `grace`; returns whether everything
+    /// finished within it.
+    pub async fn shutdown(&self, grace: Duration) -> bool {
+        self.stop_with(Stop::Requested);
+        let tasks = self
+            .drain
+            .lock()
+            .map(|mut d| std::mem::take(&mut *d))
+            .unwrap_or_default();
+        tokio::time::timeout(grace, futures::future::join_all(tasks))
+            .await
+            .is_ok()
     }
 
     /// The metrics.
@@ -315,8 +384,13 @@ impl Controller {
                     *n
                 });
                 let n = n.unwrap_or(1);
-                let delay = Duration::from_millis(500u64.saturating_mul(1 << n.min(9)))
-                    .min(Duration::from_secs(60));
+                let delay = client::retry_delay(
+                    n.saturating_sub(1),
+                    Duration::from_secs(1),
+                    Duration::from_secs(60),
+                    None,
+                    client::jitter(),
+                );
                 if matches!(e, Error::Deleting(_)) {
                     tracing::debug!(?w, "{e}");
                 } else {
@@ -337,11 +411,24 @@ impl Controller {
 pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std::io::Error> {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let metrics = Arc::new(Metrics::default());
+    // Each attempt is counted (the retry layer sits outside the counting one).
     let client = crate::telemetry::counting_client(client, metrics.clone());
+    let identity = lease_identity();
+    let fence = opts.leader_election.as_ref().map(|(ns, name)| {
+        // The margin covers the renewal request's own latency and clock rate drift.
+        Arc::new(LeaseFence::new(
+            ns,
+            name,
+            &identity,
+            Duration::from_secs(LEASE_FENCE_MARGIN_SECONDS),
+        ))
+    });
+    let client = client::resilient_client(client, opts.api.clone(), fence.clone());
     let reporter = Reporter {
         controller: "gatewright".into(),
         instance: std::env::var("POD_NAME").ok(),
     };
+    let fights = fight::Fights::new(opts.fights.clone());
     let ctl = Arc::new(Controller {
         recorder: Recorder::new(client.clone(), reporter),
         client,
@@ -363,6 +450,10 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         synced_watches: std::sync::atomic::AtomicUsize::new(0),
         caches_synced: tokio::sync::watch::Sender::new(false),
         child_waiters: Mutex::new(BTreeMap::new()),
+        fence,
+        stop: tokio::sync::watch::Sender::new(None),
+        drain: Mutex::new(Vec::new()),
+        fights,
     });
     let source: std::sync::Weak<dyn crate::telemetry::StateSource> = Arc::downgrade(&ctl) as _;
     ctl.metrics.set_state_source(source);
@@ -378,24 +469,37 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
     );
     watch::start_primary_watches(&ctl);
     let mut leader = match &ctl.opts.leader_election {
-        Some((ns, name)) => Some(elect(&ctl, ns, name).await?),
+        Some((ns, name)) => Some(elect(&ctl, ns, name, identity).await?),
         None => None,
     };
     let worker = ctl.clone();
-    tokio::spawn(async move {
+    let mut stopping = ctl.stop.subscribe();
+    let handle = tokio::spawn(async move {
         let mut synced = worker.caches_synced.subscribe();
+        let stopping = &mut stopping;
         while !*synced.borrow_and_update() {
-            if synced.changed().await.is_err() {
-                return;
+            tokio::select! {
+                biased;
+                () = stop_asked(stopping) => return,
+                r = synced.changed() => if r.is_err() { return },
             }
         }
-        while let Some(w) = rx.recv().await {
+        loop {
+            let w = tokio::select! {
+                biased;
+                () = stop_asked(stopping) => return,
+                w = rx.recv() => match w { Some(w) => w, None => return },
+            };
             // Only the lease holder writes: wait for the lease before working.
             if let Some(l) = &mut leader {
                 while !*l.borrow_and_update() {
-                    if l.changed().await.is_err() {
-                        tracing::error!("leader election stopped; exiting");
-                        std::process::exit(1);
+                    tokio::select! {
+                        biased;
+                        () = stop_asked(stopping) => return,
+                        r = l.changed() => if r.is_err() {
+                            worker.stop_with(Stop::Failed("leader election stopped".into()));
+                            return;
+                        },
                     }
                 }
             }
@@ -409,6 +513,9 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
             worker.work(&w).await;
         }
     });
+    if let Ok(mut d) = ctl.drain.lock() {
+        d.push(handle);
+    }
     let resync = ctl.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(resync.opts.resync);
@@ -421,23 +528,41 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
     Ok(ctl)
 }
 
+/// Resolves once a stop is asked for.
+async fn stop_asked(rx: &mut tokio::sync::watch::Receiver<Option<Stop>>) {
+    while rx.borrow_and_update().is_none() {
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Seconds before the Lease's expiry at which this replica stops writing, counted from the
+/// moment its last successful renewal was sent.
+const LEASE_FENCE_MARGIN_SECONDS: u64 = 3;
+
+/// Unique per start, as client-go does (host_uuid): a restarted replica with the same Pod
+/// name must not take over a lease its previous self may still be writing under.
+fn lease_identity() -> String {
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{}_{nonce:x}",
+        std::env::var("POD_NAME").unwrap_or_else(|_| format!("gatewright-{}", std::process::id()))
+    )
+}
+
 /// Joins leader election on Lease `ns/name`. Returns a channel that is true while this
 /// process holds the lease. Gaining it re-plans everything; losing it, or the election task
-/// ending, exits the process (a fresh start rebuilds the caches and rejoins).
+/// ending, stops the controller ([`Controller::stopped`]; a fresh start rebuilds the caches
+/// and rejoins). On shutdown the channels close and the Lease is released.
 async fn elect(
     ctl: &Arc<Controller>,
     ns: &str,
     name: &str,
+    identity: String,
 ) -> Result<tokio::sync::watch::Receiver<bool>, std::io::Error> {
-    // Unique per start, as client-go does (host_uuid): a restarted replica with the same
-    // Pod name must not take over a lease its previous self may still be writing under.
-    let nonce = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let identity = format!(
-        "{}_{nonce:x}",
-        std::env::var("POD_NAME").unwrap_or_else(|_| format!("gatewright-{}", std::process::id()))
-    );
     let manager = kube_lease_manager::LeaseManagerBuilder::new(ctl.client.clone(), name)
         .with_namespace(ns)
         .with_identity(identity.clone())
@@ -451,16 +576,33 @@ async fn elect(
             ))
         })?;
     let (rx, task) = manager.watch().await;
-    tokio::spawn(async move {
+    let me = ctl.clone();
+    let handle = tokio::spawn(async move {
         let res = task.await;
-        tracing::error!(?res, "leader election task ended; exiting");
-        std::process::exit(1);
+        if let Some(f) = &me.fence {
+            f.close();
+        }
+        if me.stop.borrow().is_none() {
+            tracing::error!(?res, "leader election task ended; stopping");
+            me.stop_with(Stop::Failed("leader election ended".into()));
+        } else {
+            tracing::info!("left leader election");
+        }
     });
+    if let Ok(mut d) = ctl.drain.lock() {
+        d.push(handle);
+    }
     let mut follow = rx.clone();
     let me = ctl.clone();
+    let mut stopping = ctl.stop.subscribe();
     tokio::spawn(async move {
         let mut was = false;
-        while follow.changed().await.is_ok() {
+        loop {
+            tokio::select! {
+                biased;
+                r = stopping.changed() => if r.is_err() || stopping.borrow().is_some() { return },
+                r = follow.changed() => if r.is_err() { return },
+            }
             let now = *follow.borrow_and_update();
             me.metrics
                 .leader
@@ -469,8 +611,12 @@ async fn elect(
                 tracing::info!(%identity, "acquired the lease; writing from now on");
                 me.enqueue_all();
             } else if was && !now {
-                tracing::error!(%identity, "lost the lease; exiting");
-                std::process::exit(1);
+                tracing::error!(%identity, "lost the lease; stopping");
+                if let Some(f) = &me.fence {
+                    f.close();
+                }
+                me.stop_with(Stop::Failed("lost the Lease".into()));
+                return;
             }
             was = now;
         }

@@ -378,6 +378,15 @@ impl Controller {
                 Err(e) => apply_errors.push(e.to_string()),
             }
         }
+        let child_names: Vec<String> = plan
+            .children
+            .iter()
+            .chain(routes.iter().flat_map(|r| r.children.iter()))
+            .map(|c| c.key.to_string())
+            .collect();
+        let (fights, new_fights) = self
+            .fights
+            .active(child_names.iter().map(String::as_str), Instant::now());
         let settled = apply_errors.is_empty() && missing.is_empty() && !pending_kinds;
         let mut prune_left = false;
         if settled {
@@ -402,6 +411,7 @@ impl Controller {
 
         // Status.
         let mut status = plan.status.clone();
+        status.conditions.extend(super::fight::condition(&fights));
         let override_programmed = if let Some(m) = missing.iter().next() {
             Some(Cond::f(types::PROGRAMMED, reasons::INVALID, m))
         } else if let Some(e) = apply_errors.first() {
@@ -521,6 +531,17 @@ impl Controller {
         }
         for (reason, warning, message) in rollout_events(&before.rollouts, &now_reported.rollouts) {
             self.event(&gw, warning, reason, "Rollout", &message).await;
+        }
+        for f in &new_fights {
+            let note = f.to_string();
+            self.event(&gw, true, super::fight::REASON, "Apply", &note)
+                .await;
+        }
+        if let Some(d) = self
+            .fights
+            .wake_in(child_names.iter().map(String::as_str), Instant::now())
+        {
+            self.enqueue_after(super::Work::Gateway(key.clone()), d);
         }
         if let Some(e) = apply_errors.first() {
             // Retried with the per-object backoff until the applies go through.

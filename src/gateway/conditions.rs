@@ -125,6 +125,10 @@ pub mod types {
     /// wildcard (or no) hostname, so no generated certificate names it (certificates list
     /// precise hostnames only). Negative polarity: absent when False.
     pub const WILDCARD_ONLY: &str = "gatewright.dev/WildcardOnly";
+    /// `gatewright.dev/FieldConflict`: on a Gateway, True with reason `FieldFight` while
+    /// another field manager keeps reverting a field of one of its children (and we back
+    /// off from that child); absent otherwise.
+    pub const FIELD_CONFLICT: &str = "gatewright.dev/FieldConflict";
 }
 
 /// Condition reasons.

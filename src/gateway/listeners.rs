@@ -139,6 +139,7 @@ const GATEWAY_OWNED: &[&str] = &[
     types::PROGRAMMED,
     types::ROLLOUT,
     types::TEARDOWN,
+    types::FIELD_CONFLICT,
 ];
 
 /// The condition types of a Gateway's status we own.

@@ -270,6 +270,7 @@ pub fn controller() -> std::sync::Arc<gatewright::controller::Controller> {
                         "gatewright-e2e-global".into(),
                         "gatewright-e2e".into(),
                     )),
+                    ..Default::default()
                 };
                 let ctl = gatewright::controller::start(client, opts)
                     .await
