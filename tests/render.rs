@@ -979,9 +979,7 @@ fn two_parents_never_share_a_child() {
             .contains("already held by Gateway team/gw-b")
     );
     // A live object decides: gw-a already holds it (it is the older claim no more).
-    let live = format!(
-        "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n  namespace: team\n  labels: {{app.kubernetes.io/managed-by: gatewright, gatewright.dev/parent-uid: u-a, gatewright.dev/gateway-uid: u-a, gateway.networking.k8s.io/gateway-name: gw-a}}\n  ownerReferences: [{{apiVersion: gateway.networking.k8s.io/v1, kind: Gateway, name: gw-a, uid: u-a, controller: true}}]\ndata: {{gw: gw-a}}\n"
-    );
+    let live = "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n  namespace: team\n  labels: {app.kubernetes.io/managed-by: gatewright, gatewright.dev/parent-uid: u-a, gatewright.dev/gateway-uid: u-a, gateway.networking.k8s.io/gateway-name: gw-a}\n  ownerReferences: [{apiVersion: gateway.networking.k8s.io/v1, kind: Gateway, name: gw-a, uid: u-a, controller: true}]\ndata: {gw: gw-a}\n";
     let (code, stdout, stderr) = run("render", &format!("{input}{live}"));
     assert_eq!(code, EXIT_TEMPLATE, "{stderr}");
     assert!(
