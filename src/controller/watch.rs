@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use super::{Controller, Work};
 use crate::api::{GatewayClassBlueprint, GatewayClassConfig, GatewayConfig};
-use crate::plan::labels;
+use crate::render::labels;
 use crate::snapshot::{Key, ObjectKey, Snapshot};
 
 /// What we know of a child kind.
