@@ -312,9 +312,10 @@ mod tests {
         // The annotation wins over the blueprint's order (the blueprint may be gone).
         children[0] = child("cert", "gw", "cert", Some(7));
         assert_eq!(names(&next_group(&children, "gw", &order)), ["cert"]);
+        // Without the blueprint, a child without the annotation goes first.
         assert_eq!(
             names(&next_group(&children, "gw", &(Vec::new(), Vec::new()))),
-            ["cert"]
+            ["dns", "gw"]
         );
     }
 

@@ -303,11 +303,11 @@ fn gateway_status_rules() {
             message_has: "the Gateway is not accepted",
         },
         Row {
-            name: "no listener is valid",
+            name: "no listener is valid, so the Gateway is not accepted",
             setup: |w| w.gateway("gw", "c", &[("bad", Some("*.*.example.com"))]),
             status: "False",
             reason: reasons::INVALID,
-            message_has: "no listener is valid",
+            message_has: "the Gateway is not accepted",
         },
     ];
     for row in rows {
