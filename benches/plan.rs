@@ -112,6 +112,8 @@ fn bench_plan() {
         let p = gatewright::plan::plan(&loaded.snapshot, &key).unwrap();
         for c in p.children() {
             let mut obj = c.object.clone();
+            // As the API server stores it.
+            obj["metadata"]["generation"] = 1.into();
             if let Some(status) = gatewright::simulate::ready_status(&obj) {
                 obj["status"] = status;
             }
