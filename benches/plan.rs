@@ -49,7 +49,9 @@ fn route(ns: &str, name: &str, gw_ns: &str, gw: &str, host: &str) -> String {
 /// nanoseconds), so the figures hold on a busy machine; `None` elsewhere.
 fn thread_cpu() -> Option<Duration> {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    Some(Duration::from_nanos(s.split_whitespace().next()?.parse().ok()?))
+    Some(Duration::from_nanos(
+        s.split_whitespace().next()?.parse().ok()?,
+    ))
 }
 
 /// Runs `f` for about `secs` seconds after a warm-up; the CPU time per call (the wall

@@ -29,12 +29,11 @@ impl Controller {
     ) -> Result<Option<Duration>, Error> {
         let Some((object, errors)) = self.snapshot.read().ok().and_then(|s| {
             s.blueprint(name).map(|b| {
+                let errors = crate::plan::class::blueprint_errors(&s, b);
                 (
                     b.object.clone(),
-                    b.prepared
-                        .as_ref()
-                        .err()
-                        .map(|e| e.iter().map(ToString::to_string).collect::<Vec<_>>()),
+                    (!errors.is_empty())
+                        .then(|| errors.iter().map(ToString::to_string).collect::<Vec<_>>()),
                 )
             })
         }) else {

@@ -22,7 +22,7 @@ use crate::plan::gateway::OutOfScope;
 use crate::plan::rollout::{self, Progress};
 use crate::plan::{GatewayStatusPlan, Plan, RolloutState};
 use crate::render::labels;
-use crate::snapshot::{Key, Snapshot};
+use crate::snapshot::{Key, ObjectKey, Snapshot};
 
 /// A child kind: (apiVersion, kind).
 type KindKey = (String, String);
@@ -95,7 +95,12 @@ impl Controller {
             Ordering::Relaxed,
         );
         let p = match read {
-            Read::Planned(p) => p,
+            Read::Planned(p) => {
+                // Objects another parent holds: this Gateway is woken when they go.
+                let held: Vec<ObjectKey> = p.plan.conflicts().cloned().collect();
+                self.wait_for_children(key, held);
+                p
+            }
             Read::Orphaned(gw, mut kinds) => {
                 // And what it used while its class was there (a kind whose cache is empty
                 // now is still asked before the finalizer goes).

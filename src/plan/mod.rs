@@ -6,6 +6,7 @@
 //! children under that Gateway). [`plan_class`] for a GatewayClass, [`rollout`] for how
 //! long replacements have taken. No client, no clock (times are arguments), no I/O.
 
+pub mod claims;
 pub mod class;
 pub mod gateway;
 pub mod readiness;
@@ -20,6 +21,7 @@ pub use route::{RoutePlan, plan_route};
 pub use status::{GatewayStatusPlan, Plan, PlanStatus, RouteParents, plan};
 pub use templates::{
     ChildState, DesiredChild, Held, RolloutPhase, RolloutState, VERSION_PLACEHOLDER,
+    held_by_another, holder,
 };
 
 #[cfg(test)]

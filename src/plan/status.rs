@@ -23,7 +23,7 @@ use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
 use crate::gateway::listeners::gateway_owned_types;
 use crate::gateway::{CONTROLLER_NAME, GATEWAY_API_GROUP, ListenerEval, ParentAttachment};
 use crate::render::RenderError;
-use crate::snapshot::{Key, RouteKey, Snapshot};
+use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot};
 
 /// Everything that must be true for one Gateway and the routes it accepted.
 #[derive(Debug)]
@@ -105,6 +105,14 @@ impl Plan {
             .errors
             .iter()
             .chain(self.routes.iter().flat_map(|r| r.errors.iter()))
+    }
+
+    /// Every object the Gateway or a route would render that another parent holds.
+    pub fn conflicts(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.gateway
+            .conflicts
+            .iter()
+            .chain(self.routes.iter().flat_map(|r| r.conflicts.iter()))
     }
 
     /// Every make-before-break replacement under way: the Gateway's, then each route's.

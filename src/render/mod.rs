@@ -8,6 +8,7 @@ pub mod graph;
 pub mod labels;
 pub mod output;
 pub mod prepared;
+pub mod scope;
 pub mod values;
 
 pub use engine::{Compiled, TemplateSet};
