@@ -3,6 +3,7 @@
 //! In: paths. Out: the YAML stream for stdout, the messages for stderr, and the exit code
 //! (0 rendered or only waiting on a dependency; 2 input unreadable; 3 a template failed).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -12,11 +13,12 @@ use gateway_api::apis::standard::gatewayclasses::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
+use crate::gateway::ParentAttachment;
 use crate::gateway::conditions::merge_conditions;
-use crate::plan::gateway::OutOfScope;
-use crate::plan::route::merge_route_parents;
-use crate::plan::{GatewayPlan, plan_class, plan_gateway, plan_route, route_status};
-use crate::snapshot::files;
+use crate::plan::gateway::{OutOfScope, in_scope};
+use crate::plan::status::next_route_parents;
+use crate::plan::{Plan, plan, plan_class};
+use crate::snapshot::{Key, RouteKey, files};
 
 /// Exit code: everything rendered (or only waits on a dependency).
 pub const EXIT_OK: i32 = 0;
@@ -119,79 +121,40 @@ fn render_snapshot(
         }
     }
 
-    let mut plans: Vec<GatewayPlan> = Vec::new();
+    // Every Gateway's plan; then each route's entries of ours from all of them, merged as
+    // the controller merges them.
+    let mut written: BTreeMap<RouteKey, Vec<(&Key, Vec<ParentAttachment>)>> = BTreeMap::new();
     for (key, entry) in snap.gateways() {
-        match plan_gateway(snap, key) {
-            Ok(mut p) => {
-                for e in &p.errors {
-                    out.stderr
-                        .push(format!("error: Gateway {}/{}: {e}", key.0, key.1));
-                    out.code = EXIT_TEMPLATE;
-                }
-                for h in &p.held {
-                    out.stderr.push(format!(
-                        "waiting: Gateway {}/{}: template {} is {}",
-                        key.0, key.1, h.template, h.reason
-                    ));
-                }
-                docs.extend(p.children.iter().map(|c| c.object.clone()));
-                claims.extend(p.children.iter().map(|c| Claim {
+        match plan(snap, key) {
+            Ok(p) => {
+                report(&mut out, key, &p);
+                docs.extend(p.children().map(|c| c.object.clone()));
+                let gw_json = &p.gateway.context.gateway;
+                claims.extend(p.gateway.children.iter().map(|c| Claim {
                     key: c.key.clone(),
                     object: c.object.clone(),
-                    rank: rank(&p.context.gateway, &p.context.gateway),
+                    rank: rank(gw_json, gw_json),
                 }));
-                warnings.extend(p.warnings.iter().cloned());
-                let mut route_plans = Vec::new();
-                for rkey in &p.context.routes {
-                    let rp = plan_route(snap, &p, rkey);
-                    for e in &rp.errors {
-                        out.stderr.push(format!(
-                            "error: {} {}/{} (Gateway {}/{}): {e}",
-                            rkey.0, rkey.1, rkey.2, key.0, key.1
-                        ));
-                        out.code = EXIT_TEMPLATE;
-                    }
-                    for h in &rp.held {
-                        out.stderr.push(format!(
-                            "waiting: {} {}/{}: template {} is {}",
-                            rkey.0, rkey.1, rkey.2, h.template, h.reason
-                        ));
-                    }
-                    docs.extend(rp.children.iter().map(|c| c.object.clone()));
-                    if let Some(route) = snap.route(rkey) {
+                warnings.extend(p.gateway.warnings.iter().cloned());
+                for rp in &p.routes {
+                    if let Some(route) = snap.route(&rp.route) {
                         claims.extend(rp.children.iter().map(|c| Claim {
                             key: c.key.clone(),
                             object: c.object.clone(),
-                            rank: rank(&route.json, &p.context.gateway),
+                            rank: rank(&route.json, gw_json),
                         }));
                     }
                     warnings.extend(rp.warnings.iter().cloned());
-                    route_plans.push(rp);
                 }
-                crate::plan::mark_route_errors(&mut p, &route_plans);
-                for r in &p.rollouts {
-                    out.stderr.push(format!(
-                        "rollout: Gateway {}/{}: template {}: {} -> {} ({:?}): {}",
-                        key.0,
-                        key.1,
-                        r.template,
-                        r.from.as_deref().unwrap_or("-"),
-                        r.to,
-                        r.phase,
-                        r.waiting_for
-                    ));
-                }
-                for k in p.prune.iter().chain(&p.orphaned_route_children) {
-                    out.stderr.push(format!(
-                        "prune: Gateway {}/{}: would delete {k}",
-                        key.0, key.1
-                    ));
-                }
-                let status = p
-                    .status
-                    .to_status(entry.typed.status.as_ref(), p.generation, now);
+                let status = p.status.gateway.to_status(
+                    entry.typed.status.as_ref(),
+                    p.gateway.generation,
+                    now,
+                );
                 statuses.push(status_doc("Gateway", Some(&key.0), &key.1, json!(status)));
-                plans.push(p);
+                for r in p.status.routes {
+                    written.entry(r.route).or_default().push((key, r.entries));
+                }
             }
             Err(OutOfScope::NoClass(c)) => out.stderr.push(format!(
                 "warning: Gateway {}/{}: GatewayClass {c} not found; skipped",
@@ -200,12 +163,13 @@ fn render_snapshot(
             Err(OutOfScope::NotOurs | OutOfScope::NoGateway) => {}
         }
     }
-    for (rkey, route) in snap.routes() {
-        let ours = route_status(rkey, &plans);
-        if ours.is_empty() {
+    for (rkey, entries) in written {
+        let Some(route) = snap.route(&rkey) else {
             continue;
-        }
-        let parents = merge_route_parents(None, &ours, Some(route.view.generation), now);
+        };
+        let entries: Vec<(&Key, &[ParentAttachment])> =
+            entries.iter().map(|(k, e)| (*k, e.as_slice())).collect();
+        let parents = next_route_parents(&route.json, &entries, |k| in_scope(snap, k).is_ok(), now);
         statuses.push(status_doc(
             &rkey.0,
             Some(&rkey.1),
@@ -228,6 +192,54 @@ fn render_snapshot(
         }
     }
     (out, claims)
+}
+
+/// The stderr lines of one Gateway's plan: template errors (exit code 3), templates
+/// waiting on a dependency, replacements under way, children that would be deleted.
+fn report(out: &mut Output, key: &Key, p: &Plan) {
+    let gw = format!("Gateway {}/{}", key.0, key.1);
+    for e in &p.gateway.errors {
+        out.stderr.push(format!("error: {gw}: {e}"));
+        out.code = EXIT_TEMPLATE;
+    }
+    for h in &p.gateway.held {
+        out.stderr.push(format!(
+            "waiting: {gw}: template {} is {}",
+            h.template, h.reason
+        ));
+    }
+    for r in &p.routes {
+        let (kind, ns, name) = &r.route;
+        for e in &r.errors {
+            out.stderr
+                .push(format!("error: {kind} {ns}/{name} ({gw}): {e}"));
+            out.code = EXIT_TEMPLATE;
+        }
+        for h in &r.held {
+            out.stderr.push(format!(
+                "waiting: {kind} {ns}/{name}: template {} is {}",
+                h.template, h.reason
+            ));
+        }
+    }
+    for r in &p.gateway.rollouts {
+        out.stderr.push(format!(
+            "rollout: {gw}: template {}: {} -> {} ({:?}): {}",
+            r.template,
+            r.from.as_deref().unwrap_or("-"),
+            r.to,
+            r.phase,
+            r.waiting_for
+        ));
+    }
+    for k in p
+        .gateway
+        .prune
+        .iter()
+        .chain(&p.gateway.orphaned_route_children)
+    {
+        out.stderr.push(format!("prune: {gw}: would delete {k}"));
+    }
 }
 
 fn status_doc(kind: &str, namespace: Option<&str>, name: &str, status: Value) -> Value {
@@ -264,7 +276,7 @@ pub fn check(paths: &[PathBuf]) -> Output {
             .iter()
             .map(ToString::to_string)
             .collect();
-        for (template, line, gk) in crate::plan::prepared::literal_kinds_of(&bp.object.spec) {
+        for (template, line, gk) in crate::render::prepared::literal_kinds_of(&bp.object.spec) {
             if matches!(
                 crate::render::output::scope_problem(
                     &gk,

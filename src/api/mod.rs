@@ -19,6 +19,10 @@ pub const GROUP: &str = "gatewright.dev";
 pub const VERSION: &str = "v1alpha1";
 /// `apiVersion` of our CRDs.
 pub const API_VERSION: &str = "gatewright.dev/v1alpha1";
+/// The kind of our blueprint in a GatewayClass `parametersRef`.
+pub const BLUEPRINT_KIND: &str = "GatewayClassBlueprint";
+/// The kind of our Gateway policy in `spec.infrastructure.parametersRef`.
+pub const GATEWAY_CONFIG_KIND: &str = "GatewayConfig";
 
 /// A free-form JSON value kept as the user wrote it.
 fn free_form(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

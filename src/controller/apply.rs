@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::fight::Verdict;
 use super::watch::KindState;
 use super::{Controller, Error, FIELD_MANAGER};
-use crate::plan::labels;
+use crate::render::labels;
 use crate::snapshot::ObjectKey;
 
 /// Whether every field of `desired` holds the same value in `live` (lists compared item

@@ -8,10 +8,13 @@
 //! up again until it appears.
 
 mod apply;
-mod metrics;
+mod class;
 mod client;
 pub mod fight;
+mod metrics;
+mod reconcile;
 mod status;
+mod teardown;
 mod watch;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -32,7 +35,7 @@ pub use client::{
 
 /// Field manager of every server-side apply.
 pub const FIELD_MANAGER: &str = "gatewright";
-pub use crate::plan::labels::GATEWAY_FINALIZER;
+pub use crate::render::labels::GATEWAY_FINALIZER;
 
 /// Errors of one reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +58,17 @@ pub enum Error {
     /// Deletion of children is still in progress.
     #[error("waiting for {0} children to be deleted")]
     Deleting(usize),
+    /// A thread panicked while it held the snapshot lock: the cache cannot be trusted.
+    #[error("failed to read the snapshot: a writer panicked while holding it")]
+    SnapshotPoisoned,
+    /// A write kept losing to concurrent writers (409 Conflict on every attempt).
+    #[error("failed to {action}: the object kept changing ({attempts} conflicting writes)")]
+    Conflict {
+        /// What we tried.
+        action: String,
+        /// How many times.
+        attempts: usize,
+    },
     /// A child's planned placement disagrees with its kind's scope on the API server.
     #[error("{0}")]
     ScopeMismatch(String),
@@ -72,6 +86,8 @@ impl Error {
             Self::KindNotServed(_) => "KindNotServed",
             Self::Apply(_) => "ApplyFailed",
             Self::Deleting(_) => "Deleting",
+            Self::SnapshotPoisoned => "SnapshotPoisoned",
+            Self::Conflict { .. } => "Conflict",
             Self::ScopeMismatch(_) => "ClusterScopedKind",
             Self::HeldByAnother(_) => "ChildConflict",
         }
@@ -139,7 +155,7 @@ struct Reported {
     errors: BTreeSet<String>,
     missing: BTreeSet<String>,
     /// Replacements in progress: `template=to` -> where it stands.
-    rollouts: BTreeMap<String, status::Progress>,
+    rollouts: BTreeMap<String, crate::plan::rollout::Progress>,
     /// Children (object keys) whose deletion hangs during a teardown.
     stuck_deletions: BTreeSet<String>,
 }
@@ -665,8 +681,8 @@ pub async fn simulate_ready_where(
     };
     let selector = format!(
         "{}={}",
-        crate::plan::labels::MANAGED_BY,
-        crate::plan::labels::MANAGED_BY_VALUE
+        crate::render::labels::MANAGED_BY,
+        crate::render::labels::MANAGED_BY_VALUE
     );
     let mut n = 0;
     for group in discovery.groups() {
@@ -689,7 +705,7 @@ pub async fn simulate_ready_where(
                 if caps.scope == kube::discovery::Scope::Cluster
                     && gateway_uids.as_ref().is_some_and(|uids| {
                         !kube::ResourceExt::labels(&obj)
-                            .get(crate::plan::labels::GATEWAY_UID)
+                            .get(crate::render::labels::GATEWAY_UID)
                             .is_some_and(|u| uids.contains(u))
                     })
                 {

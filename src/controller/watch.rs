@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use super::{Controller, Work};
 use crate::api::{GatewayClassBlueprint, GatewayClassConfig, GatewayConfig};
-use crate::plan::labels;
+use crate::render::labels;
 use crate::snapshot::{Key, ObjectKey, Snapshot};
 
 /// What we know of a child kind.
@@ -275,7 +275,7 @@ fn learn_scope(ctl: &Controller, group: &str, kind: &str, namespaced: bool) {
         }
         s.blueprints()
             .filter(|b| {
-                crate::plan::prepared::literal_kinds_of(&b.object.spec)
+                crate::render::prepared::literal_kinds_of(&b.object.spec)
                     .iter()
                     .any(|(_, _, gk)| gk.group == group && gk.kind == kind)
             })

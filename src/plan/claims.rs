@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::labels;
+use crate::render::labels;
 use crate::snapshot::ObjectKey;
 
 /// One parent's wish for one object.

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 
-use super::gateway::BLUEPRINT_KIND;
-use super::prepared::Prepared;
+use crate::api::BLUEPRINT_KIND;
 use crate::gateway::CONTROLLER_NAME;
 use crate::gateway::conditions::{Cond, reasons, types};
+use crate::render::prepared::Prepared;
 use crate::snapshot::Snapshot;
 
 /// The finalizer a GatewayClass carries while Gateways use it.
@@ -65,7 +65,7 @@ pub fn plan_class(snap: &Snapshot, name: &str) -> Option<ClassPlan> {
                 || m.finalizers
                     .iter()
                     .flatten()
-                    .any(|f| f == crate::plan::labels::GATEWAY_FINALIZER))
+                    .any(|f| f == crate::render::labels::GATEWAY_FINALIZER))
     });
     Some(ClassPlan {
         name: name.to_owned(),
@@ -103,10 +103,10 @@ pub fn blueprint_errors(
         Ok(p) => p.scope_errors(snap.scopes()),
         Err(errors) => {
             let spec = &entry.object.spec;
-            let literal = super::prepared::literal_kinds_of(spec);
+            let literal = crate::render::prepared::literal_kinds_of(spec);
             let name = entry.object.metadata.name.clone().unwrap_or_default();
             let mut all = errors.clone();
-            all.extend(super::prepared::scope_errors(
+            all.extend(crate::render::prepared::scope_errors(
                 &name,
                 spec,
                 &literal,

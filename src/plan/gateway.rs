@@ -2,34 +2,27 @@
 
 use std::sync::Arc;
 
-use gateway_api::apis::standard::gateways::{
-    GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
-    GatewayStatusListenersSupportedKinds,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::GatewayStatusAddresses;
 use serde_json::Value;
 
-use super::labels::Owner;
-use super::prepared::Prepared;
 use super::templates::{ChildState, DesiredChild, Held, SetInput, prune_list, render_set};
-use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
+use crate::api::GATEWAY_CONFIG_KIND;
+use crate::gateway::conditions::{Cond, reasons, types};
 use crate::gateway::hostnames;
-use crate::gateway::listeners::{GatewayEval, evaluate_gateway, gateway_owned_types};
+use crate::gateway::listeners::{GatewayEval, evaluate_gateway};
 use crate::gateway::routes::{ParentAttachment, attach_route, count_attached_routes};
 use crate::gateway::{CONTROLLER_NAME, ListenerEval};
 use crate::render::context::{
     AttachedRouteVar, HostnamesVar, ListenerVar, NamespacedName, TemplateContext, with_resources,
 };
 use crate::render::engine::STATUS_TEMPLATE;
+use crate::render::labels::Owner;
 use crate::render::output::parse_documents;
+use crate::render::prepared::Prepared;
 use crate::render::values::{Layer, merge_layers};
 use crate::render::{RenderError, TemplateSet};
-use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot};
-
-/// The kind of our blueprint in a GatewayClass `parametersRef`.
-pub const BLUEPRINT_KIND: &str = "GatewayClassBlueprint";
-/// The kind of our Gateway policy in `spec.infrastructure.parametersRef`.
-pub const GATEWAY_CONFIG_KIND: &str = "GatewayConfig";
+use crate::snapshot::{GatewayEntry, Key, ObjectKey, RouteKey, Snapshot};
 
 /// What the Gateway templates saw; route templates of the same Gateway see the same.
 #[derive(Debug, Default)]
@@ -48,81 +41,6 @@ pub struct GatewayContext {
     pub hostnames: HostnamesVar,
     /// All of the above as the template context (without `resources`), built once.
     pub base: minijinja::Value,
-}
-
-/// The status of a Gateway, without timestamps.
-#[derive(Clone, Debug, PartialEq)]
-pub struct GatewayStatusPlan {
-    /// Gateway conditions (Accepted, Programmed).
-    pub conditions: Vec<Cond>,
-    /// One entry per spec listener.
-    pub listeners: Vec<(ListenerEval, Vec<Cond>)>,
-    /// `status.addresses`.
-    pub addresses: Vec<GatewayStatusAddresses>,
-}
-
-impl GatewayStatusPlan {
-    /// The status to write: conditions merged with `existing` (keeping lastTransitionTime
-    /// where nothing changed and conditions of other owners), `observedGeneration` set.
-    #[must_use]
-    pub fn to_status(
-        &self,
-        existing: Option<&GatewayStatus>,
-        generation: Option<i64>,
-        now: &Time,
-    ) -> GatewayStatus {
-        let empty = Vec::new();
-        let old_conds = existing
-            .and_then(|s| s.conditions.as_ref())
-            .unwrap_or(&empty);
-        let old_listeners = existing.and_then(|s| s.listeners.as_ref());
-        let listeners = self
-            .listeners
-            .iter()
-            .map(|(l, conds)| {
-                let old = old_listeners
-                    .and_then(|ls| ls.iter().find(|o| o.name == l.name))
-                    .map(|o| o.conditions.as_slice())
-                    .unwrap_or_default();
-                GatewayStatusListeners {
-                    name: l.name.clone(),
-                    attached_routes: l.attached_routes,
-                    supported_kinds: Some(
-                        l.supported_kinds
-                            .iter()
-                            .map(|k| GatewayStatusListenersSupportedKinds {
-                                group: Some(k.group.clone()),
-                                kind: k.kind.clone(),
-                            })
-                            .collect(),
-                    ),
-                    conditions: merge_conditions(
-                        old,
-                        conds,
-                        ListenerEval::owned_types(),
-                        generation,
-                        now,
-                    ),
-                }
-            })
-            .collect();
-        GatewayStatus {
-            addresses: if self.addresses.is_empty() {
-                None
-            } else {
-                Some(self.addresses.clone())
-            },
-            conditions: Some(merge_conditions(
-                old_conds,
-                &self.conditions,
-                gateway_owned_types(),
-                generation,
-                now,
-            )),
-            listeners: Some(listeners),
-            ..existing.cloned().unwrap_or_default()
-        }
-    }
 }
 
 /// Everything the controller must make true for one Gateway.
@@ -146,9 +64,16 @@ pub struct GatewayPlan {
     pub prune: Vec<ObjectKey>,
     /// Readiness of each desired child.
     pub states: Vec<ChildState>,
-    /// The status to write.
-    pub status: GatewayStatusPlan,
-    /// Route attachments this Gateway decided, per route.
+    /// `Accepted`, as the Gateway's spec, class and parameters decide it.
+    pub accepted_condition: Cond,
+    /// Each spec listener as evaluated (validity, conditions, attached routes).
+    pub listeners: Vec<ListenerEval>,
+    /// `status.addresses` (from the status template, else the spec).
+    pub addresses: Vec<GatewayStatusAddresses>,
+    /// Why no address is known yet, when the status template waits.
+    pub address_wait: Option<String>,
+    /// Route attachments this Gateway decided, per route (its routes' `status.parents`
+    /// entries of ours, before their own templates are rendered).
     pub attachments: Vec<(RouteKey, Vec<ParentAttachment>)>,
     /// Live children of routes this Gateway no longer accepts: delete them.
     pub orphaned_route_children: Vec<ObjectKey>,
@@ -207,20 +132,37 @@ pub enum OutOfScope {
     NotOurs,
 }
 
-/// Plans one Gateway. Returns `Err` when the Gateway is not ours to touch.
+/// Whether a Gateway is ours to plan: it exists and its class names our controller.
 ///
 /// # Errors
 /// See [`OutOfScope`].
-pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScope> {
+pub fn in_scope(snap: &Snapshot, key: &Key) -> Result<(), OutOfScope> {
+    ours(snap, key).map(|_| ())
+}
+
+fn ours<'a>(
+    snap: &'a Snapshot,
+    key: &Key,
+) -> Result<(&'a Arc<GatewayEntry>, &'a Arc<GatewayClass>), OutOfScope> {
     let entry = snap.gateway(key).ok_or(OutOfScope::NoGateway)?;
-    let gw = &entry.typed;
-    let class_name = &gw.spec.gateway_class_name;
+    let class_name = &entry.typed.spec.gateway_class_name;
     let class = snap
         .class(class_name)
         .ok_or_else(|| OutOfScope::NoClass(class_name.clone()))?;
     if class.spec.controller_name != CONTROLLER_NAME {
         return Err(OutOfScope::NotOurs);
     }
+    Ok((entry, class))
+}
+
+/// Plans one Gateway. Returns `Err` when the Gateway is not ours to touch.
+///
+/// # Errors
+/// See [`OutOfScope`].
+pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScope> {
+    let (entry, class) = ours(snap, key)?;
+    let gw = &entry.typed;
+    let class_name = &gw.spec.gateway_class_name;
     let generation = gw.metadata.generation;
     let uid = uid_of(&entry.json, "Gateway");
 
@@ -280,11 +222,10 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         errors: Vec::new(),
         prune: Vec::new(),
         states: Vec::new(),
-        status: GatewayStatusPlan {
-            conditions: Vec::new(),
-            listeners: Vec::new(),
-            addresses: Vec::new(),
-        },
+        accepted_condition: accepted_cond,
+        listeners: Vec::new(),
+        addresses: Vec::new(),
+        address_wait: None,
         attachments,
         orphaned_route_children: Vec::new(),
         context,
@@ -370,116 +311,17 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         plan.orphaned_route_children = snap
             .children_by_gateway(&uid)
             .filter(|c| {
-                let p = super::labels::parent_uid(c).unwrap_or_default();
+                let p = crate::render::labels::parent_uid(c).unwrap_or_default();
                 p != uid && !accepted_routes.contains(p)
             })
             .map(|c| ObjectKey::of(c))
             .collect();
     }
 
-    let programmed = programmed_cond(&plan, accepted, &addresses, address_wait.as_deref(), &eval);
-    let mut conditions = vec![accepted_cond, programmed.clone()];
-    if accepted
-        && let Some(prepared) = plan.blueprint.as_deref()
-        && prepared.has_make_before_break()
-    {
-        conditions.push(rollout_cond(&plan.rollouts));
-    }
-    plan.status = GatewayStatusPlan {
-        conditions,
-        listeners: eval
-            .listeners
-            .iter()
-            .map(|l| (l.clone(), l.status_conds(&programmed)))
-            .collect(),
-        addresses,
-    };
+    plan.listeners = eval.listeners;
+    plan.addresses = addresses;
+    plan.address_wait = address_wait;
     Ok(plan)
-}
-
-/// The `gatewright.dev/Rollout` condition for the replacements in progress (route
-/// children's too, which the controller adds): True/Complete when none is, else
-/// False/Progressing naming what each waits for. The controller turns it to `Stuck` once a
-/// replacement has taken longer than its timeout (the planner has no clock).
-#[must_use]
-pub fn rollout_cond<'a>(rollouts: impl IntoIterator<Item = &'a super::RolloutState>) -> Cond {
-    let parts: Vec<String> = rollouts
-        .into_iter()
-        .map(|r| {
-            format!(
-                "template {}: {} -> {} ({:?}): {}",
-                r.template,
-                r.from.as_deref().unwrap_or("-"),
-                r.to,
-                r.phase,
-                r.waiting_for
-            )
-        })
-        .collect();
-    if parts.is_empty() {
-        return Cond::t(
-            types::ROLLOUT,
-            reasons::COMPLETE,
-            "every make-before-break child serves its latest version",
-        );
-    }
-    Cond::f(types::ROLLOUT, reasons::PROGRESSING, &parts.join("; "))
-}
-
-fn programmed_cond(
-    plan: &GatewayPlan,
-    accepted: bool,
-    addresses: &[GatewayStatusAddresses],
-    address_wait: Option<&str>,
-    eval: &GatewayEval,
-) -> Cond {
-    let p = types::PROGRAMMED;
-    if !accepted {
-        return Cond::f(p, reasons::INVALID, "the Gateway is not accepted");
-    }
-    if !eval.listeners.iter().any(ListenerEval::is_valid) {
-        return Cond::f(p, reasons::INVALID, "no listener is valid");
-    }
-    if let Some(e) = plan.errors.first() {
-        let more = if plan.errors.len() > 1 {
-            format!(" (and {} more errors)", plan.errors.len() - 1)
-        } else {
-            String::new()
-        };
-        return Cond::f(p, reasons::INVALID, &format!("{e}{more}"));
-    }
-    if let Some(h) = plan.held.first() {
-        return Cond::f(
-            p,
-            reasons::PENDING,
-            &format!("template {} is {}", h.template, h.reason),
-        );
-    }
-    let not_ready: Vec<String> = plan
-        .states
-        .iter()
-        .filter(|s| !s.readiness.is_ready())
-        .map(|s| match &s.readiness {
-            super::readiness::Readiness::NotReady(why) => format!("{} ({why})", s.key),
-            _ => format!("{} (not created yet)", s.key),
-        })
-        .collect();
-    if !not_ready.is_empty() {
-        return Cond::f(
-            p,
-            reasons::PENDING,
-            &format!("waiting for children to be ready: {}", not_ready.join("; ")),
-        );
-    }
-    if addresses.is_empty() {
-        let why = address_wait.unwrap_or("no address is known yet");
-        return Cond::f(p, reasons::ADDRESS_NOT_ASSIGNED, why);
-    }
-    Cond::t(
-        p,
-        reasons::PROGRAMMED,
-        "all children are ready and the Gateway has an address",
-    )
 }
 
 /// The values layers of a Gateway, merged; `Err` names a bad `infrastructure.parametersRef`.

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::labels::{self, Owner};
-use super::prepared::Prepared;
 use super::readiness::{self, Readiness};
 use crate::render::context::with_resources;
+use crate::render::labels::{self, Owner};
 use crate::render::output::{Placement, check_scopes};
+use crate::render::prepared::Prepared;
 use crate::render::{RenderError, TemplateSet};
 use crate::snapshot::ObjectKey;
 
@@ -714,7 +714,18 @@ pub(crate) fn prune_list(
             Some((order.iter().position(|t| t == template), key))
         })
         .collect();
-    super::prune_order(prune)
+    prune_order(prune)
+}
+
+/// Sort children to delete so that each goes before what it depends on: templates
+/// later in `order` first, templates no longer in the blueprint before everything.
+fn prune_order(mut prune: Vec<(Option<usize>, ObjectKey)>) -> Vec<ObjectKey> {
+    prune.sort_by(|a, b| {
+        let ra = a.0.map_or(usize::MAX, |i| i + 1);
+        let rb = b.0.map_or(usize::MAX, |i| i + 1);
+        rb.cmp(&ra).then_with(|| a.1.cmp(&b.1))
+    });
+    prune.into_iter().map(|(_, k)| k).collect()
 }
 
 #[cfg(test)]

@@ -13,13 +13,12 @@ use minijinja::value::{Kwargs, Value};
 use minijinja::{AutoEscape, Environment, ErrorKind, UndefinedBehavior};
 use sha2::{Digest, Sha256};
 
-use super::RenderError;
+use super::labels::safe_name;
+use super::{RECURSION_LIMIT, RenderError};
 use crate::api::GatewayClassBlueprintSpec;
 
 /// Instructions one render may execute before it is stopped.
 pub const FUEL: u64 = 2_000_000;
-/// Nesting depth of calls, includes and blocks.
-pub const RECURSION_LIMIT: usize = 64;
 /// Name under which the built-in library is importable.
 pub const LIBRARY_NAME: &str = "gatewright/lib.yaml";
 const LIBRARY_SOURCE: &str = include_str!("../../templates/lib.yaml");
@@ -359,39 +358,6 @@ fn safe_name_filter(value: &str, max: Option<usize>) -> String {
     safe_name(value, max.unwrap_or(63))
 }
 
-/// A Kubernetes-safe name from `value`: lowercase, only `[a-z0-9-]` (and `.` when `max > 63`),
-/// starting and ending alphanumeric, at most `max` characters. A name that had to be
-/// shortened ends in `-` and 8 hex characters of its SHA-256, so distinct inputs stay distinct.
-#[must_use]
-pub fn safe_name(value: &str, max: usize) -> String {
-    let max = max.clamp(16, 253);
-    let allow_dot = max > 63;
-    let mut cleaned: String = value
-        .chars()
-        .map(|c| c.to_ascii_lowercase())
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || (allow_dot && c == '.') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    cleaned = cleaned
-        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
-        .to_owned();
-    if cleaned == value && cleaned.len() <= max && !cleaned.is_empty() {
-        return cleaned;
-    }
-    let hash = &sha256(value)[..8];
-    if cleaned.is_empty() {
-        return format!("x-{hash}");
-    }
-    let keep = max.saturating_sub(9).min(cleaned.len());
-    let head = cleaned[..keep].trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
-    format!("{head}-{hash}")
-}
-
 /// The GEP-1762 labels of a Gateway's children: `gateway.networking.k8s.io/gateway-name`
 /// and `gateway-class-name`, plus `spec.infrastructure.labels`.
 fn gateway_labels(gateway: &Value) -> Result<Value, minijinja::Error> {
@@ -412,7 +378,7 @@ fn gateway_labels(gateway: &Value) -> Result<Value, minijinja::Error> {
         },
     });
     Ok(Value::from(minijinja::value::Serde(
-        crate::plan::labels::gateway_labels(&gw),
+        super::labels::gateway_labels(&gw),
     )))
 }
 

@@ -5,11 +5,17 @@
 pub mod context;
 pub mod engine;
 pub mod graph;
+pub mod labels;
 pub mod output;
+pub mod prepared;
 pub mod scope;
 pub mod values;
 
-pub use engine::{Compiled, TemplateSet, safe_name};
+pub use engine::{Compiled, TemplateSet};
+pub use labels::safe_name;
+
+/// Nesting depth of calls, includes and blocks.
+pub const RECURSION_LIMIT: usize = 64;
 
 /// A template failed: names the blueprint, the template, the line and the cause.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -64,7 +70,7 @@ impl RenderError {
             message = format!("{message}: {detail}");
         }
         if err.kind() == K::InvalidOperation && message.contains("recursion") {
-            message = format!("{message} (recursion limit {})", engine::RECURSION_LIMIT);
+            message = format!("{message} (recursion limit {})", RECURSION_LIMIT);
         }
         Self {
             blueprint: blueprint.to_owned(),

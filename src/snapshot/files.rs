@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::Snapshot;
-use crate::plan::labels;
+use crate::render::labels;
 use crate::render::output::{api_group, parse_documents};
 
 /// Largest input file read.

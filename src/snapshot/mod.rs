@@ -21,9 +21,9 @@ use serde_json::Value;
 
 use crate::api::{GatewayClassBlueprint, GatewayClassConfig, GatewayConfig};
 use crate::gateway::{Lookup, SecretInfo, routes::RouteView};
-use crate::plan::labels;
-use crate::plan::prepared::Prepared;
 use crate::render::RenderError;
+use crate::render::labels;
+use crate::render::prepared::Prepared;
 
 /// Namespace and name.
 pub type Key = (String, String);

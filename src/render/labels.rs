@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
+use sha2::Digest as _;
 
 /// `app.kubernetes.io/managed-by`.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
@@ -44,11 +45,43 @@ pub fn label_value(v: &str) -> String {
         && (v.is_empty()
             || (v.starts_with(|c: char| c.is_ascii_alphanumeric())
                 && v.ends_with(|c: char| c.is_ascii_alphanumeric())));
-    if ok {
-        v.to_owned()
-    } else {
-        crate::render::safe_name(v, 63)
+    if ok { v.to_owned() } else { safe_name(v, 63) }
+}
+
+/// A Kubernetes-safe name from `value`: lowercase, only `[a-z0-9-]` (and `.` when `max > 63`),
+/// starting and ending alphanumeric, at most `max` characters. A name that had to be
+/// shortened ends in `-` and 8 hex characters of its SHA-256, so distinct inputs stay distinct.
+#[must_use]
+pub fn safe_name(value: &str, max: usize) -> String {
+    let max = max.clamp(16, 253);
+    let allow_dot = max > 63;
+    let mut cleaned: String = value
+        .chars()
+        .map(|c| c.to_ascii_lowercase())
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || (allow_dot && c == '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    cleaned = cleaned
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_owned();
+    if cleaned == value && cleaned.len() <= max && !cleaned.is_empty() {
+        return cleaned;
     }
+    let hash: String = sha2::Sha256::digest(value.as_bytes())[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    if cleaned.is_empty() {
+        return format!("x-{hash}");
+    }
+    let keep = max.saturating_sub(9).min(cleaned.len());
+    let head = cleaned[..keep].trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    format!("{head}-{hash}")
 }
 
 /// The GEP-1762 labels for a Gateway's children, plus `spec.infrastructure.labels`.

@@ -1,0 +1,187 @@
+//! Status of our cluster-scoped objects: a GatewayClass (Accepted, supported features,
+//! the gateway-exists finalizer while Gateways use it) and a blueprint (Accepted when
+//! every template compiles).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use gateway_api::apis::standard::gatewayclasses::{
+    GatewayClass, GatewayClassStatus, GatewayClassStatusSupportedFeatures,
+};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::status::{now, strip_times};
+use super::watch::own_status_key;
+use super::{Controller, Error};
+use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
+use crate::plan::class::GATEWAY_EXISTS_FINALIZER;
+use crate::plan::plan_class;
+
+impl Controller {
+    /// Writes a blueprint's status: `Accepted` True when every template compiles, reads
+    /// only known variables and has no cycle; else False naming each template and line.
+    pub(crate) async fn reconcile_blueprint(
+        self: &Arc<Self>,
+        name: &str,
+    ) -> Result<Option<Duration>, Error> {
+        let Some((object, errors)) = self.snapshot.read().ok().and_then(|s| {
+            s.blueprint(name).map(|b| {
+                let errors = crate::plan::class::blueprint_errors(&s, b);
+                (
+                    b.object.clone(),
+                    (!errors.is_empty())
+                        .then(|| errors.iter().map(ToString::to_string).collect::<Vec<_>>()),
+                )
+            })
+        }) else {
+            return Ok(None);
+        };
+        let accepted = match &errors {
+            None => Cond::t(
+                types::ACCEPTED,
+                reasons::ACCEPTED,
+                "every template compiles",
+            ),
+            Some(errs) => Cond::f(types::ACCEPTED, "InvalidTemplate", &errs.join("; ")),
+        };
+        let existing = object.status.clone().unwrap_or_default();
+        let status = crate::api::BlueprintStatus {
+            conditions: merge_conditions(
+                &existing.conditions,
+                std::slice::from_ref(&accepted),
+                &[types::ACCEPTED],
+                object.metadata.generation,
+                &now(),
+            ),
+            observed_generation: object.metadata.generation,
+        };
+        let desired = serde_json::to_value(&status).unwrap_or(Value::Null);
+        if strip_times(&desired)
+            == strip_times(&serde_json::to_value(&existing).unwrap_or(Value::Null))
+        {
+            return Ok(None);
+        }
+        let api: Api<crate::api::GatewayClassBlueprint> = Api::all(self.client.clone());
+        self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+        self.expect_own_status(own_status_key("GatewayClassBlueprint", "", name), &desired);
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": desired })),
+        )
+        .await
+        .map_err(|e| Error::kube("write the blueprint status", e))?;
+        if errors.is_some()
+            && existing
+                .conditions
+                .iter()
+                .find(|c| c.type_ == types::ACCEPTED)
+                .is_none_or(|c| c.status != "False")
+        {
+            self.event(
+                &object,
+                true,
+                "InvalidTemplate",
+                "Compile",
+                &accepted.message,
+            )
+            .await;
+        }
+        Ok(None)
+    }
+
+    /// Writes a GatewayClass's status and gateway-exists finalizer.
+    pub(crate) async fn reconcile_class(
+        self: &Arc<Self>,
+        name: &str,
+    ) -> Result<Option<Duration>, Error> {
+        let (plan, class) = {
+            let snap = self.snapshot.read().map_err(|_| Error::SnapshotPoisoned)?;
+            (
+                plan_class(&snap, name),
+                snap.class(name).map(|c| (**c).clone()),
+            )
+        };
+        let (Some(plan), Some(class)) = (plan, class) else {
+            return Ok(None);
+        };
+        let api: Api<GatewayClass> = Api::all(self.client.clone());
+        let has_fin = class
+            .finalizers()
+            .iter()
+            .any(|f| f == GATEWAY_EXISTS_FINALIZER);
+        if plan.in_use != has_fin && class.metadata.deletion_timestamp.is_none()
+            || (has_fin && !plan.in_use)
+        {
+            let mut fins: Vec<String> = class
+                .finalizers()
+                .iter()
+                .filter(|f| *f != GATEWAY_EXISTS_FINALIZER)
+                .cloned()
+                .collect();
+            if plan.in_use {
+                fins.push(GATEWAY_EXISTS_FINALIZER.to_owned());
+            }
+            let patch = json!({ "metadata": { "finalizers": fins, "resourceVersion": class.resource_version() } });
+            api.patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| Error::kube("update the GatewayClass finalizer", e))?;
+            self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        let existing = class.status.clone().unwrap_or_default();
+        let status = GatewayClassStatus {
+            conditions: Some(merge_conditions(
+                existing.conditions.as_deref().unwrap_or_default(),
+                std::slice::from_ref(&plan.accepted),
+                &[types::ACCEPTED],
+                class.metadata.generation,
+                &now(),
+            )),
+            supported_features: Some(
+                plan.supported_features
+                    .iter()
+                    .map(|n| GatewayClassStatusSupportedFeatures { name: n.clone() })
+                    .collect(),
+            ),
+        };
+        let desired = serde_json::to_value(&status).unwrap_or(Value::Null);
+        if strip_times(&desired)
+            != strip_times(&serde_json::to_value(&existing).unwrap_or(Value::Null))
+        {
+            self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+            self.expect_own_status(own_status_key("GatewayClass", "", name), &desired);
+            api.patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "status": desired })),
+            )
+            .await
+            .map_err(|e| Error::kube("write the GatewayClass status", e))?;
+            let accepted = plan.accepted.status.is_true();
+            let before = existing
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == types::ACCEPTED)
+                .map(|c| c.status.clone());
+            if before.as_deref() != Some(plan.accepted.status.as_str()) {
+                self.event(
+                    &class,
+                    !accepted,
+                    if accepted {
+                        "Accepted"
+                    } else {
+                        "InvalidParameters"
+                    },
+                    "Reconcile",
+                    &plan.accepted.message,
+                )
+                .await;
+            }
+        }
+        Ok(None)
+    }
+}

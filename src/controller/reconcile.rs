@@ -1,0 +1,437 @@
+//! Reconciling one Gateway, step by step: read and plan (under the snapshot lock, pure),
+//! add our finalizer, apply the children in dependency order, prune what is no longer
+//! rendered, write the planned status (with what applying found out) and the routes'
+//! entries of ours, announce transitions as Events, and say when to look again.
+//! A deleting Gateway goes to the teardown instead.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use gateway_api::apis::standard::gateways::Gateway;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::watch::KindState;
+use super::{Controller, Error, GATEWAY_FINALIZER, Reported};
+use crate::gateway::conditions::types;
+use crate::plan::gateway::OutOfScope;
+use crate::plan::rollout::{self, Progress};
+use crate::plan::{GatewayStatusPlan, Plan, RolloutState};
+use crate::render::labels;
+use crate::snapshot::{Key, ObjectKey, Snapshot};
+
+/// A child kind: (apiVersion, kind).
+type KindKey = (String, String);
+
+/// What reading the snapshot gave for one Gateway.
+enum Read {
+    /// Ours: planned.
+    Planned(Box<Planned>),
+    /// Deleting, holding our finalizer, its class gone or no longer ours: torn down all
+    /// the same (without the blueprint's order), never left hanging.
+    Orphaned(Box<Gateway>, BTreeSet<KindKey>),
+    /// Not ours, or gone.
+    Nothing,
+}
+
+/// A Gateway of ours, planned, with what the executor needs from the snapshot.
+struct Planned {
+    plan: Plan,
+    gateway: Gateway,
+    /// The live object of each child of [`Plan::children`], in the same order.
+    live: Vec<Option<Arc<Value>>>,
+    /// The child kinds the Gateway uses: what it renders, and what it still owns (to
+    /// prune or tear down).
+    kinds: BTreeSet<KindKey>,
+    /// The template of each child in the Gateway's prune list.
+    prune_templates: Vec<String>,
+}
+
+/// What applying the children found.
+#[derive(Default)]
+struct Applied {
+    /// Kinds the API server does not serve (messages).
+    missing: BTreeSet<String>,
+    /// Applies that failed (messages).
+    errors: Vec<String>,
+    /// A kind whose discovery is still under way.
+    pending_kinds: bool,
+    /// Whether any apply sent a change.
+    changed: bool,
+}
+
+impl Applied {
+    /// Whether every child went through, so pruning is safe.
+    fn settled(&self) -> bool {
+        self.errors.is_empty() && self.missing.is_empty() && !self.pending_kinds
+    }
+}
+
+/// The status to write, and the replacements' progress behind its Rollout condition.
+struct StatusOutcome {
+    status: GatewayStatusPlan,
+    rollouts: BTreeMap<String, Progress>,
+    rollout_requeue: Option<Duration>,
+}
+
+impl Controller {
+    /// Plans and executes one Gateway.
+    pub(crate) async fn reconcile_gateway(
+        self: &Arc<Self>,
+        key: &Key,
+    ) -> Result<Option<Duration>, Error> {
+        let started = Instant::now();
+        let read = {
+            let snap = self.snapshot.read().map_err(|_| Error::SnapshotPoisoned)?;
+            read_and_plan(&snap, key)
+        };
+        self.metrics.planned(started.elapsed());
+        let p = match read {
+            Read::Planned(p) => {
+                // Objects another parent holds: this Gateway is woken when they go.
+                let held: Vec<ObjectKey> = p.plan.conflicts().cloned().collect();
+                self.wait_for_children(key, held);
+                p
+            }
+            Read::Orphaned(gw, mut kinds) => {
+                // And what it used while its class was there (a kind whose cache is empty
+                // now is still asked before the finalizer goes).
+                kinds.extend(self.kinds.kinds_of(key));
+                self.kinds.use_kinds(self, key, kinds.clone());
+                return self.teardown(key, &gw, &kinds).await;
+            }
+            Read::Nothing => {
+                self.kinds.use_kinds(self, key, BTreeSet::new());
+                return Ok(None);
+            }
+        };
+        self.kinds.use_kinds(self, key, p.kinds.clone());
+        if let Some(uid) = p.gateway.metadata.uid.clone()
+            && let Ok(mut m) = self.uid_to_gateway.write()
+        {
+            m.insert(uid, key.clone());
+        }
+        if p.gateway.metadata.deletion_timestamp.is_some() {
+            return self.teardown(key, &p.gateway, &p.kinds).await;
+        }
+        if p.plan.gateway.accepted {
+            self.ensure_finalizer(key, &p.gateway).await?;
+        }
+        let applied = self.apply_children(&p).await;
+        // Fights over fields of these children with other field managers.
+        let child_names: Vec<String> = p.plan.children().map(|c| c.key.to_string()).collect();
+        let (fights, new_fights) = self
+            .fights
+            .active(child_names.iter().map(String::as_str), Instant::now());
+        let prune_left = if applied.settled() {
+            self.prune(&p).await?
+        } else {
+            false
+        };
+        let mut outcome = status_after(&p.plan, &applied, Timestamp::now());
+        if let Some(c) = super::fight::condition(&fights) {
+            outcome.status.conditions.push(c);
+        }
+        self.write_gateway_status(key, &p.gateway, &outcome.status)
+            .await?;
+        // Route status, after the route's children were applied (Flagger waits on it).
+        for r in &p.plan.status.routes {
+            self.write_route_status(&r.route, Some((key, r.entries.as_slice())))
+                .await?;
+        }
+        self.announce(key, &p, &outcome, &applied).await;
+        for f in &new_fights {
+            self.event(&p.gateway, true, super::fight::REASON, "Apply", &f.to_string())
+                .await;
+        }
+        if let Some(d) = self
+            .fights
+            .wake_in(child_names.iter().map(String::as_str), Instant::now())
+        {
+            self.enqueue_after(super::Work::Gateway(key.clone()), d);
+        }
+        requeue_after(&applied, prune_left, outcome.rollout_requeue)
+    }
+
+    /// Adds our finalizer, so the children are torn down before the Gateway goes.
+    async fn ensure_finalizer(&self, key: &Key, gw: &Gateway) -> Result<(), Error> {
+        if gw.finalizers().iter().any(|f| f == GATEWAY_FINALIZER) {
+            return Ok(());
+        }
+        let mut fins = gw.finalizers().to_vec();
+        fins.push(GATEWAY_FINALIZER.to_owned());
+        let patch =
+            json!({ "metadata": { "finalizers": fins, "resourceVersion": gw.resource_version() } });
+        let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.0);
+        api.patch_metadata(&key.1, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| Error::kube("add the Gateway finalizer", e))?;
+        self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Applies every child in dependency order: the Gateway's, then each route's. A
+    /// failure is recorded and the others are still applied.
+    async fn apply_children(self: &Arc<Self>, p: &Planned) -> Applied {
+        let mut out = Applied::default();
+        for (c, live) in p.plan.children().zip(&p.live) {
+            match self.kinds.ensure(self, &c.key.api_version, &c.key.kind) {
+                KindState::Missing(msg) => {
+                    out.missing.insert(msg);
+                    continue;
+                }
+                KindState::Pending => {
+                    out.pending_kinds = true;
+                    continue;
+                }
+                KindState::Served { .. } => {}
+            }
+            match self.apply_child(&c.key, &c.object, live.as_deref()).await {
+                Ok(sent) => out.changed |= sent,
+                Err(e) => out.errors.push(e.to_string()),
+            }
+        }
+        out
+    }
+
+    /// Deletes what is no longer rendered: route children first (they depend on the
+    /// Gateway's), then the Gateway's children of one template; the next template's once
+    /// those are gone. Returns whether some are left for a later pass.
+    async fn prune(self: &Arc<Self>, p: &Planned) -> Result<bool, Error> {
+        let plan = &p.plan;
+        for k in plan
+            .routes
+            .iter()
+            .flat_map(|r| r.prune.iter())
+            .chain(&plan.gateway.orphaned_route_children)
+        {
+            self.delete_child(k).await?;
+        }
+        let first = p.prune_templates.first();
+        let mut left = false;
+        for (k, t) in plan.gateway.prune.iter().zip(&p.prune_templates) {
+            if Some(t) == first {
+                self.delete_child(k).await?;
+            } else {
+                left = true;
+            }
+        }
+        Ok(left)
+    }
+
+    /// Events on transitions only: a new template error, a kind no longer served, a
+    /// change of `Programmed`, a step of a replacement.
+    async fn announce(&self, key: &Key, p: &Planned, outcome: &StatusOutcome, applied: &Applied) {
+        let gw = &p.gateway;
+        let programmed = outcome.status.condition(types::PROGRAMMED).cloned();
+        let now_reported = Reported {
+            programmed: programmed
+                .as_ref()
+                .map(|c| format!("{}/{}", c.status, c.reason))
+                .unwrap_or_default(),
+            errors: p.plan.errors().map(ToString::to_string).collect(),
+            missing: applied.missing.clone(),
+            rollouts: outcome.rollouts.clone(),
+            stuck_deletions: BTreeSet::new(),
+        };
+        let before = self
+            .reported
+            .lock()
+            .ok()
+            .and_then(|mut r| r.insert(key.clone(), now_reported.clone()))
+            .unwrap_or_default();
+        for e in now_reported.errors.difference(&before.errors) {
+            self.event(gw, true, "TemplateFailed", "Render", e).await;
+        }
+        for m in now_reported.missing.difference(&before.missing) {
+            self.event(gw, true, "KindNotServed", "Apply", m).await;
+        }
+        if before.programmed != now_reported.programmed
+            && let Some(c) = &programmed
+        {
+            let ok = c.status.is_true();
+            let reason = if ok { "Programmed" } else { "NotProgrammed" };
+            self.event(gw, !ok, reason, "Reconcile", &c.message).await;
+        }
+        for e in rollout::events(&before.rollouts, &now_reported.rollouts) {
+            self.event(gw, e.warning, e.reason, "Rollout", &e.message)
+                .await;
+        }
+    }
+}
+
+/// Reads what planning needs and plans, under the snapshot lock; no I/O.
+fn read_and_plan(snap: &Snapshot, key: &Key) -> Read {
+    match crate::plan::plan(snap, key) {
+        Ok(plan) => {
+            let Some(gateway) = snap.gateway(key).map(|g| g.typed.clone()) else {
+                return Read::Nothing;
+            };
+            let live: Vec<Option<Arc<Value>>> = plan
+                .children()
+                .map(|c| snap.child(&c.key).cloned())
+                .collect();
+            let g = &plan.gateway;
+            let mut kinds: BTreeSet<KindKey> = plan
+                .children()
+                .map(|c| &c.key)
+                .chain(&g.prune)
+                .chain(plan.routes.iter().flat_map(|r| r.prune.iter()))
+                .chain(&g.orphaned_route_children)
+                .map(|k| (k.api_version.clone(), k.kind.clone()))
+                .collect();
+            if let Some(uid) = gateway.metadata.uid.as_deref() {
+                kinds.extend(snap.child_kinds_by_gateway(uid));
+            }
+            // The prune list is dependents first; one template's children go at a time.
+            let prune_templates = g
+                .prune
+                .iter()
+                .map(|k| {
+                    snap.child(k)
+                        .and_then(|c| labels::template(c).map(str::to_owned))
+                        .unwrap_or_default()
+                })
+                .collect();
+            Read::Planned(Box::new(Planned {
+                plan,
+                gateway,
+                live,
+                kinds,
+                prune_templates,
+            }))
+        }
+        Err(OutOfScope::NoGateway) => Read::Nothing,
+        Err(OutOfScope::NoClass(_) | OutOfScope::NotOurs) => snap
+            .gateway(key)
+            .map(|g| &g.typed)
+            .filter(|g| {
+                g.metadata.deletion_timestamp.is_some()
+                    && g.finalizers().iter().any(|f| f == GATEWAY_FINALIZER)
+            })
+            .map_or(Read::Nothing, |g| {
+                let uid = g.metadata.uid.as_deref().unwrap_or_default();
+                let kinds = snap.child_kinds_by_gateway(uid).collect();
+                Read::Orphaned(Box::new(g.clone()), kinds)
+            }),
+    }
+}
+
+/// The planned status with what applying found out, and the replacements judged against
+/// the clock (`now`): past its timeout, a replacement is stuck.
+fn status_after(plan: &Plan, applied: &Applied, now: Timestamp) -> StatusOutcome {
+    let mut status = plan.status.gateway.clone().after_apply(
+        applied.missing.iter().next().map(String::as_str),
+        applied.errors.first().map(String::as_str),
+    );
+    let rollouts: Vec<&RolloutState> = plan.rollouts().collect();
+    let (progress, rollout_requeue) = rollout::progress(&rollouts, now);
+    if status.condition(types::ROLLOUT).is_some() {
+        status.set(rollout::condition(&rollouts, &progress, now));
+    }
+    StatusOutcome {
+        status,
+        rollouts: progress,
+        rollout_requeue,
+    }
+}
+
+/// When to look at the Gateway again.
+///
+/// # Errors
+/// The first failed apply: retried with the per-object backoff until it goes through.
+fn requeue_after(
+    applied: &Applied,
+    prune_left: bool,
+    rollout_requeue: Option<Duration>,
+) -> Result<Option<Duration>, Error> {
+    if let Some(e) = applied.errors.first() {
+        return Err(Error::Apply(e.clone()));
+    }
+    if applied.pending_kinds {
+        return Ok(Some(Duration::from_millis(500)));
+    }
+    if prune_left {
+        // The deletions wake this Gateway through the child watch; this is a backstop.
+        return Ok(Some(Duration::from_secs(2)));
+    }
+    if let Some(d) = rollout_requeue {
+        // Wake at the earliest deadline of a replacement under way to report it stuck.
+        return Ok(Some(if applied.changed {
+            d.min(Duration::from_secs(1))
+        } else {
+            d
+        }));
+    }
+    if applied.changed {
+        // The status was planned before these applies: plan once more shortly, from what
+        // the applies returned, instead of relying on the child's watch event alone (a
+        // converged re-plan writes nothing).
+        return Ok(Some(Duration::from_secs(1)));
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::conditions::Cond;
+
+    #[test]
+    fn requeue_follows_what_is_left_to_do() {
+        let mut a = Applied::default();
+        assert_eq!(requeue_after(&a, false, None).ok(), Some(None));
+        a.changed = true;
+        assert_eq!(
+            requeue_after(&a, false, None).ok(),
+            Some(Some(Duration::from_secs(1)))
+        );
+        assert_eq!(
+            requeue_after(&a, false, Some(Duration::from_secs(30))).ok(),
+            Some(Some(Duration::from_secs(1)))
+        );
+        a.changed = false;
+        assert_eq!(
+            requeue_after(&a, false, Some(Duration::from_secs(30))).ok(),
+            Some(Some(Duration::from_secs(30)))
+        );
+        assert_eq!(
+            requeue_after(&a, true, None).ok(),
+            Some(Some(Duration::from_secs(2)))
+        );
+        a.pending_kinds = true;
+        assert_eq!(
+            requeue_after(&a, true, None).ok(),
+            Some(Some(Duration::from_millis(500)))
+        );
+        a.errors.push("boom".into());
+        assert!(matches!(requeue_after(&a, false, None), Err(Error::Apply(m)) if m == "boom"));
+    }
+
+    #[test]
+    fn applying_decides_programmed_before_the_plan() {
+        let planned = GatewayStatusPlan {
+            conditions: vec![
+                Cond::t(types::ACCEPTED, "Accepted", "ok"),
+                Cond::t(types::PROGRAMMED, "Programmed", "ok"),
+            ],
+            listeners: Vec::new(),
+            addresses: Vec::new(),
+        };
+        let s = planned
+            .clone()
+            .after_apply(Some("kind X is not served"), Some("apply failed"));
+        let p = s.condition(types::PROGRAMMED).unwrap();
+        assert_eq!(
+            (p.reason.as_str(), p.message.as_str()),
+            ("Invalid", "kind X is not served")
+        );
+        let s = planned.clone().after_apply(None, Some("apply failed"));
+        assert_eq!(s.condition(types::PROGRAMMED).unwrap().reason, "Pending");
+        assert_eq!(planned.clone().after_apply(None, None), planned);
+    }
+}

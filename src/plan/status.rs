@@ -1,0 +1,467 @@
+//! Every status of a Gateway and its routes, computed in one place.
+//!
+//! In: a [`Snapshot`] and a Gateway key. Out: a [`Plan`]: the Gateway's children and its
+//! routes' children (from [`plan_gateway`] and [`plan_route`]), the Gateway's status
+//! (conditions, listeners, addresses) and, for each route naming the Gateway, our
+//! `status.parents` entries. The controller and `gatewright render` both write what this
+//! returns; the controller only adds what executing the plan found out (a kind not
+//! served, an apply that failed: [`GatewayStatusPlan::after_apply`]) and, with its clock,
+//! which replacements are stuck.
+
+use gateway_api::apis::standard::gateways::{
+    GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
+    GatewayStatusListenersSupportedKinds,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde_json::Value;
+
+use super::gateway::{GatewayPlan, OutOfScope, plan_gateway};
+use super::readiness::Readiness;
+use super::route::{RoutePlan, plan_route};
+use super::templates::{DesiredChild, RolloutState};
+use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
+use crate::gateway::listeners::gateway_owned_types;
+use crate::gateway::{CONTROLLER_NAME, GATEWAY_API_GROUP, ListenerEval, ParentAttachment};
+use crate::render::RenderError;
+use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot};
+
+/// Everything that must be true for one Gateway and the routes it accepted.
+#[derive(Debug)]
+pub struct Plan {
+    /// The Gateway's own children, prune list, readiness and rollouts.
+    pub gateway: GatewayPlan,
+    /// One plan per route the Gateway accepted, in route order.
+    pub routes: Vec<RoutePlan>,
+    /// Every status to write.
+    pub status: PlanStatus,
+}
+
+/// The statuses of a [`Plan`], without timestamps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanStatus {
+    /// The Gateway's.
+    pub gateway: GatewayStatusPlan,
+    /// Our `status.parents` entries for each route naming the Gateway, in route order.
+    pub routes: Vec<RouteParents>,
+}
+
+/// Our `status.parents` entries of one route for one Gateway (one per parentRef naming it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RouteParents {
+    /// The route.
+    pub route: RouteKey,
+    /// In parentRef order.
+    pub entries: Vec<ParentAttachment>,
+}
+
+/// The status of a Gateway, without timestamps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GatewayStatusPlan {
+    /// Gateway conditions (Accepted, Programmed, and Rollout where the blueprint has
+    /// make-before-break templates).
+    pub conditions: Vec<Cond>,
+    /// One entry per spec listener.
+    pub listeners: Vec<(ListenerEval, Vec<Cond>)>,
+    /// `status.addresses`.
+    pub addresses: Vec<GatewayStatusAddresses>,
+}
+
+/// Plans a Gateway and every route it accepted, and computes every status.
+///
+/// # Errors
+/// See [`OutOfScope`]: the Gateway is not ours to touch.
+pub fn plan(snap: &Snapshot, key: &Key) -> Result<Plan, OutOfScope> {
+    let mut gateway = plan_gateway(snap, key)?;
+    let routes: Vec<RoutePlan> = gateway
+        .context
+        .routes
+        .iter()
+        .map(|r| plan_route(snap, &gateway, r))
+        .collect();
+    let attachments = std::mem::take(&mut gateway.attachments);
+    let status = PlanStatus {
+        gateway: gateway_status(&gateway, &routes),
+        routes: route_parents(attachments, &routes),
+    };
+    Ok(Plan {
+        gateway,
+        routes,
+        status,
+    })
+}
+
+impl Plan {
+    /// Every child to apply in dependency order: the Gateway's, then each route's.
+    pub fn children(&self) -> impl Iterator<Item = &DesiredChild> {
+        self.gateway
+            .children
+            .iter()
+            .chain(self.routes.iter().flat_map(|r| r.children.iter()))
+    }
+
+    /// Every template error: the Gateway's, then each route's.
+    pub fn errors(&self) -> impl Iterator<Item = &RenderError> {
+        self.gateway
+            .errors
+            .iter()
+            .chain(self.routes.iter().flat_map(|r| r.errors.iter()))
+    }
+
+    /// Every object the Gateway or a route would render that another parent holds.
+    pub fn conflicts(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.gateway
+            .conflicts
+            .iter()
+            .chain(self.routes.iter().flat_map(|r| r.conflicts.iter()))
+    }
+
+    /// Every make-before-break replacement under way: the Gateway's, then each route's.
+    pub fn rollouts(&self) -> impl Iterator<Item = &RolloutState> {
+        self.gateway
+            .rollouts
+            .iter()
+            .chain(self.routes.iter().flat_map(|r| r.rollouts.iter()))
+    }
+}
+
+/// The Gateway's status: `Accepted`, `Programmed` (every child ready, every template of
+/// the Gateway and its routes rendered, an address known), the Rollout condition, and
+/// each listener's conditions.
+fn gateway_status(gw: &GatewayPlan, routes: &[RoutePlan]) -> GatewayStatusPlan {
+    let programmed = programmed_cond(gw, routes);
+    let mut conditions = vec![gw.accepted_condition.clone(), programmed.clone()];
+    if gw.accepted
+        && let Some(prepared) = gw.blueprint.as_deref()
+        && prepared.has_make_before_break()
+    {
+        let rollouts = gw
+            .rollouts
+            .iter()
+            .chain(routes.iter().flat_map(|r| r.rollouts.iter()));
+        conditions.push(rollout_cond(rollouts));
+    }
+    GatewayStatusPlan {
+        conditions,
+        listeners: gw
+            .listeners
+            .iter()
+            .map(|l| (l.clone(), l.status_conds(&programmed)))
+            .collect(),
+        addresses: gw.addresses.clone(),
+    }
+}
+
+fn programmed_cond(gw: &GatewayPlan, routes: &[RoutePlan]) -> Cond {
+    let p = types::PROGRAMMED;
+    if !gw.accepted {
+        return Cond::f(p, reasons::INVALID, "the Gateway is not accepted");
+    }
+    if !gw.listeners.iter().any(ListenerEval::is_valid) {
+        return Cond::f(p, reasons::INVALID, "no listener is valid");
+    }
+    let errors: Vec<&RenderError> = gw
+        .errors
+        .iter()
+        .chain(routes.iter().flat_map(|r| r.errors.iter()))
+        .collect();
+    if let Some(e) = errors.first() {
+        return Cond::f(p, reasons::INVALID, &with_more(e, errors.len()));
+    }
+    if let Some(h) = gw.held.first() {
+        return Cond::f(
+            p,
+            reasons::PENDING,
+            &format!("template {} is {}", h.template, h.reason),
+        );
+    }
+    let not_ready: Vec<String> = gw
+        .states
+        .iter()
+        .filter_map(|s| match &s.readiness {
+            Readiness::Ready => None,
+            Readiness::NotReady(why) => Some(format!("{} ({why})", s.key)),
+            Readiness::Missing => Some(format!("{} (not created yet)", s.key)),
+        })
+        .collect();
+    if !not_ready.is_empty() {
+        return Cond::f(
+            p,
+            reasons::PENDING,
+            &format!("waiting for children to be ready: {}", not_ready.join("; ")),
+        );
+    }
+    if gw.addresses.is_empty() {
+        let why = gw
+            .address_wait
+            .as_deref()
+            .unwrap_or("no address is known yet");
+        return Cond::f(p, reasons::ADDRESS_NOT_ASSIGNED, why);
+    }
+    Cond::t(
+        p,
+        reasons::PROGRAMMED,
+        "all children are ready and the Gateway has an address",
+    )
+}
+
+/// The first error's message, and how many more there are.
+fn with_more(first: &impl std::fmt::Display, count: usize) -> String {
+    if count > 1 {
+        format!("{first} (and {} more errors)", count - 1)
+    } else {
+        first.to_string()
+    }
+}
+
+/// The `gatewright.dev/Rollout` condition for the replacements in progress:
+/// True/Complete when none is, else False/Progressing naming what each waits for. The
+/// controller turns it to `Stuck` once a replacement has taken longer than its timeout
+/// (the planner has no clock).
+#[must_use]
+pub fn rollout_cond<'a>(rollouts: impl IntoIterator<Item = &'a RolloutState>) -> Cond {
+    let parts: Vec<String> = rollouts
+        .into_iter()
+        .map(|r| {
+            format!(
+                "template {}: {} -> {} ({:?}): {}",
+                r.template,
+                r.from.as_deref().unwrap_or("-"),
+                r.to,
+                r.phase,
+                r.waiting_for
+            )
+        })
+        .collect();
+    if parts.is_empty() {
+        return Cond::t(
+            types::ROLLOUT,
+            reasons::COMPLETE,
+            "every make-before-break child serves its latest version",
+        );
+    }
+    Cond::f(types::ROLLOUT, reasons::PROGRESSING, &parts.join("; "))
+}
+
+/// Each route's entries of ours, with `gatewright.dev/Rendered=False/TemplateError` on
+/// the routes whose own templates failed, so the app team reading the route sees it, not
+/// only the Gateway's owner.
+fn route_parents(
+    attachments: Vec<(RouteKey, Vec<ParentAttachment>)>,
+    routes: &[RoutePlan],
+) -> Vec<RouteParents> {
+    attachments
+        .into_iter()
+        .map(|(route, mut entries)| {
+            let errors: Vec<&RenderError> = routes
+                .iter()
+                .filter(|r| r.route == route)
+                .flat_map(|r| r.errors.iter())
+                .collect();
+            let render_error = errors.first().map(|first| {
+                Cond::f(
+                    types::RENDERED,
+                    reasons::TEMPLATE_ERROR,
+                    &with_more(first, errors.len()),
+                )
+            });
+            for e in &mut entries {
+                e.render_error.clone_from(&render_error);
+            }
+            RouteParents { route, entries }
+        })
+        .collect()
+}
+
+impl GatewayStatusPlan {
+    /// The status once the plan was executed: a child kind the API server does not
+    /// serve (`Programmed=False/Invalid`), else a child that could not be applied
+    /// (`Programmed=False/Pending`), replaces the planned `Programmed` on the Gateway
+    /// and its valid listeners.
+    #[must_use]
+    pub fn after_apply(mut self, missing_kind: Option<&str>, apply_error: Option<&str>) -> Self {
+        let programmed = match (missing_kind, apply_error) {
+            (Some(m), _) => Cond::f(types::PROGRAMMED, reasons::INVALID, m),
+            (None, Some(e)) => Cond::f(types::PROGRAMMED, reasons::PENDING, e),
+            (None, None) => return self,
+        };
+        for (l, conds) in &mut self.listeners {
+            *conds = l.status_conds(&programmed);
+        }
+        self.set(programmed);
+        self
+    }
+
+    /// Replaces the condition of the same type, if the plan has one.
+    pub fn set(&mut self, cond: Cond) {
+        if let Some(c) = self.conditions.iter_mut().find(|c| c.type_ == cond.type_) {
+            *c = cond;
+        }
+    }
+
+    /// A condition by type.
+    #[must_use]
+    pub fn condition(&self, type_: &str) -> Option<&Cond> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// The status to write: conditions merged with `existing` (keeping lastTransitionTime
+    /// where nothing changed and conditions of other owners), `observedGeneration` set.
+    #[must_use]
+    pub fn to_status(
+        &self,
+        existing: Option<&GatewayStatus>,
+        generation: Option<i64>,
+        now: &Time,
+    ) -> GatewayStatus {
+        let old_conds = existing
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default();
+        let old_listeners = existing.and_then(|s| s.listeners.as_ref());
+        let listeners = self
+            .listeners
+            .iter()
+            .map(|(l, conds)| {
+                let old = old_listeners
+                    .and_then(|ls| ls.iter().find(|o| o.name == l.name))
+                    .map(|o| o.conditions.as_slice())
+                    .unwrap_or_default();
+                GatewayStatusListeners {
+                    name: l.name.clone(),
+                    attached_routes: l.attached_routes,
+                    supported_kinds: Some(
+                        l.supported_kinds
+                            .iter()
+                            .map(|k| GatewayStatusListenersSupportedKinds {
+                                group: Some(k.group.clone()),
+                                kind: k.kind.clone(),
+                            })
+                            .collect(),
+                    ),
+                    conditions: merge_conditions(
+                        old,
+                        conds,
+                        ListenerEval::owned_types(),
+                        generation,
+                        now,
+                    ),
+                }
+            })
+            .collect();
+        GatewayStatus {
+            addresses: if self.addresses.is_empty() {
+                None
+            } else {
+                Some(self.addresses.clone())
+            },
+            conditions: Some(merge_conditions(
+                old_conds,
+                &self.conditions,
+                gateway_owned_types(),
+                generation,
+                now,
+            )),
+            listeners: Some(listeners),
+            ..existing.cloned().unwrap_or_default()
+        }
+    }
+}
+
+/// A route's `status.parents` once our entries for some Gateways are written.
+///
+/// `route` is the route as JSON (its spec and current status). `written` holds, per
+/// Gateway, our entries for it: they replace every entry of ours naming that Gateway
+/// (lastTransitionTime kept where a condition did not change). Our other entries stay
+/// while their parentRef is still in the spec and `ours` says its Gateway is still one
+/// of ours; entries of other controllers are kept as they are, in order, before ours.
+/// Ours are sorted by parentRef, so the result does not depend on which Gateway wrote
+/// first.
+#[must_use]
+pub fn next_route_parents(
+    route: &Value,
+    written: &[(&Key, &[ParentAttachment])],
+    ours: impl Fn(&Key) -> bool,
+    now: &Time,
+) -> Vec<Value> {
+    let route_ns = route["metadata"]["namespace"].as_str().unwrap_or_default();
+    let generation = route["metadata"]["generation"].as_i64();
+    let existing: &[Value] = route["status"]["parents"]
+        .as_array()
+        .map_or(&[], Vec::as_slice);
+    let spec_refs: &[Value] = route["spec"]["parentRefs"]
+        .as_array()
+        .map_or(&[], Vec::as_slice);
+    let is_ours = |e: &Value| e["controllerName"] == CONTROLLER_NAME;
+    let mut foreign: Vec<Value> = Vec::new();
+    let mut mine: Vec<Value> = Vec::new();
+    for e in existing {
+        if !is_ours(e) {
+            foreign.push(e.clone());
+            continue;
+        }
+        let parent = &e["parentRef"];
+        let gw = gateway_of(parent, route_ns);
+        let rewritten = gw
+            .as_ref()
+            .is_some_and(|g| written.iter().any(|(k, _)| *k == g));
+        let in_spec = spec_refs.iter().any(|s| same_parent(s, parent));
+        if !rewritten && in_spec && gw.as_ref().is_some_and(&ours) {
+            mine.push(e.clone());
+        }
+    }
+    for (_, entries) in written {
+        for a in *entries {
+            let previous: Vec<Condition> = existing
+                .iter()
+                .find(|p| is_ours(p) && same_parent(&p["parentRef"], &a.status_ref))
+                .and_then(|p| serde_json::from_value(p["conditions"].clone()).ok())
+                .unwrap_or_default();
+            let conds = merge_conditions(
+                &previous,
+                &a.status_conds(),
+                ParentAttachment::owned_types(),
+                generation,
+                now,
+            );
+            mine.push(serde_json::json!({
+                "parentRef": a.status_ref,
+                "controllerName": CONTROLLER_NAME,
+                "conditions": conds,
+            }));
+        }
+    }
+    mine.sort_by_cached_key(|e| e["parentRef"].to_string());
+    foreign.extend(mine);
+    foreign
+}
+
+/// The Gateway a parentRef names (the route's namespace when it names none), or `None`
+/// when it names another kind.
+fn gateway_of(parent: &Value, route_ns: &str) -> Option<Key> {
+    let group = parent["group"].as_str().unwrap_or(GATEWAY_API_GROUP);
+    let kind = parent["kind"].as_str().unwrap_or("Gateway");
+    (group == GATEWAY_API_GROUP && kind == "Gateway").then(|| {
+        (
+            parent["namespace"].as_str().unwrap_or(route_ns).to_owned(),
+            parent["name"].as_str().unwrap_or_default().to_owned(),
+        )
+    })
+}
+
+/// Parent references are equal when every field either sets is equal, with the API
+/// defaults (an absent namespace equals an absent namespace: both are the route's).
+#[must_use]
+pub fn same_parent(a: &Value, b: &Value) -> bool {
+    let field = |v: &Value, f: &str, default: &'static str| -> String {
+        v[f].as_str().unwrap_or(default).to_owned()
+    };
+    [
+        ("group", GATEWAY_API_GROUP),
+        ("kind", "Gateway"),
+        ("namespace", ""),
+        ("name", ""),
+        ("sectionName", ""),
+    ]
+    .iter()
+    .all(|(f, d)| field(a, f, d) == field(b, f, d))
+        && a["port"] == b["port"]
+}

@@ -1,0 +1,470 @@
+//! Unit tests of `plan_gateway`, `plan_route` and `plan` on small worlds built in code:
+//! what is rendered, for which parent, and every status rule (table tests).
+
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::httproutes::HttpRoute;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::{Value, json};
+
+use super::gateway::{OutOfScope, in_scope};
+use super::status::{next_route_parents, same_parent};
+use super::{plan, plan_gateway, plan_route};
+use crate::api::GatewayClassBlueprint;
+use crate::gateway::conditions::{Cond, reasons, types};
+use crate::gateway::{CONTROLLER_NAME, ParentAttachment};
+use crate::render::labels;
+use crate::snapshot::{Key, RouteKey, Snapshot};
+
+const GW_TEMPLATE: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ gateway.metadata.name ~ \"-cm\" }}\ndata:\n  hosts: {{ hostnames.union | join(\",\") }}\n";
+const READER: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ gateway.metadata.name ~ \"-reader\" }}\ndata:\n  from: {{ (resources.cm | first).metadata.name }}\n";
+const ROUTE_TEMPLATE: &str =
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ route.metadata.name ~ \"-copy\" }}\n";
+
+/// A world with class `c` (ours) using blueprint `bp`.
+struct World {
+    snap: Snapshot,
+}
+
+impl World {
+    fn new() -> Self {
+        let mut snap = Snapshot::new("sys");
+        snap.put_class(class("c", CONTROLLER_NAME, "bp"));
+        snap.put_class(class("theirs", "example.com/other", "bp"));
+        snap.put_namespace("infra", Default::default());
+        snap.put_namespace("app", Default::default());
+        let mut w = Self { snap };
+        w.blueprint(&[("cm", GW_TEMPLATE)], &[("copy", ROUTE_TEMPLATE)], None);
+        w
+    }
+
+    fn blueprint(
+        &mut self,
+        gateway: &[(&str, &str)],
+        route: &[(&str, &str)],
+        status: Option<&str>,
+    ) -> &mut Self {
+        let entries = |t: &[(&str, &str)]| -> Vec<Value> {
+            t.iter()
+                .map(|(n, s)| json!({"name": n, "template": s}))
+                .collect()
+        };
+        let mut spec =
+            json!({"gatewayTemplates": entries(gateway), "routeTemplates": entries(route)});
+        if let Some(s) = status {
+            spec["status"] = json!({ "template": s });
+        }
+        let bp: GatewayClassBlueprint = serde_json::from_value(json!({
+            "apiVersion": "gatewright.dev/v1alpha1", "kind": "GatewayClassBlueprint",
+            "metadata": {"name": "bp"}, "spec": spec,
+        }))
+        .unwrap();
+        self.snap.put_blueprint(bp);
+        self
+    }
+
+    /// Gateway `infra/<name>` of class `class` with HTTP listeners `(name, hostname)` on
+    /// port 80 (allowing routes from all namespaces) and a spec address.
+    fn gateway(&mut self, name: &str, class: &str, listeners: &[(&str, Option<&str>)]) -> Key {
+        let ls: Vec<Value> = listeners
+            .iter()
+            .map(|(n, h)| {
+                let mut l = json!({"name": n, "port": 80, "protocol": "HTTP",
+                    "allowedRoutes": {"namespaces": {"from": "All"}}});
+                if let Some(h) = h {
+                    l["hostname"] = json!(h);
+                }
+                l
+            })
+            .collect();
+        let gw: Gateway = serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": name, "namespace": "infra", "uid": format!("uid-{name}"), "generation": 2},
+            "spec": {"gatewayClassName": class, "listeners": ls,
+                "addresses": [{"type": "IPAddress", "value": "10.0.0.1"}]},
+        }))
+        .unwrap();
+        self.snap.put_gateway(gw);
+        ("infra".into(), name.into())
+    }
+
+    /// HTTPRoute `app/<name>` for `hostnames`, a child of each Gateway in `parents`.
+    fn route(&mut self, name: &str, hostnames: &[&str], parents: &[&str]) -> RouteKey {
+        let refs: Vec<Value> = parents
+            .iter()
+            .map(|p| json!({"name": p, "namespace": "infra"}))
+            .collect();
+        let r: HttpRoute = serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": name, "namespace": "app", "uid": format!("uid-{name}"), "generation": 1},
+            "spec": {"parentRefs": refs, "hostnames": hostnames},
+        }))
+        .unwrap();
+        self.snap.put_http_route(&r);
+        ("HTTPRoute".into(), "app".into(), name.into())
+    }
+
+    /// Makes every child `key`'s plan renders live, as applied (ready: no status rules).
+    fn make_live(&mut self, key: &Key) {
+        let p = plan(&self.snap, key).unwrap();
+        for c in p.children() {
+            self.snap.put_child(c.object.clone());
+        }
+    }
+}
+
+fn class(name: &str, controller: &str, blueprint: &str) -> GatewayClass {
+    serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+        "metadata": {"name": name},
+        "spec": {"controllerName": controller, "parametersRef":
+            {"group": "gatewright.dev", "kind": "GatewayClassBlueprint", "name": blueprint}},
+    }))
+    .unwrap()
+}
+
+fn cond<'a>(conds: &'a [Cond], type_: &str) -> &'a Cond {
+    conds
+        .iter()
+        .find(|c| c.type_ == type_)
+        .unwrap_or_else(|| panic!("no {type_} in {conds:?}"))
+}
+
+#[test]
+fn a_gateway_not_ours_is_not_planned() {
+    let mut w = World::new();
+    let theirs = w.gateway("theirs", "theirs", &[("http", None)]);
+    let lost = w.gateway("lost", "missing", &[("http", None)]);
+    let none = ("infra".to_owned(), "none".to_owned());
+    assert_eq!(
+        plan_gateway(&w.snap, &theirs).err(),
+        Some(OutOfScope::NotOurs)
+    );
+    assert_eq!(
+        plan_gateway(&w.snap, &lost).err(),
+        Some(OutOfScope::NoClass("missing".into()))
+    );
+    assert_eq!(
+        plan_gateway(&w.snap, &none).err(),
+        Some(OutOfScope::NoGateway)
+    );
+    assert_eq!(in_scope(&w.snap, &theirs), Err(OutOfScope::NotOurs));
+}
+
+#[test]
+fn plan_gateway_renders_decorated_children_from_the_accepted_routes() {
+    let mut w = World::new();
+    let key = w.gateway("gw", "c", &[("http", Some("*.example.com"))]);
+    w.route("a", &["a.example.com"], &["gw"]);
+    w.route("b", &["b.other.org"], &["gw"]);
+    let p = plan_gateway(&w.snap, &key).unwrap();
+    assert!(p.accepted);
+    assert_eq!(p.uid, "uid-gw");
+    assert_eq!(p.children.len(), 1);
+    let cm = &p.children[0].object;
+    assert_eq!(cm["metadata"]["name"], "gw-cm");
+    assert_eq!(cm["metadata"]["namespace"], "infra");
+    // Only the route whose hostname intersects the listener's is accepted.
+    assert_eq!(cm["data"]["hosts"], "a.example.com");
+    assert_eq!(p.context.routes.len(), 1);
+    assert_eq!(p.context.routes[0].2, "a");
+    let l = &cm["metadata"]["labels"];
+    assert_eq!(l[labels::PARENT_UID], "uid-gw");
+    assert_eq!(l[labels::GATEWAY_UID], "uid-gw");
+    assert_eq!(l[labels::TEMPLATE], "cm");
+    assert_eq!(cm["metadata"]["ownerReferences"][0]["kind"], "Gateway");
+    // Both routes get an entry: one accepted, one not.
+    let accepted: Vec<(String, bool)> = p
+        .attachments
+        .iter()
+        .map(|(k, a)| (k.2.clone(), a[0].is_accepted()))
+        .collect();
+    assert_eq!(accepted, [("a".into(), true), ("b".into(), false)]);
+    assert_eq!(p.listeners[0].attached_routes, 1);
+    assert!(p.prune.is_empty());
+}
+
+#[test]
+fn plan_route_renders_for_an_accepted_route_and_prunes_for_one_no_longer_accepted() {
+    let mut w = World::new();
+    let key = w.gateway("gw", "c", &[("http", Some("*.example.com"))]);
+    let a = w.route("a", &["a.example.com"], &["gw"]);
+    let gp = plan_gateway(&w.snap, &key).unwrap();
+    let rp = plan_route(&w.snap, &gp, &a);
+    assert_eq!(rp.uid, "uid-a");
+    assert_eq!(rp.children.len(), 1);
+    let copy = &rp.children[0].object;
+    assert_eq!(copy["metadata"]["name"], "a-copy");
+    assert_eq!(copy["metadata"]["namespace"], "app");
+    assert_eq!(copy["metadata"]["labels"][labels::PARENT_UID], "uid-a");
+    assert_eq!(copy["metadata"]["labels"][labels::GATEWAY_UID], "uid-gw");
+    assert_eq!(copy["metadata"]["ownerReferences"][0]["kind"], "HTTPRoute");
+    w.snap.put_child(copy.clone());
+    // The route moves to a hostname the listener does not take: its child goes.
+    let a = w.route("a", &["a.other.org"], &["gw"]);
+    let gp = plan_gateway(&w.snap, &key).unwrap();
+    let rp = plan_route(&w.snap, &gp, &a);
+    assert!(rp.children.is_empty());
+    assert_eq!(rp.prune.len(), 1);
+    assert_eq!(rp.prune[0].name, "a-copy");
+}
+
+/// One row of the Gateway status table: a world, and the Programmed it must give.
+struct Row {
+    name: &'static str,
+    setup: fn(&mut World) -> Key,
+    status: &'static str,
+    reason: &'static str,
+    message_has: &'static str,
+}
+
+#[test]
+fn gateway_status_rules() {
+    let rows = [
+        Row {
+            name: "children not created yet",
+            setup: |w| w.gateway("gw", "c", &[("http", None)]),
+            status: "False",
+            reason: reasons::PENDING,
+            message_has: "ConfigMap infra/gw-cm (not created yet)",
+        },
+        Row {
+            name: "children ready and an address",
+            setup: |w| {
+                let k = w.gateway("gw", "c", &[("http", None)]);
+                w.make_live(&k);
+                k
+            },
+            status: "True",
+            reason: reasons::PROGRAMMED,
+            message_has: "all children are ready",
+        },
+        Row {
+            name: "the status template waits for a child",
+            setup: |w| {
+                w.blueprint(
+                    &[("cm", GW_TEMPLATE)],
+                    &[],
+                    Some("addresses: {{ dig(resources.cm | first, \"status.addresses\", []) }}"),
+                );
+                let k = w.gateway("gw", "c", &[("http", None)]);
+                w.make_live(&k);
+                k
+            },
+            status: "False",
+            reason: reasons::ADDRESS_NOT_ASSIGNED,
+            message_has: "no address is known yet",
+        },
+        Row {
+            name: "a template fails",
+            setup: |w| {
+                w.blueprint(&[("cm", "{{ fail(\"no way\") }}")], &[], None);
+                w.gateway("gw", "c", &[("http", None)])
+            },
+            status: "False",
+            reason: reasons::INVALID,
+            message_has: "no way",
+        },
+        Row {
+            name: "a template waits for another",
+            setup: |w| {
+                w.blueprint(&[("cm", GW_TEMPLATE), ("reader", READER)], &[], None);
+                w.gateway("gw", "c", &[("http", None)])
+            },
+            status: "False",
+            reason: reasons::PENDING,
+            message_has: "template reader is waiting for template cm",
+        },
+        Row {
+            name: "a route's template fails",
+            setup: |w| {
+                w.blueprint(
+                    &[("cm", GW_TEMPLATE)],
+                    &[("copy", "{{ fail(\"bad route\") }}")],
+                    None,
+                );
+                let k = w.gateway("gw", "c", &[("http", None)]);
+                w.route("a", &["a.example.com"], &["gw"]);
+                w.make_live(&k);
+                k
+            },
+            status: "False",
+            reason: reasons::INVALID,
+            message_has: "bad route",
+        },
+        Row {
+            name: "the blueprint is missing",
+            setup: |w| {
+                w.snap.put_class(class("c", CONTROLLER_NAME, "nothing"));
+                w.gateway("gw", "c", &[("http", None)])
+            },
+            status: "False",
+            reason: reasons::INVALID,
+            message_has: "the Gateway is not accepted",
+        },
+        Row {
+            name: "no listener is valid, so the Gateway is not accepted",
+            setup: |w| w.gateway("gw", "c", &[("bad", Some("*.*.example.com"))]),
+            status: "False",
+            reason: reasons::INVALID,
+            message_has: "the Gateway is not accepted",
+        },
+    ];
+    for row in rows {
+        let mut w = World::new();
+        let key = (row.setup)(&mut w);
+        let p = plan(&w.snap, &key).unwrap();
+        let programmed = cond(&p.status.gateway.conditions, types::PROGRAMMED);
+        assert_eq!(
+            (programmed.status.as_str(), programmed.reason.as_str()),
+            (row.status, row.reason),
+            "{}: {programmed:?}",
+            row.name
+        );
+        assert!(
+            programmed.message.contains(row.message_has),
+            "{}: {}",
+            row.name,
+            programmed.message
+        );
+        // Valid listeners say what the Gateway says.
+        for (l, conds) in &p.status.gateway.listeners {
+            if l.is_valid() {
+                assert_eq!(
+                    cond(conds, types::PROGRAMMED).reason,
+                    row.reason,
+                    "{}",
+                    row.name
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_failing_route_template_is_on_the_routes_entry_and_the_gateway() {
+    let mut w = World::new();
+    w.blueprint(
+        &[("cm", GW_TEMPLATE)],
+        &[("copy", "{{ fail(\"bad route\") }}")],
+        None,
+    );
+    let key = w.gateway("gw", "c", &[("http", None)]);
+    let a = w.route("a", &["a.example.com"], &["gw"]);
+    let p = plan(&w.snap, &key).unwrap();
+    assert_eq!(p.routes.len(), 1);
+    assert_eq!(p.errors().count(), 1);
+    let entries = &p.status.routes[0];
+    assert_eq!(entries.route, a);
+    let rendered = entries.entries[0].render_error.as_ref().unwrap();
+    assert_eq!(rendered.type_, types::RENDERED);
+    assert!(
+        rendered.message.contains("bad route"),
+        "{}",
+        rendered.message
+    );
+    // The route itself is still accepted: its template is the blueprint's fault.
+    assert!(entries.entries[0].is_accepted());
+}
+
+#[test]
+fn the_plan_orders_gateway_children_before_route_children() {
+    let mut w = World::new();
+    let key = w.gateway("gw", "c", &[("http", None)]);
+    w.route("a", &["a.example.com"], &["gw"]);
+    w.route("b", &["b.example.com"], &["gw"]);
+    let p = plan(&w.snap, &key).unwrap();
+    let names: Vec<&str> = p.children().map(|c| c.key.name.as_str()).collect();
+    assert_eq!(names, ["gw-cm", "a-copy", "b-copy"]);
+    assert_eq!(
+        p.gateway.children[0].object["data"]["hosts"],
+        "a.example.com,b.example.com"
+    );
+}
+
+fn entry_for(w: &World, gw: &Key, route: &RouteKey) -> Vec<ParentAttachment> {
+    let p = plan(&w.snap, gw).unwrap();
+    p.status
+        .routes
+        .into_iter()
+        .find(|r| &r.route == route)
+        .map(|r| r.entries)
+        .unwrap_or_default()
+}
+
+#[test]
+fn route_parents_keep_other_controllers_and_drop_stale_entries_of_ours() {
+    let mut w = World::new();
+    let one = w.gateway("one", "c", &[("http", None)]);
+    let two = w.gateway("two", "c", &[("http", None)]);
+    let a = w.route("a", &["a.example.com"], &["one", "two"]);
+    let now = Time("2026-01-01T00:00:00Z".parse().unwrap());
+    let foreign = json!({"parentRef": {"name": "x", "namespace": "infra"}, "controllerName": "example.com/other", "conditions": []});
+    let stale = json!({"parentRef": {"name": "gone", "namespace": "infra"}, "controllerName": CONTROLLER_NAME, "conditions": []});
+    let old_two = json!({"parentRef": {"name": "two", "namespace": "infra"}, "controllerName": CONTROLLER_NAME,
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "kept", "lastTransitionTime": "2025-01-01T00:00:00Z"}]});
+    let mut route = w.snap.route(&a).unwrap().json.clone();
+    route["status"]["parents"] = json!([foreign, stale, old_two]);
+    let ones = entry_for(&w, &one, &a);
+    let next = next_route_parents(
+        &route,
+        &[(&one, &ones)],
+        |k| in_scope(&w.snap, k).is_ok(),
+        &now,
+    );
+    let names: Vec<(&str, &str)> = next
+        .iter()
+        .map(|e| {
+            (
+                e["parentRef"]["name"].as_str().unwrap(),
+                e["controllerName"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    // Other controllers' first; ours sorted; the entry naming a Gateway not in the spec
+    // is gone; the other Gateway's entry of ours is kept as it was.
+    assert_eq!(
+        names,
+        [
+            ("x", "example.com/other"),
+            ("one", CONTROLLER_NAME),
+            ("two", CONTROLLER_NAME)
+        ]
+    );
+    assert_eq!(next[2]["conditions"][0]["message"], "kept");
+    let accepted = &next[1]["conditions"][0];
+    assert_eq!(accepted["type"], "Accepted");
+    assert_eq!(accepted["observedGeneration"], 1);
+    // Writing Gateway two's entries replaces the old one; the time stays when the
+    // condition did not change.
+    let twos = entry_for(&w, &two, &a);
+    let again = next_route_parents(
+        &route,
+        &[(&two, &twos)],
+        |k| in_scope(&w.snap, k).is_ok(),
+        &now,
+    );
+    assert_eq!(again.len(), 2, "{again:?}");
+    assert_eq!(again[1]["parentRef"]["name"], "two");
+    assert_ne!(again[1]["conditions"][0]["message"], "kept");
+    // A Gateway that is no longer ours loses its entry at the next write.
+    w.gateway("two", "theirs", &[("http", None)]);
+    let after = next_route_parents(&route, &[], |k| in_scope(&w.snap, k).is_ok(), &now);
+    assert_eq!(after.len(), 1, "{after:?}");
+}
+
+#[test]
+fn parent_refs_compare_with_their_defaults() {
+    let short = json!({"name": "gw"});
+    let long = json!({"name": "gw", "group": "gateway.networking.k8s.io", "kind": "Gateway"});
+    assert!(same_parent(&short, &long));
+    assert!(!same_parent(
+        &short,
+        &json!({"name": "gw", "sectionName": "http"})
+    ));
+    assert!(!same_parent(&short, &json!({"name": "gw", "port": 80})));
+    assert!(!same_parent(
+        &short,
+        &json!({"name": "gw", "namespace": "infra"})
+    ));
+}
