@@ -43,7 +43,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde_json::{Value, json};
@@ -76,7 +78,12 @@ fn child_ars() -> Vec<ApiResource> {
     vec![
         ar("cert-manager.io", "v1", "Certificate", "certificates"),
         gw_ar(),
-        ar("externaldns.k8s.io", "v1alpha1", "DNSEndpoint", "dnsendpoints"),
+        ar(
+            "externaldns.k8s.io",
+            "v1alpha1",
+            "DNSEndpoint",
+            "dnsendpoints",
+        ),
     ]
 }
 
@@ -92,7 +99,11 @@ async fn apply(client: &Client, ar: &ApiResource, ns: Option<&str>, obj: &Value,
     let mut tries = 0;
     loop {
         match api(client, ar, ns)
-            .patch(&name, &PatchParams::apply(manager).force(), &Patch::Apply(obj))
+            .patch(
+                &name,
+                &PatchParams::apply(manager).force(),
+                &Patch::Apply(obj),
+            )
             .await
         {
             Ok(_) => return,
@@ -192,15 +203,30 @@ struct Proc {
 impl Proc {
     fn start(bin: &str, port: u16) -> Self {
         let metrics_addr = format!("127.0.0.1:{port}");
-        let log = std::fs::File::create(std::env::temp_dir().join(format!("scale-controller-{port}.log"))).unwrap();
+        let log = std::fs::File::create(
+            std::env::temp_dir().join(format!("scale-controller-{port}.log")),
+        )
+        .unwrap();
         let child = std::process::Command::new(bin)
-            .args(["run", "--controller-namespace", "gatewright-system", "--metrics-addr", &metrics_addr])
-            .env("RUST_LOG", std::env::var("SCALE_CONTROLLER_LOG").unwrap_or_else(|_| "info".into()))
+            .args([
+                "run",
+                "--controller-namespace",
+                "gatewright-system",
+                "--metrics-addr",
+                &metrics_addr,
+            ])
+            .env(
+                "RUST_LOG",
+                std::env::var("SCALE_CONTROLLER_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdout(std::process::Stdio::null())
             .stderr(log)
             .spawn()
             .expect("start the controller");
-        Self { child, metrics_addr }
+        Self {
+            child,
+            metrics_addr,
+        }
     }
     fn pid(&self) -> u32 {
         self.child.id()
@@ -229,10 +255,14 @@ impl Proc {
     }
     async fn get(&self, path: &str) -> Option<String> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = tokio::net::TcpStream::connect(&self.metrics_addr).await.ok()?;
-        s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes())
+        let mut s = tokio::net::TcpStream::connect(&self.metrics_addr)
             .await
             .ok()?;
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .ok()?;
         let mut out = String::new();
         s.read_to_string(&mut out).await.ok()?;
         Some(out)
@@ -240,16 +270,25 @@ impl Proc {
     async fn wait_ready(&self) -> Duration {
         let t = Instant::now();
         loop {
-            if self.get("/readyz").await.is_some_and(|r| r.starts_with("HTTP/1.1 200")) {
+            if self
+                .get("/readyz")
+                .await
+                .is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+            {
                 return t.elapsed();
             }
-            assert!(t.elapsed() < Duration::from_secs(600), "controller not ready after 10 minutes");
+            assert!(
+                t.elapsed() < Duration::from_secs(600),
+                "controller not ready after 10 minutes"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
     fn stop(mut self) {
         // SIGTERM, as an orchestrator would; killed if it does not exit in 10 s.
-        let _ = std::process::Command::new("kill").arg(self.pid().to_string()).status();
+        let _ = std::process::Command::new("kill")
+            .arg(self.pid().to_string())
+            .status();
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(10) {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
@@ -269,7 +308,12 @@ impl Proc {
 struct View(Arc<Mutex<HashMap<String, (Value, Instant)>>>);
 
 impl View {
-    fn follow(client: &Client, ar: &ApiResource, cfg: watcher::Config, on: impl Fn(&str, &Value, Option<&Value>) + Send + 'static) -> Self {
+    fn follow(
+        client: &Client,
+        ar: &ApiResource,
+        cfg: watcher::Config,
+        on: impl Fn(&str, &Value, Option<&Value>) + Send + 'static,
+    ) -> Self {
         let view = Self::default();
         let v = view.clone();
         let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
@@ -303,7 +347,12 @@ impl View {
         self.0.lock().unwrap().get(key).cloned()
     }
     fn values(&self) -> Vec<Value> {
-        self.0.lock().unwrap().values().map(|(v, _)| v.clone()).collect()
+        self.0
+            .lock()
+            .unwrap()
+            .values()
+            .map(|(v, _)| v.clone())
+            .collect()
     }
 }
 
@@ -362,7 +411,11 @@ fn simulator(client: &Client, paused: Arc<AtomicBool>) {
                 let permit = sem.clone().acquire_owned().await.unwrap();
                 tokio::spawn(async move {
                     let _ = api
-                        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({ "status": status })))
+                        .patch_status(
+                            &name,
+                            &PatchParams::default(),
+                            &Patch::Merge(&json!({ "status": status })),
+                        )
                         .await;
                     drop(permit);
                 });
@@ -394,7 +447,7 @@ fn ms(d: Duration) -> String {
 async fn par<F, Fut>(n: usize, concurrency: usize, f: F)
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let f = Arc::new(f);
@@ -466,7 +519,11 @@ async fn main() {
     let base_port = 20000 + (std::process::id() % 20000) as u16;
 
     // 1. Class, namespaces.
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/gatewayclasses/", "istio-certmanager-externaldns");
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/gatewayclasses/",
+        "istio-certmanager-externaldns"
+    );
     let text = format!(
         "{}\n---\n{}",
         std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
@@ -475,24 +532,38 @@ async fn main() {
     for doc in gatewright::render::output::parse_documents(&text).unwrap() {
         let (g, v) = doc["apiVersion"].as_str().unwrap().split_once('/').unwrap();
         let kind = doc["kind"].as_str().unwrap();
-        let plural = if kind == "GatewayClass" { "gatewayclasses" } else { "gatewayclassblueprints" };
+        let plural = if kind == "GatewayClass" {
+            "gatewayclasses"
+        } else {
+            "gatewayclassblueprints"
+        };
         apply(&client, &ar(g, v, kind, plural), None, &doc, "scale").await;
     }
     let ns_ar = ar("", "v1", "Namespace", "namespaces");
     for prefix in ["scale-", "ceiling-"] {
         for i in 0..NAMESPACES {
             let ns = format!("{prefix}{i}");
-            apply(&client, &ns_ar, None, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}), "scale").await;
+            apply(
+                &client,
+                &ns_ar,
+                None,
+                &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                "scale",
+            )
+            .await;
         }
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("scale: N = {n} Gateways x {ROUTES_PER_GATEWAY} HTTPRoutes over {NAMESPACES} namespaces, class {CLASS}, client concurrency {conc}");
+    println!(
+        "scale: N = {n} Gateways x {ROUTES_PER_GATEWAY} HTTPRoutes over {NAMESPACES} namespaces, class {CLASS}, client concurrency {conc}"
+    );
     println!("  load average at start: {}", load.trim());
 
     let mut idle_rss = None;
     if idle_objects > 0 {
         let data = "x".repeat(100 * 1024);
-        let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, data.as_bytes());
+        let encoded =
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, data.as_bytes());
         let secret_ar = ar("", "v1", "Secret", "secrets");
         let svc_ar = ar("", "v1", "Service", "services");
         let c = client.clone();
@@ -512,7 +583,9 @@ async fn main() {
         let ready = p.wait_ready().await;
         tokio::time::sleep(Duration::from_secs(5)).await;
         let (rss, peak) = p.rss();
-        println!("  idle controller with {idle_objects} unrelated 100 KiB Secrets and {idle_objects} Services: RSS {rss:.1} MiB (peak {peak:.1} MiB), ready after {ready:.1?}");
+        println!(
+            "  idle controller with {idle_objects} unrelated 100 KiB Secrets and {idle_objects} Services: RSS {rss:.1} MiB (peak {peak:.1} MiB), ready after {ready:.1?}"
+        );
         idle_rss = Some(rss);
         p.stop();
     }
@@ -521,21 +594,24 @@ async fn main() {
     let gws = View::follow(&client, &gw_ar(), watcher::Config::default(), |_, _, _| {});
     let flips = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counting = Arc::new(AtomicBool::new(false));
-    let routes = {
-        View::follow(&client, &rt_ar(), watcher::Config::default(), |_, _, _| {})
-    };
+    let routes = { View::follow(&client, &rt_ar(), watcher::Config::default(), |_, _, _| {}) };
     let gw_flips = {
         let flips = flips.clone();
         let counting = counting.clone();
-        View::follow(&client, &gw_ar(), watcher::Config::default(), move |_, new, old| {
-            if counting.load(Ordering::Relaxed)
-                && let Some(old) = old
-                && is_parent(new)
-                && programmed(old) != programmed(new)
-            {
-                flips.fetch_add(1, Ordering::Relaxed);
-            }
-        })
+        View::follow(
+            &client,
+            &gw_ar(),
+            watcher::Config::default(),
+            move |_, new, old| {
+                if counting.load(Ordering::Relaxed)
+                    && let Some(old) = old
+                    && is_parent(new)
+                    && programmed(old) != programmed(new)
+                {
+                    flips.fetch_add(1, Ordering::Relaxed);
+                }
+            },
+        )
     };
     let paused = Arc::new(AtomicBool::new(false));
     simulator(&client, paused.clone());
@@ -553,26 +629,49 @@ async fn main() {
     let mut peak_rss = 0.0f64;
     loop {
         let all = gws.values();
-        let done = all.iter().filter(|g| is_parent(g) && programmed(g) == Some("True")).count();
+        let done = all
+            .iter()
+            .filter(|g| is_parent(g) && programmed(g) == Some("True"))
+            .count();
         let rts = routes.values();
-        let accepted = rts.iter().filter(|r| r["metadata"]["name"].as_str().is_some_and(|n| !n.ends_with("-istio")) && route_accepted(r)).count();
+        let accepted = rts
+            .iter()
+            .filter(|r| {
+                r["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| !n.ends_with("-istio"))
+                    && route_accepted(r)
+            })
+            .count();
         peak_rss = peak_rss.max(p.rss().0);
         if done == n && accepted == n * ROUTES_PER_GATEWAY {
             break;
         }
-        assert!(t.elapsed() < Duration::from_secs(3600), "not converged after an hour ({done}/{n} Gateways, {accepted} routes)");
+        assert!(
+            t.elapsed() < Duration::from_secs(3600),
+            "not converged after an hour ({done}/{n} Gateways, {accepted} routes)"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let converge = t.elapsed();
     let cpu_converge = p.cpu() - cpu0;
     let after = apiserver_counts(&client).await;
     println!("  workload created (by the client) in {created:.1?}");
-    println!("  COLD CONVERGENCE (all Gateways Programmed, every route Accepted): {:.2} s", converge.as_secs_f64());
+    println!(
+        "  COLD CONVERGENCE (all Gateways Programmed, every route Accepted): {:.2} s",
+        converge.as_secs_f64()
+    );
     println!("  controller CPU seconds to converge: {cpu_converge:.2}");
-    print_writes("cold phase (workload creates + simulator status writes + controller)", &writes_between(&before, &after));
+    print_writes(
+        "cold phase (workload creates + simulator status writes + controller)",
+        &writes_between(&before, &after),
+    );
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (steady, peak) = p.rss();
-    println!("  controller RSS: steady {steady:.1} MiB (5 s after convergence), peak {:.1} MiB", peak.max(peak_rss));
+    println!(
+        "  controller RSS: steady {steady:.1} MiB (5 s after convergence), peak {:.1} MiB",
+        peak.max(peak_rss)
+    );
 
     // 3a. Route weight change -> shadow route seen by a watch.
     paused.store(false, Ordering::Relaxed);
@@ -595,7 +694,10 @@ async fn main() {
                 lat.push(at.saturating_duration_since(t));
                 break;
             }
-            assert!(sent.elapsed() < Duration::from_secs(60), "shadow route {shadow} never carried weight {w}");
+            assert!(
+                sent.elapsed() < Duration::from_secs(60),
+                "shadow route {shadow} never carried weight {w}"
+            );
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
@@ -633,7 +735,10 @@ async fn main() {
                 lat.push(at.saturating_duration_since(t));
                 break;
             }
-            assert!(sent.elapsed() < Duration::from_secs(60), "Gateway {key} never became Programmed={want}");
+            assert!(
+                sent.elapsed() < Duration::from_secs(60),
+                "Gateway {key} never became Programmed={want}"
+            );
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
@@ -658,9 +763,21 @@ async fn main() {
     counting.store(false, Ordering::Relaxed);
     let after = apiserver_counts(&client).await;
     let restart = writes_between(&before, &after);
-    let events: u64 = restart.iter().filter(|((_, r), _)| r == "events").map(|(_, n)| n).sum();
-    println!("  restart of the converged world: ready after {ready:.1?}; {} Programmed flips on Gateways in {restart_secs} s", flips.load(Ordering::Relaxed));
-    print_writes(&format!("writes in the first {restart_secs} s after the restart ({events} of them Events)"), &restart);
+    let events: u64 = restart
+        .iter()
+        .filter(|((_, r), _)| r == "events")
+        .map(|(_, n)| n)
+        .sum();
+    println!(
+        "  restart of the converged world: ready after {ready:.1?}; {} Programmed flips on Gateways in {restart_secs} s",
+        flips.load(Ordering::Relaxed)
+    );
+    print_writes(
+        &format!(
+            "writes in the first {restart_secs} s after the restart ({events} of them Events)"
+        ),
+        &restart,
+    );
     let (rss_restart, _) = p.rss();
     println!("  RSS after the restart: {rss_restart:.1} MiB");
     p.stop();
@@ -670,7 +787,10 @@ async fn main() {
     let templates: Vec<(ApiResource, String)> = {
         let mut out = Vec::new();
         for ar in child_ars().into_iter().chain([rt_ar()]) {
-            let list = api(&client, &ar, Some("scale-0")).list(&ListParams::default().labels(MANAGED)).await.unwrap();
+            let list = api(&client, &ar, Some("scale-0"))
+                .list(&ListParams::default().labels(MANAGED))
+                .await
+                .unwrap();
             for o in list {
                 let mut v = serde_json::to_value(&o).unwrap();
                 v["apiVersion"] = json!(ar.api_version);
@@ -688,7 +808,10 @@ async fn main() {
     let gw_status = serde_json::to_string(&gw0["status"]).unwrap();
     let rt_status = serde_json::to_string(&r0["status"]).unwrap();
     let per_gateway = 1 + ROUTES_PER_GATEWAY + templates.len() + 3 + 1 + ROUTES_PER_GATEWAY;
-    println!("  ceiling: {per_gateway} writes per Gateway ({} children applied from the converged world's templates)", templates.len());
+    println!(
+        "  ceiling: {per_gateway} writes per Gateway ({} children applied from the converged world's templates)",
+        templates.len()
+    );
     let before = apiserver_counts(&client).await;
     let t = Instant::now();
     {
@@ -708,29 +831,48 @@ async fn main() {
                 };
                 apply(&client, &gw_ar(), Some(&ns), &gateway(&ns, g), "ceiling").await;
                 for r in 0..ROUTES_PER_GATEWAY {
-                    apply(&client, &rt_ar(), Some(&ns), &route(&ns, g, r, 0), "ceiling").await;
+                    apply(
+                        &client,
+                        &rt_ar(),
+                        Some(&ns),
+                        &route(&ns, g, r, 0),
+                        "ceiling",
+                    )
+                    .await;
                 }
                 for (ar, t) in templates.iter() {
-                    let mut v: Value = serde_json::from_str(&sub(t)).unwrap();
+                    let v: Value = serde_json::from_str(&sub(t)).unwrap();
                     let cns = v["metadata"]["namespace"].as_str().map(str::to_owned);
                     apply(&client, ar, cns.as_deref(), &v, "ceiling").await;
                     if let Some(status) = gatewright::simulate::ready_status(&v) {
                         let name = v["metadata"]["name"].as_str().unwrap().to_owned();
                         api(&client, ar, cns.as_deref())
-                            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({ "status": status })))
+                            .patch_status(
+                                &name,
+                                &PatchParams::default(),
+                                &Patch::Merge(&json!({ "status": status })),
+                            )
                             .await
                             .unwrap();
                     }
                 }
                 let status: Value = serde_json::from_str(&sub(&gw_status)).unwrap();
                 api(&client, &gw_ar(), Some(&ns))
-                    .patch_status(&format!("gw{g}"), &PatchParams::default(), &Patch::Merge(&json!({ "status": status })))
+                    .patch_status(
+                        &format!("gw{g}"),
+                        &PatchParams::default(),
+                        &Patch::Merge(&json!({ "status": status })),
+                    )
                     .await
                     .unwrap();
                 for r in 0..ROUTES_PER_GATEWAY {
                     let status: Value = serde_json::from_str(&sub(&rt_status)).unwrap();
                     api(&client, &rt_ar(), Some(&ns))
-                        .patch_status(&format!("gw{g}-r{r}"), &PatchParams::default(), &Patch::Merge(&json!({ "status": status })))
+                        .patch_status(
+                            &format!("gw{g}-r{r}"),
+                            &PatchParams::default(),
+                            &Patch::Merge(&json!({ "status": status })),
+                        )
                         .await
                         .unwrap();
                 }
@@ -740,7 +882,10 @@ async fn main() {
     }
     let ceiling = t.elapsed();
     let after = apiserver_counts(&client).await;
-    println!("  CEILING (same writes, plain client, concurrency {conc}, no planning): {:.2} s", ceiling.as_secs_f64());
+    println!(
+        "  CEILING (same writes, plain client, concurrency {conc}, no planning): {:.2} s",
+        ceiling.as_secs_f64()
+    );
     print_writes("ceiling", &writes_between(&before, &after));
     println!();
     println!(
@@ -751,7 +896,9 @@ async fn main() {
         peak.max(peak_rss),
         restart.values().sum::<u64>(),
         flips.load(Ordering::Relaxed),
-        idle_rss.map(|r| format!(" idle_rss_with_objects={r:.1}MiB")).unwrap_or_default(),
+        idle_rss
+            .map(|r| format!(" idle_rss_with_objects={r:.1}MiB"))
+            .unwrap_or_default(),
     );
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("  load average at end: {}", load.trim());

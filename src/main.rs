@@ -74,6 +74,10 @@ enum Command {
         /// Name of the Lease (in the controller namespace).
         #[arg(long, env = "GATEWRIGHT_LEASE_NAME", default_value = "gatewright")]
         lease_name: String,
+        /// How many objects are reconciled at the same time (one at a time per object);
+        /// four per core by default, at least 4, at most 32.
+        #[arg(long, env = "GATEWRIGHT_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+        workers: Option<u16>,
     },
     /// Local testing only: write the status that downstream controllers (Istio,
     /// cert-manager, external-dns, Crossplane, ...) would write on every child we manage,
@@ -127,6 +131,7 @@ fn run() -> anyhow::Result<ExitCode> {
             deletion_stuck_seconds,
             leader_elect,
             lease_name,
+            workers,
         } => {
             init_logging(&log_format);
             let rt = tokio::runtime::Runtime::new()?;
@@ -141,6 +146,8 @@ fn run() -> anyhow::Result<ExitCode> {
                     metrics_addr: Some(metrics_addr),
                     resync: std::time::Duration::from_secs(resync_seconds.max(10)),
                     deletion_stuck_after: std::time::Duration::from_secs(deletion_stuck_seconds),
+                    workers: workers
+                        .map_or_else(gatewright::controller::default_workers, usize::from),
                 };
                 gatewright::controller::start(client, opts)
                     .await

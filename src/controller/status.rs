@@ -327,6 +327,10 @@ impl Controller {
             return Ok(None);
         };
         self.kinds.use_kinds(self, key, kinds.clone());
+        // Not before the watches of its child kinds have listed: planned again then.
+        if !self.kinds.all_known(self, &kinds) {
+            return Ok(None);
+        }
         if let Some(uid) = gw.metadata.uid.clone()
             && let Ok(mut m) = self.uid_to_gateway.write()
         {
@@ -492,7 +496,7 @@ impl Controller {
             .lock()
             .ok()
             .and_then(|mut r| r.insert(key.clone(), now_reported.clone()))
-            .unwrap_or_default();
+            .unwrap_or_else(|| super::observed_reported(&gw, &now_reported));
         for e in now_reported.errors.difference(&before.errors) {
             self.event(&gw, true, "TemplateFailed", "Render", e).await;
         }

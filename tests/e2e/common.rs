@@ -265,6 +265,7 @@ pub fn controller() -> std::sync::Arc<gatewright::controller::Controller> {
                     metrics_addr: None,
                     resync: Duration::from_secs(3600),
                     deletion_stuck_after: Duration::from_secs(5),
+                    workers: gatewright::controller::default_workers(),
                     leader_election: Some((
                         "gatewright-e2e-global".into(),
                         "gatewright-e2e".into(),
