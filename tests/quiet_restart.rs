@@ -218,6 +218,18 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
     });
     let after = test_rt.block_on(versions(&client, &ns.name, &class));
     let events_after = test_rt.block_on(events(&client, &ns.name));
+    for l in b.ctl.metrics().render().lines() {
+        if l.starts_with("gatewright_api_requests") {
+            println!("B: {l}");
+        }
+    }
+    println!(
+        "changed: {:?}",
+        after
+            .iter()
+            .filter(|(k, v)| before.get(*k) != Some(v))
+            .collect::<Vec<_>>()
+    );
     assert_eq!(
         b.ctl.metrics().writes_in_namespace(&ns.name),
         0,

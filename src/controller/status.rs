@@ -245,6 +245,7 @@ impl Controller {
         key: &Key,
     ) -> Result<Option<Duration>, Error> {
         let started = Instant::now();
+        let listings = self.kinds.listings();
         // A deleting Gateway holding our finalizer whose class is gone or no longer ours:
         // torn down all the same (without the blueprint's order), never left hanging.
         let mut orphaned: Option<(Gateway, BTreeSet<(String, String)>)> = None;
@@ -330,6 +331,10 @@ impl Controller {
         // Not before the watches of its child kinds have listed: planned again then.
         if !self.kinds.all_known(self, &kinds) {
             return Ok(None);
+        }
+        if self.kinds.listings() != listings {
+            // A kind finished listing while we planned: plan again from the full cache.
+            return Ok(Some(Duration::from_millis(50)));
         }
         if let Some(uid) = gw.metadata.uid.clone()
             && let Ok(mut m) = self.uid_to_gateway.write()

@@ -72,6 +72,9 @@ pub struct Registrar {
     kinds: Mutex<BTreeMap<KindKey, Watched>>,
     /// The kinds each Gateway uses: what its plan renders plus what it still owns.
     users: Mutex<BTreeMap<Key, std::collections::BTreeSet<KindKey>>>,
+    /// How many times a kind's watch finished its first listing: a plan that read the
+    /// snapshot while this changed may have seen a kind half-listed.
+    listings: std::sync::atomic::AtomicU64,
 }
 
 impl Registrar {
@@ -123,6 +126,7 @@ impl Registrar {
                 .is_some_and(|w| !std::mem::replace(&mut w.listed, true))
         });
         if fresh {
+            self.listings.fetch_add(1, Ordering::SeqCst);
             self.enqueue_users(ctl, key);
         }
     }
@@ -139,6 +143,11 @@ impl Registrar {
         kinds
             .iter()
             .all(|(v, k)| !matches!(self.ensure(ctl, v, k), KindState::Pending))
+    }
+
+    /// See the field: read before a plan reads the snapshot, compared after.
+    pub fn listings(&self) -> u64 {
+        self.listings.load(Ordering::SeqCst)
     }
 
     /// Forgets a kind the API server stopped serving (its CRD was deleted), so the next
