@@ -1,88 +1,534 @@
-//! Figures on a real cluster (KUBECONFIG), printed, never asserted: 100 Gateways and 500
-//! HTTPRoutes over 20 namespaces with the istio-certmanager-externaldns class.
+//! The scale benchmark: figures on a real cluster, printed, never asserted. Run through
+//! `scripts/bench-scale.sh N`, which starts a test cluster of its own, builds the release
+//! controller and saves the output under `benches/results/`.
 //!
-//!   eval "$(tests/cluster/up)"; cargo bench --features cluster-tests --bench scale; tests/cluster/down
+//! Environment: `KUBECONFIG` (the cluster), `SCALE_GATEWAYS` (N), `SCALE_CONTROLLER` (the
+//! release `gatewright` binary, run as a separate process), `SCALE_CHANGES` (latency
+//! samples, default 200), `SCALE_RESTART_SECONDS` (default 120), `SCALE_CONCURRENCY`
+//! (client concurrency of both the workload and the ceiling, default 8),
+//! `SCALE_IDLE_OBJECTS` (unrelated 100 KiB Secrets and Services created before the start;
+//! default 0).
 //!
-//! Prints: time from start to every Gateway Programmed (downstream readiness simulated
-//! as it goes), p50/p99 from an HTTPRoute weight change to the shadow route carrying it,
-//! write requests of a forced full re-plan, and the process's resident memory.
+//! What it does, in order:
+//! 1. installs the istio-certmanager-externaldns class and 20 namespaces; optionally the
+//!    unrelated Secrets and Services, then the controller's idle memory;
+//! 2. starts the controller and, once it is ready, creates N Gateways x 5 HTTPRoutes with
+//!    `SCALE_CONCURRENCY` clients while a simulator writes the children's downstream status
+//!    (Istio, cert-manager, external-dns) as soon as they appear; cold convergence is the
+//!    time until every Gateway is Programmed and every route Accepted;
+//! 3. route weight change -> shadow route seen by a watch (p50/p99), child status -> Gateway
+//!    status seen by a watch (p50/p99), alternating so each sample is a real change;
+//! 4. restarts the controller on the converged world and counts the API server's write
+//!    requests in the following `SCALE_RESTART_SECONDS`, the Events and condition flips;
+//! 5. stops the controller and measures the ceiling: the same 23 writes per Gateway with
+//!    the same concurrency, from a plain client, no planning and no watches.
+//!
+//! Write requests come from the API server's `apiserver_request_total` (diff around each
+//! phase); during the cold phase they include the workload's creates and the simulator's
+//! status writes, as the table says.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
     clippy::panic,
     reason = "benchmark"
 )]
 
-use std::sync::atomic::Ordering;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use kube::Client;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
-use serde_json::json;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
 
 const NAMESPACES: usize = 20;
-const GATEWAYS: usize = 100;
 const ROUTES_PER_GATEWAY: usize = 5;
+const CLASS: &str = "istio-certmanager-externaldns";
+const MANAGED: &str = "app.kubernetes.io/managed-by=gatewright";
 
-async fn apply(client: &Client, ar: &ApiResource, ns: Option<&str>, obj: serde_json::Value) {
-    let api: Api<DynamicObject> = match ns {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
-        None => Api::all_with(client.clone(), ar),
-    };
-    let name = obj["metadata"]["name"].as_str().unwrap().to_owned();
-    api.patch(
-        &name,
-        &PatchParams::apply("scale").force(),
-        &Patch::Apply(&obj),
-    )
-    .await
-    .unwrap();
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
-fn rss_mb() -> f64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    s.lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|k| k.parse::<f64>().ok())
-        .unwrap_or(0.0)
-        / 1024.0
+fn gw_ar() -> ApiResource {
+    ar("gateway.networking.k8s.io", "v1", "Gateway", "gateways")
+}
+fn rt_ar() -> ApiResource {
+    ar("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes")
+}
+/// The child kinds whose status a downstream controller writes.
+fn child_ars() -> Vec<ApiResource> {
+    vec![
+        ar("cert-manager.io", "v1", "Certificate", "certificates"),
+        gw_ar(),
+        ar(
+            "externaldns.k8s.io",
+            "v1alpha1",
+            "DNSEndpoint",
+            "dnsendpoints",
+        ),
+    ]
+}
+
+fn api(client: &Client, ar: &ApiResource, ns: Option<&str>) -> Api<DynamicObject> {
+    match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+        None => Api::all_with(client.clone(), ar),
+    }
+}
+
+async fn apply(client: &Client, ar: &ApiResource, ns: Option<&str>, obj: &Value, manager: &str) {
+    let name = obj["metadata"]["name"].as_str().unwrap().to_owned();
+    let mut tries = 0;
+    loop {
+        match api(client, ar, ns)
+            .patch(
+                &name,
+                &PatchParams::apply(manager).force(),
+                &Patch::Apply(obj),
+            )
+            .await
+        {
+            Ok(_) => return,
+            Err(e) if tries < 5 => {
+                tries += 1;
+                eprintln!("scale: apply {name} failed ({e}); retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("apply {name}: {e}"),
+        }
+    }
+}
+
+fn gateway(ns: &str, g: usize) -> Value {
+    json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": format!("gw{g}"), "namespace": ns},
+        "spec": {"gatewayClassName": CLASS, "listeners": [{"name": "http", "port": 80, "protocol": "HTTP", "hostname": format!("*.g{g}.example.com")}]}})
+}
+
+fn route(ns: &str, g: usize, r: usize, canary: i64) -> Value {
+    json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": format!("gw{g}-r{r}"), "namespace": ns},
+        "spec": {"parentRefs": [{"name": format!("gw{g}")}], "hostnames": [format!("app{r}.g{g}.example.com")],
+                 "rules": [{"backendRefs": [{"name": "primary", "port": 80, "weight": 100 - canary}, {"name": "canary", "port": 80, "weight": canary}]}]}})
+}
+
+fn ns_of(prefix: &str, g: usize) -> String {
+    format!("{prefix}{}", g % NAMESPACES)
+}
+
+// ---- the API server's request counters -------------------------------------------------
+
+type Counts = BTreeMap<(String, String), f64>;
+
+/// `apiserver_request_total` summed by (verb, resource[/subresource]).
+async fn apiserver_counts(client: &Client) -> Counts {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(req).await.unwrap();
+    let mut out = Counts::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let mut l = HashMap::new();
+        for part in labels.split("\",") {
+            if let Some((k, v)) = part.split_once("=\"") {
+                l.insert(k, v.trim_end_matches('"'));
+            }
+        }
+        let mut resource = l.get("resource").copied().unwrap_or_default().to_owned();
+        if let Some(s) = l.get("subresource").filter(|s| !s.is_empty()) {
+            resource = format!("{resource}/{s}");
+        }
+        let verb = l.get("verb").copied().unwrap_or_default().to_owned();
+        *out.entry((verb, resource)).or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
+    }
+    out
+}
+
+fn is_write(verb: &str) -> bool {
+    matches!(
+        verb,
+        "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE" | "DELETECOLLECTION" | "CREATE" | "UPDATE"
+    )
+}
+
+/// Write requests between two readings, by (verb, resource), leases left out.
+fn writes_between(before: &Counts, after: &Counts) -> BTreeMap<(String, String), u64> {
+    after
+        .iter()
+        .filter(|((verb, resource), _)| is_write(verb) && !resource.starts_with("leases"))
+        .filter_map(|(k, v)| {
+            let d = (v - before.get(k).copied().unwrap_or(0.0)).round() as u64;
+            (d > 0).then(|| (k.clone(), d))
+        })
+        .collect()
+}
+
+fn print_writes(title: &str, w: &BTreeMap<(String, String), u64>) {
+    let total: u64 = w.values().sum();
+    println!("  {title}: {total} write requests (leases left out)");
+    for ((verb, resource), n) in w {
+        println!("      {verb:<8} {resource:<36} {n:>7}");
+    }
+}
+
+// ---- the controller process ------------------------------------------------------------
+
+struct Proc {
+    child: std::process::Child,
+    metrics_addr: String,
+}
+
+impl Proc {
+    fn start(bin: &str, port: u16) -> Self {
+        let metrics_addr = format!("127.0.0.1:{port}");
+        let log = std::fs::File::create(
+            std::env::temp_dir().join(format!("scale-controller-{port}.log")),
+        )
+        .unwrap();
+        let child = std::process::Command::new(bin)
+            .args([
+                "run",
+                "--controller-namespace",
+                "gatewright-system",
+                "--metrics-addr",
+                &metrics_addr,
+            ])
+            .env(
+                "RUST_LOG",
+                std::env::var("SCALE_CONTROLLER_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start the controller");
+        Self {
+            child,
+            metrics_addr,
+        }
+    }
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    /// (resident MiB, peak resident MiB).
+    fn rss(&self) -> (f64, f64) {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let kb = |k: &str| {
+            s.lines()
+                .find(|l| l.starts_with(k))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|k| k.parse::<f64>().ok())
+                .unwrap_or(0.0)
+                / 1024.0
+        };
+        (kb("VmRSS:"), kb("VmHWM:"))
+    }
+    /// User + system CPU seconds.
+    fn cpu(&self) -> f64 {
+        let s = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        let rest = s.rsplit_once(") ").map_or("", |(_, r)| r);
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        // After "comm) ": state is field 0, utime 11, stime 12 (clock ticks of 1/100 s).
+        (t(11) + t(12)) / 100.0
+    }
+    async fn get(&self, path: &str) -> Option<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(&self.metrics_addr)
+            .await
+            .ok()?;
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.ok()?;
+        Some(out)
+    }
+    async fn wait_ready(&self) -> Duration {
+        let t = Instant::now();
+        loop {
+            if self
+                .get("/readyz")
+                .await
+                .is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+            {
+                return t.elapsed();
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(600),
+                "controller not ready after 10 minutes"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    fn stop(mut self) {
+        // SIGTERM, as an orchestrator would; killed if it does not exit in 10 s.
+        let _ = std::process::Command::new("kill")
+            .arg(self.pid().to_string())
+            .status();
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---- watch-fed views of the world --------------------------------------------------------
+
+/// The latest version of every object of a watch, by `namespace/name`, and when it came.
+#[derive(Clone, Default)]
+struct View(Arc<Mutex<HashMap<String, (Value, Instant)>>>);
+
+impl View {
+    fn follow(
+        client: &Client,
+        ar: &ApiResource,
+        cfg: watcher::Config,
+        on: impl Fn(&str, &Value, Option<&Value>) + Send + 'static,
+    ) -> Self {
+        let view = Self::default();
+        let v = view.clone();
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
+        tokio::spawn(async move {
+            let mut s = watcher::watcher(api, cfg).default_backoff().boxed();
+            while let Some(ev) = s.next().await {
+                let (o, deleted) = match ev {
+                    Ok(Event::Apply(o) | Event::InitApply(o)) => (o, false),
+                    Ok(Event::Delete(o)) => (o, true),
+                    _ => continue,
+                };
+                let val = serde_json::to_value(&o).unwrap();
+                let key = format!(
+                    "{}/{}",
+                    o.metadata.namespace.clone().unwrap_or_default(),
+                    o.metadata.name.clone().unwrap_or_default()
+                );
+                let mut m = v.0.lock().unwrap();
+                if deleted {
+                    m.remove(&key);
+                } else {
+                    let old = m.get(&key).map(|(o, _)| o.clone());
+                    on(&key, &val, old.as_ref());
+                    m.insert(key, (val, Instant::now()));
+                }
+            }
+        });
+        view
+    }
+    fn get(&self, key: &str) -> Option<(Value, Instant)> {
+        self.0.lock().unwrap().get(key).cloned()
+    }
+    fn values(&self) -> Vec<Value> {
+        self.0
+            .lock()
+            .unwrap()
+            .values()
+            .map(|(v, _)| v.clone())
+            .collect()
+    }
+}
+
+fn cond<'a>(conds: &'a Value, t: &str) -> Option<&'a Value> {
+    conds.as_array()?.iter().find(|c| c["type"] == t)
+}
+
+fn programmed(g: &Value) -> Option<&str> {
+    cond(&g["status"]["conditions"], "Programmed").and_then(|c| c["status"].as_str())
+}
+
+fn is_parent(g: &Value) -> bool {
+    g["spec"]["gatewayClassName"] == CLASS
+}
+
+fn route_accepted(r: &Value) -> bool {
+    r["status"]["parents"].as_array().is_some_and(|ps| {
+        ps.iter().any(|p| {
+            p["controllerName"] == "gatewright.dev/gateway-controller"
+                && cond(&p["conditions"], "Accepted").is_some_and(|c| c["status"] == "True")
+        })
+    })
+}
+
+/// Writes the downstream status of every child as it appears (once per change that
+/// needs it), as Istio, cert-manager and external-dns would.
+fn simulator(client: &Client, paused: Arc<AtomicBool>) {
+    for ar in child_ars() {
+        let client = client.clone();
+        let paused = paused.clone();
+        tokio::spawn(async move {
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let mut s = watcher::watcher(api, watcher::Config::default().labels(MANAGED))
+                .default_backoff()
+                .boxed();
+            let sem = Arc::new(Semaphore::new(4));
+            while let Some(ev) = s.next().await {
+                let o = match ev {
+                    Ok(Event::Apply(o) | Event::InitApply(o)) => o,
+                    _ => continue,
+                };
+                if paused.load(Ordering::Relaxed) {
+                    continue;
+                }
+                let mut v = serde_json::to_value(&o).unwrap();
+                v["apiVersion"] = json!(ar.api_version);
+                v["kind"] = json!(ar.kind);
+                let Some(status) = gatewright::simulate::ready_status(&v) else {
+                    continue;
+                };
+                if gatewright::controller::is_subset(&status, &v["status"]) {
+                    continue;
+                }
+                let api: Api<DynamicObject> = api_ns(&client, &ar, &o);
+                let name = o.metadata.name.clone().unwrap_or_default();
+                let permit = sem.clone().acquire_owned().await.unwrap();
+                tokio::spawn(async move {
+                    let _ = api
+                        .patch_status(
+                            &name,
+                            &PatchParams::default(),
+                            &Patch::Merge(&json!({ "status": status })),
+                        )
+                        .await;
+                    drop(permit);
+                });
+            }
+        });
+    }
+}
+
+fn api_ns(client: &Client, ar: &ApiResource, o: &DynamicObject) -> Api<DynamicObject> {
+    match &o.metadata.namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+        None => Api::all_with(client.clone(), ar),
+    }
 }
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
+    if v.is_empty() {
+        return Duration::ZERO;
+    }
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// The allocator the binary uses (src/main.rs), so the figures are the binary's.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Runs `f(i)` for i in 0..n with `concurrency` tasks.
+async fn par<F, Fut>(n: usize, concurrency: usize, f: F)
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let f = Arc::new(f);
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let next = next.clone();
+        let f = f.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                f(i).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+async fn create_world(client: &Client, prefix: &str, n: usize, concurrency: usize) {
+    let client = client.clone();
+    let prefix = prefix.to_owned();
+    par(n, concurrency, move |g| {
+        let client = client.clone();
+        let ns = ns_of(&prefix, g);
+        async move {
+            apply(&client, &gw_ar(), Some(&ns), &gateway(&ns, g), "scale").await;
+            for r in 0..ROUTES_PER_GATEWAY {
+                apply(&client, &rt_ar(), Some(&ns), &route(&ns, g, r, 0), "scale").await;
+            }
+        }
+    })
+    .await;
+}
+
+/// What a child looks like to the ceiling: its identity and spec, with our labels,
+/// owner references and server fields dropped, as text in which `gw0` is replaced.
+fn child_template(v: &Value) -> String {
+    let mut t = json!({
+        "apiVersion": v["apiVersion"], "kind": v["kind"],
+        "metadata": {"name": v["metadata"]["name"], "namespace": v["metadata"]["namespace"]},
+        "spec": v["spec"],
+    });
+    if t["metadata"]["namespace"].is_null() {
+        t["metadata"].as_object_mut().unwrap().remove("namespace");
+    }
+    serde_json::to_string(&t).unwrap()
+}
 
 #[tokio::main]
 async fn main() {
     if std::env::var_os("KUBECONFIG").is_none() {
-        println!("scale: set KUBECONFIG (eval \"$(tests/cluster/up)\") to run this benchmark");
+        println!("scale: run through scripts/bench-scale.sh N (it starts a test cluster)");
         return;
     }
+    let n = env_usize("SCALE_GATEWAYS", 100);
+    let changes = env_usize("SCALE_CHANGES", 200);
+    let restart_secs = env_usize("SCALE_RESTART_SECONDS", 120) as u64;
+    let conc = env_usize("SCALE_CONCURRENCY", 8);
+    let idle_objects = env_usize("SCALE_IDLE_OBJECTS", 0);
+    let Ok(bin) = std::env::var("SCALE_CONTROLLER") else {
+        println!("scale: set SCALE_CONTROLLER to the release gatewright binary");
+        return;
+    };
     let client = Client::try_default().await.unwrap();
-    let class = format!("scale-{}", std::process::id());
+    let base_port = 20000 + (std::process::id() % 20000) as u16;
+
+    // 1. Class, namespaces.
     let dir = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/gatewayclasses/istio-certmanager-externaldns"
+        "/gatewayclasses/",
+        "istio-certmanager-externaldns"
     );
     let text = format!(
         "{}\n---\n{}",
         std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
         std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
-    )
-    .replace("istio-certmanager-externaldns", &class);
+    );
     for doc in gatewright::render::output::parse_documents(&text).unwrap() {
         let (g, v) = doc["apiVersion"].as_str().unwrap().split_once('/').unwrap();
         let kind = doc["kind"].as_str().unwrap();
@@ -91,148 +537,369 @@ async fn main() {
         } else {
             "gatewayclassblueprints"
         };
-        apply(&client, &ar(g, v, kind, plural), None, doc.clone()).await;
+        apply(&client, &ar(g, v, kind, plural), None, &doc, "scale").await;
     }
     let ns_ar = ar("", "v1", "Namespace", "namespaces");
-    let gw_ar = ar("gateway.networking.k8s.io", "v1", "Gateway", "gateways");
-    let rt_ar = ar("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes");
-    let nss: Vec<String> = (0..NAMESPACES).map(|i| format!("{class}-{i}")).collect();
-    for ns in &nss {
-        apply(
-            &client,
-            &ns_ar,
-            None,
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-        )
-        .await;
-    }
-
-    let started = Instant::now();
-    let ctl = gatewright::controller::start(
-        client.clone(),
-        gatewright::controller::Options {
-            controller_namespace: format!("{class}-global"),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-    for g in 0..GATEWAYS {
-        let ns = &nss[g % NAMESPACES];
-        apply(&client, &gw_ar, Some(ns), json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": format!("gw{g}"), "namespace": ns},
-            "spec": {"gatewayClassName": class, "listeners": [{"name": "http", "port": 80, "protocol": "HTTP", "hostname": format!("*.g{g}.example.com")}]}})).await;
-        for r in 0..ROUTES_PER_GATEWAY {
-            apply(&client, &rt_ar, Some(ns), json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": format!("gw{g}-r{r}"), "namespace": ns},
-                "spec": {"parentRefs": [{"name": format!("gw{g}")}], "hostnames": [format!("app{r}.g{g}.example.com")],
-                         "rules": [{"backendRefs": [{"name": "primary", "port": 80, "weight": 100}, {"name": "canary", "port": 80, "weight": 0}]}]}})).await;
+    for prefix in ["scale-", "ceiling-"] {
+        for i in 0..NAMESPACES {
+            let ns = format!("{prefix}{i}");
+            apply(
+                &client,
+                &ns_ar,
+                None,
+                &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                "scale",
+            )
+            .await;
         }
     }
-    let gws: Api<DynamicObject> = Api::all_with(client.clone(), &gw_ar);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "scale: N = {n} Gateways x {ROUTES_PER_GATEWAY} HTTPRoutes over {NAMESPACES} namespaces, class {CLASS}, client concurrency {conc}"
+    );
+    println!("  load average at start: {}", load.trim());
+
+    let mut idle_rss = None;
+    if idle_objects > 0 {
+        let data = "x".repeat(100 * 1024);
+        let encoded =
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, data.as_bytes());
+        let secret_ar = ar("", "v1", "Secret", "secrets");
+        let svc_ar = ar("", "v1", "Service", "services");
+        let c = client.clone();
+        par(idle_objects, conc, move |i| {
+            let c = c.clone();
+            let ns = format!("ceiling-{}", i % NAMESPACES);
+            let encoded = encoded.clone();
+            let secret_ar = secret_ar.clone();
+            let svc_ar = svc_ar.clone();
+            async move {
+                apply(&c, &secret_ar, Some(&ns), &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("unrelated-{i}"), "namespace": ns}, "data": {"blob": encoded}}), "scale").await;
+                apply(&c, &svc_ar, Some(&ns), &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": format!("unrelated-{i}"), "namespace": ns}, "spec": {"ports": [{"port": 80}]}}), "scale").await;
+            }
+        })
+        .await;
+        let p = Proc::start(&bin, base_port + 9);
+        let ready = p.wait_ready().await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let (rss, peak) = p.rss();
+        println!(
+            "  idle controller with {idle_objects} unrelated 100 KiB Secrets and {idle_objects} Services: RSS {rss:.1} MiB (peak {peak:.1} MiB), ready after {ready:.1?}"
+        );
+        idle_rss = Some(rss);
+        p.stop();
+    }
+
+    // 2. Cold convergence.
+    let gws = View::follow(&client, &gw_ar(), watcher::Config::default(), |_, _, _| {});
+    let flips = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counting = Arc::new(AtomicBool::new(false));
+    let routes = { View::follow(&client, &rt_ar(), watcher::Config::default(), |_, _, _| {}) };
+    let gw_flips = {
+        let flips = flips.clone();
+        let counting = counting.clone();
+        View::follow(
+            &client,
+            &gw_ar(),
+            watcher::Config::default(),
+            move |_, new, old| {
+                if counting.load(Ordering::Relaxed)
+                    && let Some(old) = old
+                    && is_parent(new)
+                    && programmed(old) != programmed(new)
+                {
+                    flips.fetch_add(1, Ordering::Relaxed);
+                }
+            },
+        )
+    };
+    let paused = Arc::new(AtomicBool::new(false));
+    simulator(&client, paused.clone());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let p = Proc::start(&bin, base_port);
+    let ready = p.wait_ready().await;
+    let (idle, _) = p.rss();
+    println!("  controller ready (caches listed) after {ready:.1?}; idle RSS {idle:.1} MiB");
+    let before = apiserver_counts(&client).await;
+    let cpu0 = p.cpu();
+    let t = Instant::now();
+    create_world(&client, "scale-", n, conc).await;
+    let created = t.elapsed();
+    let mut peak_rss = 0.0f64;
     loop {
-        gatewright::controller::simulate_ready(&client)
-            .await
-            .unwrap();
-        let list = gws.list(&Default::default()).await.unwrap();
-        let done = list
-            .items
+        let all = gws.values();
+        let done = all
             .iter()
-            .filter(|g| g.data["spec"]["gatewayClassName"] == class.as_str())
-            .filter(|g| {
-                g.data["status"]["conditions"].as_array().is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c["type"] == "Programmed" && c["status"] == "True")
-                })
+            .filter(|g| is_parent(g) && programmed(g) == Some("True"))
+            .count();
+        let rts = routes.values();
+        let accepted = rts
+            .iter()
+            .filter(|r| {
+                r["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| !n.ends_with("-istio"))
+                    && route_accepted(r)
             })
             .count();
-        if done == GATEWAYS {
+        peak_rss = peak_rss.max(p.rss().0);
+        if done == n && accepted == n * ROUTES_PER_GATEWAY {
             break;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(900),
-            "not converged after 15 minutes ({done}/{GATEWAYS})"
+            t.elapsed() < Duration::from_secs(3600),
+            "not converged after an hour ({done}/{n} Gateways, {accepted} routes)"
         );
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let converge = started.elapsed();
+    let converge = t.elapsed();
+    let cpu_converge = p.cpu() - cpu0;
+    let after = apiserver_counts(&client).await;
+    println!("  workload created (by the client) in {created:.1?}");
     println!(
-        "scale: {GATEWAYS} Gateways, {} HTTPRoutes, {NAMESPACES} namespaces",
-        GATEWAYS * ROUTES_PER_GATEWAY
+        "  COLD CONVERGENCE (all Gateways Programmed, every route Accepted): {:.2} s",
+        converge.as_secs_f64()
     );
+    println!("  controller CPU seconds to converge: {cpu_converge:.2}");
+    print_writes(
+        "cold phase (workload creates + simulator status writes + controller)",
+        &writes_between(&before, &after),
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (steady, peak) = p.rss();
     println!(
-        "  start to all Gateways Programmed: {converge:.1?} (downstream readiness simulated every 0.5 s)"
+        "  controller RSS: steady {steady:.1} MiB (5 s after convergence), peak {:.1} MiB",
+        peak.max(peak_rss)
     );
 
-    // Route weight change -> shadow route carries it.
+    // 3a. Route weight change -> shadow route seen by a watch.
+    paused.store(false, Ordering::Relaxed);
     let mut lat = Vec::new();
-    for i in 0..40usize {
-        let g = i % GATEWAYS;
-        let ns = &nss[g % NAMESPACES];
-        let routes: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &rt_ar);
+    for i in 0..changes {
+        let g = (i * 7919) % n;
+        let ns = ns_of("scale-", g);
         let w = 1 + (i % 50) as i64;
+        let shadow = format!("{ns}/gw{g}-r0-gw{g}-istio");
         let t = Instant::now();
-        routes.patch(&format!("gw{g}-r0"), &PatchParams::default(), &Patch::Merge(&json!({"spec": {"rules": [{"backendRefs": [{"name": "primary", "port": 80, "weight": 100 - w}, {"name": "canary", "port": 80, "weight": w}]}]}}))).await.unwrap();
+        api(&client, &rt_ar(), Some(&ns))
+            .patch(&format!("gw{g}-r0"), &PatchParams::default(), &Patch::Merge(&json!({"spec": {"rules": [{"backendRefs": [{"name": "primary", "port": 80, "weight": 100 - w}, {"name": "canary", "port": 80, "weight": w}]}]}})))
+            .await
+            .unwrap();
+        let sent = Instant::now();
         loop {
-            if let Some(s) = routes
-                .get_opt(&format!("gw{g}-r0-gw{g}-istio"))
-                .await
-                .unwrap()
-                && s.data["spec"]["rules"][0]["backendRefs"][1]["weight"] == w
+            if let Some((s, at)) = routes.get(&shadow)
+                && s["spec"]["rules"][0]["backendRefs"][1]["weight"] == w
             {
+                lat.push(at.saturating_duration_since(t));
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            assert!(
+                sent.elapsed() < Duration::from_secs(60),
+                "shadow route {shadow} never carried weight {w}"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        lat.push(t.elapsed());
     }
+    // Back to weight 0 everywhere we touched is not needed: the world stays converged.
+    let weight_lat = format!("{}/{}", ms(pct(&mut lat, 0.5)), ms(pct(&mut lat, 0.99)));
     println!(
-        "  HTTPRoute weight change to shadow route updated: p50 {:.1?}, p99 {:.1?} ({} changes, polled every 5 ms)",
-        pct(&mut lat, 0.5),
-        pct(&mut lat, 0.99),
+        "  route weight change -> shadow route seen by watch: p50/p99 {weight_lat} ({} changes)",
         lat.len()
     );
 
-    // Forced full re-plan of a converged world.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let before = ctl.metrics().writes();
-    ctl.enqueue_all();
-    let t = Instant::now();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    while ctl.metrics().queue_depth.load(Ordering::Relaxed) > 0 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    println!(
-        "  forced re-plan of every Gateway: {} write requests, {:.1?}",
-        ctl.metrics().writes() - before,
-        t.elapsed()
-    );
-    println!(
-        "  resident memory of the process (controller + benchmark client): {:.0} MB",
-        rss_mb()
-    );
-
-    let nsapi: Api<DynamicObject> = Api::all_with(client.clone(), &ns_ar);
-    for ns in &nss {
-        let _ = nsapi.delete(ns, &DeleteParams::default()).await;
-    }
-    // The controller is still running: it tears the Gateways down and drops its finalizers.
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(180) {
-        let left = gws
-            .list(&Default::default())
+    // 3b. Child status -> Gateway status seen by a watch.
+    paused.store(true, Ordering::Relaxed);
+    let istio = gw_ar();
+    let mut lat = Vec::new();
+    for i in 0..changes {
+        let g = (i / 2 * 7919) % n;
+        let ns = ns_of("scale-", g);
+        let key = format!("{ns}/gw{g}");
+        let child = format!("gw{g}-istio");
+        let want = if i % 2 == 0 { "False" } else { "True" };
+        let obj = api(&client, &istio, Some(&ns)).get(&child).await.unwrap();
+        let generation = obj.metadata.generation.unwrap_or(1);
+        let t = Instant::now();
+        api(&client, &istio, Some(&ns))
+            .patch_status(&child, &PatchParams::default(), &Patch::Merge(&json!({"status": {"conditions": [
+                { "type": "Accepted", "status": "True", "reason": "Accepted", "message": "simulated", "observedGeneration": generation, "lastTransitionTime": "2026-01-01T00:00:00Z" },
+                { "type": "Programmed", "status": want, "reason": if want == "True" { "Programmed" } else { "Invalid" }, "message": "simulated", "observedGeneration": generation, "lastTransitionTime": "2026-01-01T00:00:00Z" }]}})))
             .await
-            .unwrap()
-            .items
-            .iter()
-            .filter(|g| g.data["spec"]["gatewayClassName"] == class.as_str())
-            .count();
-        if left == 0 {
-            break;
+            .unwrap();
+        let sent = Instant::now();
+        loop {
+            if let Some((s, at)) = gws.get(&key)
+                && programmed(&s) == Some(want)
+            {
+                lat.push(at.saturating_duration_since(t));
+                break;
+            }
+            assert!(
+                sent.elapsed() < Duration::from_secs(60),
+                "Gateway {key} never became Programmed={want}"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    paused.store(false, Ordering::Relaxed);
+    let child_lat = format!("{}/{}", ms(pct(&mut lat, 0.5)), ms(pct(&mut lat, 0.99)));
     println!(
-        "  teardown of every Gateway and its children: {:.1?}",
-        t.elapsed()
+        "  child status -> Gateway status seen by watch: p50/p99 {child_lat} ({} changes)",
+        lat.len()
     );
+    let cpu_total = p.cpu();
+
+    // 4. Restart of the converged world.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    paused.store(true, Ordering::Relaxed);
+    p.stop();
+    let before = apiserver_counts(&client).await;
+    flips.store(0, Ordering::Relaxed);
+    counting.store(true, Ordering::Relaxed);
+    let p = Proc::start(&bin, base_port + 1);
+    let ready = p.wait_ready().await;
+    tokio::time::sleep(Duration::from_secs(restart_secs).saturating_sub(ready)).await;
+    counting.store(false, Ordering::Relaxed);
+    let after = apiserver_counts(&client).await;
+    let restart = writes_between(&before, &after);
+    let events: u64 = restart
+        .iter()
+        .filter(|((_, r), _)| r == "events")
+        .map(|(_, n)| n)
+        .sum();
+    println!(
+        "  restart of the converged world: ready after {ready:.1?}; {} Programmed flips on Gateways in {restart_secs} s",
+        flips.load(Ordering::Relaxed)
+    );
+    print_writes(
+        &format!(
+            "writes in the first {restart_secs} s after the restart ({events} of them Events)"
+        ),
+        &restart,
+    );
+    let (rss_restart, _) = p.rss();
+    println!("  RSS after the restart: {rss_restart:.1} MiB");
+    p.stop();
+    drop(gw_flips);
+
+    // 5. The ceiling: the same writes from a plain client.
+    let templates: Vec<(ApiResource, String)> = {
+        let mut out = Vec::new();
+        for ar in child_ars().into_iter().chain([rt_ar()]) {
+            let list = api(&client, &ar, Some("scale-0"))
+                .list(&ListParams::default().labels(MANAGED))
+                .await
+                .unwrap();
+            for o in list {
+                let mut v = serde_json::to_value(&o).unwrap();
+                v["apiVersion"] = json!(ar.api_version);
+                v["kind"] = json!(ar.kind);
+                let name = o.metadata.name.clone().unwrap_or_default();
+                if name.starts_with("gw0-") {
+                    out.push((ar.clone(), child_template(&v)));
+                }
+            }
+        }
+        out
+    };
+    let gw0 = gws.get("scale-0/gw0").unwrap().0;
+    let r0 = routes.get("scale-0/gw0-r0").unwrap().0;
+    let gw_status = serde_json::to_string(&gw0["status"]).unwrap();
+    let rt_status = serde_json::to_string(&r0["status"]).unwrap();
+    let per_gateway = 1 + ROUTES_PER_GATEWAY + templates.len() + 3 + 1 + ROUTES_PER_GATEWAY;
+    println!(
+        "  ceiling: {per_gateway} writes per Gateway ({} children applied from the converged world's templates)",
+        templates.len()
+    );
+    let before = apiserver_counts(&client).await;
+    let t = Instant::now();
+    {
+        let client = client.clone();
+        let templates = Arc::new(templates);
+        par(n, conc, move |g| {
+            let client = client.clone();
+            let templates = templates.clone();
+            let gw_status = gw_status.clone();
+            let rt_status = rt_status.clone();
+            async move {
+                let ns = ns_of("ceiling-", g);
+                let sub = |s: &str| {
+                    s.replace("scale-0", &ns)
+                        .replace("gw0", &format!("gw{g}"))
+                        .replace(".g0.", &format!(".g{g}."))
+                };
+                apply(&client, &gw_ar(), Some(&ns), &gateway(&ns, g), "ceiling").await;
+                for r in 0..ROUTES_PER_GATEWAY {
+                    apply(
+                        &client,
+                        &rt_ar(),
+                        Some(&ns),
+                        &route(&ns, g, r, 0),
+                        "ceiling",
+                    )
+                    .await;
+                }
+                for (ar, t) in templates.iter() {
+                    let v: Value = serde_json::from_str(&sub(t)).unwrap();
+                    let cns = v["metadata"]["namespace"].as_str().map(str::to_owned);
+                    apply(&client, ar, cns.as_deref(), &v, "ceiling").await;
+                    if let Some(status) = gatewright::simulate::ready_status(&v) {
+                        let name = v["metadata"]["name"].as_str().unwrap().to_owned();
+                        api(&client, ar, cns.as_deref())
+                            .patch_status(
+                                &name,
+                                &PatchParams::default(),
+                                &Patch::Merge(&json!({ "status": status })),
+                            )
+                            .await
+                            .unwrap();
+                    }
+                }
+                let status: Value = serde_json::from_str(&sub(&gw_status)).unwrap();
+                api(&client, &gw_ar(), Some(&ns))
+                    .patch_status(
+                        &format!("gw{g}"),
+                        &PatchParams::default(),
+                        &Patch::Merge(&json!({ "status": status })),
+                    )
+                    .await
+                    .unwrap();
+                for r in 0..ROUTES_PER_GATEWAY {
+                    let status: Value = serde_json::from_str(&sub(&rt_status)).unwrap();
+                    api(&client, &rt_ar(), Some(&ns))
+                        .patch_status(
+                            &format!("gw{g}-r{r}"),
+                            &PatchParams::default(),
+                            &Patch::Merge(&json!({ "status": status })),
+                        )
+                        .await
+                        .unwrap();
+                }
+            }
+        })
+        .await;
+    }
+    let ceiling = t.elapsed();
+    let after = apiserver_counts(&client).await;
+    println!(
+        "  CEILING (same writes, plain client, concurrency {conc}, no planning): {:.2} s",
+        ceiling.as_secs_f64()
+    );
+    print_writes("ceiling", &writes_between(&before, &after));
+    println!();
+    println!(
+        "  SUMMARY N={n} ceiling={:.2}s converge={:.2}s ratio={:.2} cpu={cpu_converge:.2}s(total {cpu_total:.2}s) rss_steady={steady:.1}MiB rss_peak={:.1}MiB weight_p50_p99={weight_lat} child_p50_p99={child_lat} restart_writes={} restart_events={events} flips={}{}",
+        ceiling.as_secs_f64(),
+        converge.as_secs_f64(),
+        converge.as_secs_f64() / ceiling.as_secs_f64(),
+        peak.max(peak_rss),
+        restart.values().sum::<u64>(),
+        flips.load(Ordering::Relaxed),
+        idle_rss
+            .map(|r| format!(" idle_rss_with_objects={r:.1}MiB"))
+            .unwrap_or_default(),
+    );
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("  load average at end: {}", load.trim());
 }

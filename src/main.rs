@@ -77,6 +77,10 @@ enum Command {
         /// Seconds one attempt of an API request may take (a watch: until its headers).
         #[arg(long, env = "GATEWRIGHT_REQUEST_TIMEOUT_SECONDS", default_value_t = 30)]
         request_timeout_seconds: u64,
+        /// How many objects are reconciled at the same time (one at a time per object);
+        /// four per core by default, at least 4, at most 32.
+        #[arg(long, env = "GATEWRIGHT_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+        workers: Option<u16>,
     },
     /// Local testing only: write the status that downstream controllers (Istio,
     /// cert-manager, external-dns, Crossplane, ...) would write on every child we manage,
@@ -131,6 +135,7 @@ fn run() -> anyhow::Result<ExitCode> {
             leader_elect,
             lease_name,
             request_timeout_seconds,
+            workers,
         } => {
             init_logging(&log_format);
             let rt = tokio::runtime::Runtime::new()?;
@@ -158,6 +163,8 @@ fn run() -> anyhow::Result<ExitCode> {
                         ..Default::default()
                     },
                     fights: gatewright::controller::fight::Policy::default(),
+                    workers: workers
+                        .map_or_else(gatewright::controller::default_workers, usize::from),
                 };
                 let ctl = gatewright::controller::start(client, opts)
                     .await

@@ -53,6 +53,7 @@ fn start_controller() -> Running {
             metrics_addr: None,
             resync: Duration::from_secs(3600),
             deletion_stuck_after: Duration::from_secs(120),
+            workers: gatewright::controller::default_workers(),
             leader_election: Some((LEASE_NS.into(), "gatewright-restart".into())),
             ..Options::default()
         };

@@ -1,7 +1,14 @@
 //! The cluster shell around the planner: watches feed one [`Snapshot`]; every change
-//! enqueues exactly the parents it affects; a worker plans each parent and executes the
-//! plan (server-side apply of what changed, prune after every apply succeeded, status
-//! written only when it changed), emits Events on transitions, and counts what it did.
+//! enqueues exactly the parents it affects; a bounded pool of workers plans each parent
+//! and executes the plan (server-side apply of what changed, prune after every apply
+//! succeeded, status written only when it changed), emits Events on transitions against
+//! the observed status, and counts what it did.
+//!
+//! The work queue ([`queue`]) is keyed: an object waits at most once, is worked on by at
+//! most one worker at a time, and one enqueued while it is being worked on runs again
+//! afterwards; Gateways and the other kinds take turns. Nothing is worked on before every
+//! primary watch has listed, and a Gateway is not planned before the watches of the child
+//! kinds it uses have listed.
 //!
 //! Child kinds are watched as plans name them (a registrar, label-selected to our
 //! children); a kind the API server does not serve is reported on the Gateway and looked
@@ -12,6 +19,7 @@ mod class;
 mod client;
 pub mod fight;
 mod metrics;
+mod queue;
 mod reconcile;
 mod status;
 mod teardown;
@@ -23,7 +31,6 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
-use tokio::sync::mpsc;
 
 use crate::snapshot::{Key, RouteKey, Snapshot};
 use crate::telemetry::Metrics;
@@ -132,6 +139,18 @@ pub struct Options {
     pub api: Resilience,
     /// When a field reverted by someone else becomes a fight, and how we back off.
     pub fights: fight::Policy,
+    /// How many objects are reconciled at the same time (at least 1).
+    pub workers: usize,
+}
+
+/// The default of [`Options::workers`]: four per core (a reconcile mostly waits on the API
+/// server), at least 4, at most 32.
+#[must_use]
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism()
+        .map_or(4, std::num::NonZeroUsize::get)
+        .saturating_mul(4)
+        .clamp(4, 32)
 }
 
 impl Default for Options {
@@ -144,6 +163,7 @@ impl Default for Options {
             deletion_stuck_after: Duration::from_secs(120),
             api: Resilience::default(),
             fights: fight::Policy::default(),
+            workers: default_workers(),
         }
     }
 }
@@ -160,14 +180,37 @@ struct Reported {
     stuck_deletions: BTreeSet<String>,
 }
 
+/// What counts as already announced for a Gateway this process has not reconciled yet:
+/// the status it carries. If its Programmed condition is the one planned now, whoever
+/// wrote it announced it and what came with it (a restart announces nothing); otherwise
+/// only that condition is known, and the rest is announced.
+fn observed_reported(
+    gw: &gateway_api::apis::standard::gateways::Gateway,
+    now: &Reported,
+) -> Reported {
+    let observed = gw
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Programmed"))
+        .map(|c| format!("{}/{}", c.status, c.reason));
+    match observed {
+        Some(p) if p == now.programmed => now.clone(),
+        Some(p) => Reported {
+            programmed: p,
+            ..Reported::default()
+        },
+        None => Reported::default(),
+    }
+}
+
 /// The running controller's shared state.
 pub struct Controller {
     client: Client,
     opts: Options,
     snapshot: RwLock<Snapshot>,
     metrics: Arc<Metrics>,
-    tx: mpsc::UnboundedSender<Work>,
-    pending: Mutex<BTreeSet<Work>>,
+    queue: queue::Queue,
     kinds: watch::Registrar,
     recorder: Recorder,
     reported: Mutex<HashMap<Key, Reported>>,
@@ -177,8 +220,8 @@ pub struct Controller {
     /// The status we last wrote per object (`Kind/namespace/name`), normalized: a watch
     /// event that brings exactly it (and no other change) is our own echo.
     own_status: Mutex<HashMap<String, serde_json::Value>>,
-    /// Primary watches that have listed everything once.
-    synced_watches: std::sync::atomic::AtomicUsize,
+    /// Primary watches that have not listed everything once yet.
+    unsynced_watches: std::sync::atomic::AtomicUsize,
     /// True once every primary watch has listed: nothing is planned before, so a plan
     /// never sees a half-filled snapshot (no routes yet, say) and prunes or reports from it.
     caches_synced: tokio::sync::watch::Sender<bool>,
@@ -317,15 +360,13 @@ impl Controller {
             .unwrap_or_default()
     }
 
-    /// Enqueues work unless it is already waiting.
+    /// Enqueues work unless it is already waiting (work enqueued while it runs runs once
+    /// more afterwards).
     pub fn enqueue(&self, w: Work) {
-        let fresh = self.pending.lock().is_ok_and(|mut p| p.insert(w.clone()));
-        if fresh {
-            self.metrics
-                .queue_depth
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let _ = self.tx.send(w);
-        }
+        self.queue.push(w);
+        self.metrics
+            .queue_depth
+            .store(self.queue.waiting(), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Enqueues work after `delay`.
@@ -364,12 +405,10 @@ impl Controller {
             Work::Route(_) => "HTTPRoute",
             Work::Blueprint(_) => "GatewayClassBlueprint",
         };
-        let writes_before = self.metrics.writes();
         let result = match w {
             Work::Gateway(k) => {
-                let r = self.reconcile_gateway(k).await;
-                // One worker: every write in between belongs to this reconcile.
-                let written = self.metrics.writes() - writes_before;
+                // The writes this reconcile sends, counted by the client in its task.
+                let (r, written) = queue::count_writes(self.reconcile_gateway(k)).await;
                 if let Ok(mut m) = self.last_writes.lock() {
                     let e = m.entry(k.clone()).or_default();
                     e.0 += 1;
@@ -425,10 +464,11 @@ impl Controller {
 /// # Errors
 /// The metrics address cannot be bound.
 pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std::io::Error> {
-    let (tx, mut rx) = mpsc::unbounded_channel();
     let metrics = Arc::new(Metrics::default());
-    // Each attempt is counted (the retry layer sits outside the counting one).
-    let client = crate::telemetry::counting_client(client, metrics.clone());
+    // Each attempt is counted, in the reconcile's own task too (the retry layer sits
+    // outside the counting ones).
+    let client =
+        queue::write_counting_client(crate::telemetry::counting_client(client, metrics.clone()));
     let identity = lease_identity();
     let fence = opts.leader_election.as_ref().map(|(ns, name)| {
         // The margin covers the renewal request's own latency and clock rate drift.
@@ -455,15 +495,14 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         }),
         opts,
         metrics,
-        tx,
-        pending: Mutex::new(BTreeSet::new()),
+        queue: queue::Queue::default(),
         kinds: watch::Registrar::default(),
         reported: Mutex::new(HashMap::new()),
         own_status: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
         uid_to_gateway: RwLock::new(BTreeMap::new()),
         last_writes: Mutex::new(HashMap::new()),
-        synced_watches: std::sync::atomic::AtomicUsize::new(0),
+        unsynced_watches: std::sync::atomic::AtomicUsize::new(usize::MAX),
         caches_synced: tokio::sync::watch::Sender::new(false),
         child_waiters: Mutex::new(BTreeMap::new()),
         fence,
@@ -484,53 +523,54 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         std::sync::atomic::Ordering::Relaxed,
     );
     watch::start_primary_watches(&ctl);
-    let mut leader = match &ctl.opts.leader_election {
+    let leader = match &ctl.opts.leader_election {
         Some((ns, name)) => Some(elect(&ctl, ns, name, identity).await?),
         None => None,
     };
-    let worker = ctl.clone();
-    let mut stopping = ctl.stop.subscribe();
-    let handle = tokio::spawn(async move {
-        let mut synced = worker.caches_synced.subscribe();
-        let stopping = &mut stopping;
-        while !*synced.borrow_and_update() {
-            tokio::select! {
-                biased;
-                () = stop_asked(stopping) => return,
-                r = synced.changed() => if r.is_err() { return },
-            }
-        }
-        loop {
-            let w = tokio::select! {
-                biased;
-                () = stop_asked(stopping) => return,
-                w = rx.recv() => match w { Some(w) => w, None => return },
-            };
-            // Only the lease holder writes: wait for the lease before working.
-            if let Some(l) = &mut leader {
-                while !*l.borrow_and_update() {
-                    tokio::select! {
-                        biased;
-                        () = stop_asked(stopping) => return,
-                        r = l.changed() => if r.is_err() {
-                            worker.stop_with(Stop::Failed("leader election stopped".into()));
-                            return;
-                        },
-                    }
+    for _ in 0..ctl.opts.workers.max(1) {
+        let worker = ctl.clone();
+        let mut leader = leader.clone();
+        let mut stopping = ctl.stop.subscribe();
+        let handle = tokio::spawn(async move {
+            let mut synced = worker.caches_synced.subscribe();
+            let stopping = &mut stopping;
+            while !*synced.borrow_and_update() {
+                tokio::select! {
+                    biased;
+                    () = stop_asked(stopping) => return,
+                    r = synced.changed() => if r.is_err() { return },
                 }
             }
-            if let Ok(mut p) = worker.pending.lock() {
-                p.remove(&w);
+            loop {
+                // Only the lease holder writes: wait for the lease before taking work.
+                if let Some(l) = &mut leader {
+                    while !*l.borrow_and_update() {
+                        tokio::select! {
+                            biased;
+                            () = stop_asked(stopping) => return,
+                            r = l.changed() => if r.is_err() {
+                                worker.stop_with(Stop::Failed("leader election stopped".into()));
+                                return;
+                            },
+                        }
+                    }
+                }
+                let w = tokio::select! {
+                    biased;
+                    () = stop_asked(stopping) => return,
+                    w = worker.queue.pop() => w,
+                };
+                worker
+                    .metrics
+                    .queue_depth
+                    .store(worker.queue.waiting(), std::sync::atomic::Ordering::Relaxed);
+                worker.work(&w).await;
+                worker.queue.done(&w);
             }
-            worker
-                .metrics
-                .queue_depth
-                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            worker.work(&w).await;
+        });
+        if let Ok(mut d) = ctl.drain.lock() {
+            d.push(handle);
         }
-    });
-    if let Ok(mut d) = ctl.drain.lock() {
-        d.push(handle);
     }
     let resync = ctl.clone();
     tokio::spawn(async move {

@@ -85,6 +85,7 @@ impl Controller {
         key: &Key,
     ) -> Result<Option<Duration>, Error> {
         let started = Instant::now();
+        let listings = self.kinds.listings();
         let read = {
             let snap = self.snapshot.read().map_err(|_| Error::SnapshotPoisoned)?;
             read_and_plan(&snap, key)
@@ -110,6 +111,14 @@ impl Controller {
             }
         };
         self.kinds.use_kinds(self, key, p.kinds.clone());
+        // Not before the watches of its child kinds have listed: planned again then.
+        if !self.kinds.all_known(self, &p.kinds) {
+            return Ok(None);
+        }
+        if self.kinds.listings() != listings {
+            // A kind finished listing while we planned: plan again from the full cache.
+            return Ok(Some(Duration::from_millis(50)));
+        }
         if let Some(uid) = p.gateway.metadata.uid.clone()
             && let Ok(mut m) = self.uid_to_gateway.write()
         {
@@ -243,7 +252,7 @@ impl Controller {
             .lock()
             .ok()
             .and_then(|mut r| r.insert(key.clone(), now_reported.clone()))
-            .unwrap_or_default();
+            .unwrap_or_else(|| super::observed_reported(gw, &now_reported));
         for e in now_reported.errors.difference(&before.errors) {
             self.event(gw, true, "TemplateFailed", "Render", e).await;
         }

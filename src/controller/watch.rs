@@ -15,7 +15,8 @@ use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta};
 use kube::discovery::Scope;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -48,8 +49,20 @@ pub type KindKey = (String, String);
 
 struct Watched {
     state: KindState,
+    /// Whether its watch has listed every object once (the snapshot holds them).
+    listed: bool,
     /// Stops the kind's discovery and watch task.
     task: Option<tokio::task::AbortHandle>,
+}
+
+impl Watched {
+    /// What users see: a served kind is pending until its watch has listed.
+    fn visible(&self) -> KindState {
+        match &self.state {
+            KindState::Served { .. } if !self.listed => KindState::Pending,
+            s => s.clone(),
+        }
+    }
 }
 
 /// Child kinds in use and their watches: one watch per kind, shared by every Gateway
@@ -59,10 +72,15 @@ pub struct Registrar {
     kinds: Mutex<BTreeMap<KindKey, Watched>>,
     /// The kinds each Gateway uses: what its plan renders plus what it still owns.
     users: Mutex<BTreeMap<Key, std::collections::BTreeSet<KindKey>>>,
+    /// How many times a kind's watch finished its first listing: a plan that read the
+    /// snapshot while this changed may have seen a kind half-listed.
+    listings: std::sync::atomic::AtomicU64,
 }
 
 impl Registrar {
     /// The state of a kind, starting its discovery and watch the first time it is named.
+    /// A served kind is [`KindState::Pending`] until its watch has listed it: a plan made
+    /// before would see none of its children and re-create or report them.
     pub fn ensure(&self, ctl: &Arc<Controller>, api_version: &str, kind: &str) -> KindState {
         if api_version.is_empty() || kind.is_empty() {
             return KindState::Missing(format!(
@@ -74,7 +92,7 @@ impl Registrar {
             return KindState::Pending;
         };
         if let Some(w) = kinds.get(&key) {
-            return w.state.clone();
+            return w.visible();
         }
         let task = {
             let ctl = ctl.clone();
@@ -85,6 +103,7 @@ impl Registrar {
             key,
             Watched {
                 state: KindState::Pending,
+                listed: false,
                 task: Some(task),
             },
         );
@@ -98,6 +117,37 @@ impl Registrar {
         {
             w.state = state;
         }
+    }
+
+    /// Records that the watch of a kind has listed it once, and re-plans its users.
+    fn set_listed(&self, ctl: &Controller, key: &KindKey) {
+        let fresh = self.kinds.lock().is_ok_and(|mut k| {
+            k.get_mut(key)
+                .is_some_and(|w| !std::mem::replace(&mut w.listed, true))
+        });
+        if fresh {
+            self.listings.fetch_add(1, Ordering::SeqCst);
+            self.enqueue_users(ctl, key);
+        }
+    }
+
+    /// Whether every kind of `kinds` is known: listed, or known not to be served. Starts
+    /// the discovery of those never named before. A Gateway that finds one still pending
+    /// is planned again when it lists ([`Registrar::enqueue_users`]), so the caller
+    /// returns without writing anything.
+    pub fn all_known(
+        &self,
+        ctl: &Arc<Controller>,
+        kinds: &std::collections::BTreeSet<KindKey>,
+    ) -> bool {
+        kinds
+            .iter()
+            .all(|(v, k)| !matches!(self.ensure(ctl, v, k), KindState::Pending))
+    }
+
+    /// See the field: read before a plan reads the snapshot, compared after.
+    pub fn listings(&self) -> u64 {
+        self.listings.load(Ordering::SeqCst)
     }
 
     /// Forgets a kind the API server stopped serving (its CRD was deleted), so the next
@@ -117,7 +167,7 @@ impl Registrar {
             .lock()
             .ok()?
             .get(&(api_version.to_owned(), kind.to_owned()))
-            .map(|w| w.state.clone())
+            .map(Watched::visible)
     }
 
     /// Every kind watched or being looked up.
@@ -215,8 +265,6 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
                     },
                 );
                 tracing::info!(kind = %key.1, api_version = %key.0, "watching child kind");
-                ctl.kinds.enqueue_users(&ctl, &key);
-                let api: Api<DynamicObject> = Api::all_with(ctl.client.clone(), &resource);
                 let cfg = watcher::Config::default().labels(&format!(
                     "{}={}",
                     labels::MANAGED_BY,
@@ -230,13 +278,16 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
                 );
                 run_watch(
                     ctl.clone(),
-                    api,
-                    cfg,
+                    full_events(ctl.client.clone(), &resource, cfg),
                     false,
                     (key.0.clone(), key.1.clone()),
                     move |ctl, mut v, deleted| {
                         v["apiVersion"] = types.0.clone();
                         v["kind"] = types.1.clone();
+                        // Who wrote which field is the API server's business, not planning's.
+                        if let Some(m) = v["metadata"].as_object_mut() {
+                            m.remove("managedFields");
+                        }
                         on_child(ctl, v, deleted);
                     },
                 )
@@ -293,13 +344,41 @@ fn learn_scope(ctl: &Controller, group: &str, kind: &str, namespaced: bool) {
     }
 }
 
-/// How many primary watches there are (the caches are synced once each has listed).
-const PRIMARY_WATCHES: usize = 10;
+/// A watch's events, each object converted to JSON once.
+type JsonEvents = futures::stream::BoxStream<'static, Result<Event<Value>, watcher::Error>>;
+
+fn json_event<K: serde::Serialize>(e: Event<K>) -> Event<Value> {
+    let j = |o: &K| serde_json::to_value(o).unwrap_or(Value::Null);
+    match e {
+        Event::Apply(o) => Event::Apply(j(&o)),
+        Event::Delete(o) => Event::Delete(j(&o)),
+        Event::InitApply(o) => Event::InitApply(j(&o)),
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+/// Whole objects.
+fn full_events(client: Client, resource: &ApiResource, cfg: watcher::Config) -> JsonEvents {
+    let api: Api<DynamicObject> = Api::all_with(client, resource);
+    watcher::watcher(api, cfg)
+        .default_backoff()
+        .map(|r| r.map(json_event))
+        .boxed()
+}
+
+/// Metadata only (`PartialObjectMetadata`): for kinds of which only existence matters.
+fn metadata_events(client: Client, resource: &ApiResource, cfg: watcher::Config) -> JsonEvents {
+    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, resource);
+    watcher::watcher(api, cfg)
+        .default_backoff()
+        .map(|r| r.map(json_event))
+        .boxed()
+}
 
 async fn run_watch<F>(
     ctl: Arc<Controller>,
-    api: Api<DynamicObject>,
-    cfg: watcher::Config,
+    mut stream: JsonEvents,
     primary: bool,
     what: (String, String),
     handle: F,
@@ -309,18 +388,16 @@ async fn run_watch<F>(
     let mut synced = false;
     let mut listed_once = false;
     let mut listing: Option<std::collections::BTreeSet<Key>> = None;
-    let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
     while let Some(ev) = stream.next().await {
         match ev {
-            Ok(Event::Apply(o)) => handle(&ctl, to_json(&o), false),
-            Ok(Event::InitApply(o)) => {
-                let v = to_json(&o);
+            Ok(Event::Apply(v)) => handle(&ctl, v, false),
+            Ok(Event::InitApply(v)) => {
                 if let Some(seen) = &mut listing {
                     seen.insert(key_of(&v));
                 }
                 handle(&ctl, v, false);
             }
-            Ok(Event::Delete(o)) => handle(&ctl, to_json(&o), true),
+            Ok(Event::Delete(v)) => handle(&ctl, v, true),
             Ok(Event::Init) => listing = Some(std::collections::BTreeSet::new()),
             Ok(Event::InitDone) => {
                 if let Some(seen) = listing.take() {
@@ -338,9 +415,11 @@ async fn run_watch<F>(
                     }
                     listed_once = true;
                 }
-                if primary && !synced {
+                if !synced {
                     synced = true;
-                    if ctl.synced_watches.fetch_add(1, Ordering::SeqCst) + 1 == PRIMARY_WATCHES {
+                    if !primary {
+                        ctl.kinds.set_listed(&ctl, &what);
+                    } else if ctl.unsynced_watches.fetch_sub(1, Ordering::SeqCst) == 1 {
                         ctl.metrics.ready.store(true, Ordering::Relaxed);
                         ctl.caches_synced.send_replace(true);
                         ctl.enqueue_all();
@@ -391,10 +470,6 @@ fn same_but_status(old: &Value, new: &Value) -> bool {
         v
     };
     strip(old) == strip(new)
-}
-
-fn to_json(o: &DynamicObject) -> Value {
-    serde_json::to_value(o).unwrap_or(Value::Null)
 }
 
 fn decode<K: DeserializeOwned>(v: Value) -> Option<K> {
@@ -453,31 +528,39 @@ fn enqueue_gateways(ctl: &Controller, keys: Vec<Key>) {
     }
 }
 
+/// A primary watch, not started yet.
+type PrimaryWatch = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
 macro_rules! primary {
-    ($ctl:expr, $k:ty, $handler:expr) => {{
+    ($table:expr, $ctl:expr, $k:ty, $handler:expr) => {
+        primary!(
+            $table,
+            $ctl,
+            $k,
+            full_events,
+            watcher::Config::default(),
+            <$k as kube::Resource>::kind(&()).into_owned(),
+            $handler
+        )
+    };
+    ($table:expr, $ctl:expr, $k:ty, $events:expr, $cfg:expr, $name:expr, $handler:expr) => {{
         let ctl = $ctl.clone();
-        let api: Api<DynamicObject> =
-            Api::all_with(ctl.client.clone(), &ApiResource::erase::<$k>(&()));
-        tokio::spawn(async move {
-            run_watch(
-                ctl,
-                api,
-                watcher::Config::default(),
-                true,
-                (
-                    String::new(),
-                    <$k as kube::Resource>::kind(&()).into_owned(),
-                ),
-                $handler,
-            )
-            .await
-        });
+        let events = $events(ctl.client.clone(), &ApiResource::erase::<$k>(&()), $cfg);
+        $table.push(Box::pin(run_watch(
+            ctl,
+            events,
+            true,
+            (String::new(), $name),
+            $handler,
+        )));
     }};
 }
 
-/// Starts the watches of the primary kinds.
+/// Starts the watches of the primary kinds. They are one table: the caches count as
+/// synced once every watch of it has listed.
 pub fn start_primary_watches(ctl: &Arc<Controller>) {
-    primary!(ctl, GatewayClass, |ctl, v, deleted| {
+    let mut table: Vec<PrimaryWatch> = Vec::new();
+    primary!(table, ctl, GatewayClass, |ctl, v, deleted| {
         let name = v["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
@@ -505,7 +588,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             gateways_where(ctl, |g| g.spec.gateway_class_name == name),
         );
     });
-    primary!(ctl, GatewayClassBlueprint, |ctl, v, deleted| {
+    primary!(table, ctl, GatewayClassBlueprint, |ctl, v, deleted| {
         let name = v["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
@@ -541,7 +624,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             gateways_where(ctl, |g| classes.contains(&g.spec.gateway_class_name)),
         );
     });
-    primary!(ctl, GatewayClassConfig, |ctl, v, deleted| {
+    primary!(table, ctl, GatewayClassConfig, |ctl, v, deleted| {
         let key = key_of(&v);
         if deleted {
             with_snapshot(ctl, |s| s.remove_class_config(&key));
@@ -556,7 +639,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             }),
         );
     });
-    primary!(ctl, GatewayConfig, |ctl, v, deleted| {
+    primary!(table, ctl, GatewayConfig, |ctl, v, deleted| {
         let key = key_of(&v);
         if deleted {
             with_snapshot(ctl, |s| s.remove_gateway_config(&key));
@@ -570,7 +653,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             }),
         );
     });
-    primary!(ctl, Gateway, |ctl, v, deleted| {
+    primary!(table, ctl, Gateway, |ctl, v, deleted| {
         if is_our_child(&v) {
             return;
         }
@@ -594,7 +677,19 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             if let (Some(uid), Ok(mut m)) = (g.metadata.uid.clone(), ctl.uid_to_gateway.write()) {
                 m.insert(uid, key.clone());
             }
+            let unknown: Vec<Key> = ctl
+                .snapshot
+                .read()
+                .map(|s| {
+                    secret_refs(&g)
+                        .filter(|k| s.secret_type_unknown(k))
+                        .collect()
+                })
+                .unwrap_or_default();
             with_snapshot(ctl, |s| s.put_gateway(g));
+            for k in unknown {
+                fetch_secret_type(ctl, k);
+            }
         }
         if status_only {
             return;
@@ -602,7 +697,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         ctl.enqueue(Work::Gateway(key));
         ctl.enqueue(Work::Class(class));
     });
-    primary!(ctl, HttpRoute, |ctl, v, deleted| {
+    primary!(table, ctl, HttpRoute, |ctl, v, deleted| {
         if is_our_child(&v) {
             return;
         }
@@ -660,7 +755,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         parents.dedup();
         enqueue_gateways(ctl, parents);
     });
-    primary!(ctl, Namespace, |ctl, v, deleted| {
+    primary!(table, ctl, Namespace, |ctl, v, deleted| {
         let name = v["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
@@ -682,7 +777,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             enqueue_gateways(ctl, gateways_where(ctl, selects_namespaces));
         }
     });
-    primary!(ctl, ReferenceGrant, |ctl, v, deleted| {
+    primary!(table, ctl, ReferenceGrant, |ctl, v, deleted| {
         let key = key_of(&v);
         if deleted {
             with_snapshot(ctl, |s| s.remove_grant(&key));
@@ -703,39 +798,87 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             r.namespace != ns && r.backend_refs.iter().any(|b| b.namespace == ns)
         });
     });
-    primary!(ctl, Secret, |ctl, v, deleted| {
-        let key = key_of(&v);
-        if deleted {
-            with_snapshot(ctl, |s| s.remove_secret(&key));
-        } else if let Some(sec) = decode::<Secret>(v) {
-            with_snapshot(ctl, |s| s.put_secret(&sec));
+    // Secrets: the content of TLS Secrets only (what validation needs is kept, the data
+    // dropped), small pages; of the others, which may be large and many, the metadata.
+    primary!(
+        table,
+        ctl,
+        Secret,
+        full_events,
+        watcher::Config::default()
+            .fields(&format!("type={}", crate::gateway::refs::TLS_SECRET_TYPE))
+            .page_size(50),
+        "Secret".to_owned(),
+        |ctl, v, deleted| {
+            let key = key_of(&v);
+            if deleted {
+                with_snapshot(ctl, |s| s.remove_secret(&key));
+            } else if let Some(sec) = decode::<Secret>(v) {
+                with_snapshot(ctl, |s| s.put_secret(&sec));
+            }
+            enqueue_gateways(ctl, gateways_where(ctl, |g| references_secret(g, &key)));
         }
-        enqueue_gateways(ctl, gateways_where(ctl, |g| references_secret(g, &key)));
-    });
-    primary!(ctl, Service, |ctl, v, deleted| {
-        let key = key_of(&v);
-        let known = ctl.snapshot.read().ok().map(|s| {
-            use crate::gateway::Lookup;
-            s.service_exists(&key.0, &key.1) == Some(true)
-        });
-        if deleted {
-            with_snapshot(ctl, |s| s.remove_service(&key));
-        } else {
-            with_snapshot(ctl, |s| s.put_service(key.clone()));
+    );
+    primary!(
+        table,
+        ctl,
+        Secret,
+        metadata_events,
+        watcher::Config::default()
+            .fields(&format!("type!={}", crate::gateway::refs::TLS_SECRET_TYPE)),
+        crate::snapshot::SECRET_METADATA.to_owned(),
+        |ctl, v, deleted| {
+            let key = key_of(&v);
+            if deleted {
+                with_snapshot(ctl, |s| s.remove_secret(&key));
+            } else {
+                with_snapshot(ctl, |s| s.put_secret_metadata(key.clone()));
+            }
+            let users = gateways_where(ctl, |g| references_secret(g, &key));
+            if !deleted && !users.is_empty() {
+                fetch_secret_type(ctl, key);
+            } else {
+                enqueue_gateways(ctl, users);
+            }
         }
-        // Only existence matters: a Service that keeps existing changes nothing. It
-        // changes the routes naming it (ResolvedRefs) and their parents' plans.
-        if known != Some(!deleted) && ctl.metrics.ready.load(Ordering::Relaxed) {
-            enqueue_routes_and_parents(ctl, |r| {
-                r.backend_refs.iter().any(|b| {
-                    b.group.is_empty()
-                        && b.kind == "Service"
-                        && b.namespace == key.0
-                        && b.name == key.1
-                })
+    );
+    // Of Services only existence matters.
+    primary!(
+        table,
+        ctl,
+        Service,
+        metadata_events,
+        watcher::Config::default(),
+        "Service".to_owned(),
+        |ctl, v, deleted| {
+            let key = key_of(&v);
+            let known = ctl.snapshot.read().ok().map(|s| {
+                use crate::gateway::Lookup;
+                s.service_exists(&key.0, &key.1) == Some(true)
             });
+            if deleted {
+                with_snapshot(ctl, |s| s.remove_service(&key));
+            } else {
+                with_snapshot(ctl, |s| s.put_service(key.clone()));
+            }
+            // Only existence matters: a Service that keeps existing changes nothing. It
+            // changes the routes naming it (ResolvedRefs) and their parents' plans.
+            if known != Some(!deleted) && ctl.metrics.ready.load(Ordering::Relaxed) {
+                enqueue_routes_and_parents(ctl, |r| {
+                    r.backend_refs.iter().any(|b| {
+                        b.group.is_empty()
+                            && b.kind == "Service"
+                            && b.namespace == key.0
+                            && b.name == key.1
+                    })
+                });
+            }
         }
-    });
+    );
+    ctl.unsynced_watches.store(table.len(), Ordering::SeqCst);
+    for w in table {
+        tokio::spawn(w);
+    }
 }
 
 /// Whether a listener admits routes by namespace labels.
@@ -791,6 +934,26 @@ fn enqueue_routes_and_parents(ctl: &Controller, pred: impl Fn(&crate::gateway::R
     enqueue_gateways(ctl, parents);
 }
 
+/// The Secrets a Gateway's listeners name (core group; other kinds are not Secrets).
+fn secret_refs(g: &Gateway) -> impl Iterator<Item = Key> + '_ {
+    let ns = g.metadata.namespace.as_deref().unwrap_or_default();
+    g.spec
+        .listeners
+        .iter()
+        .filter_map(|l| l.tls.as_ref())
+        .flat_map(|t| t.certificate_refs.iter().flatten())
+        .filter(|r| {
+            r.group.as_deref().unwrap_or_default().is_empty()
+                && r.kind.as_deref().unwrap_or("Secret") == "Secret"
+        })
+        .map(move |r| {
+            (
+                r.namespace.as_deref().unwrap_or(ns).to_owned(),
+                r.name.clone(),
+            )
+        })
+}
+
 fn references_secret(g: &Gateway, key: &Key) -> bool {
     let ns = g.metadata.namespace.as_deref().unwrap_or_default();
     g.spec
@@ -799,6 +962,31 @@ fn references_secret(g: &Gateway, key: &Key) -> bool {
         .filter_map(|l| l.tls.as_ref())
         .flat_map(|t| t.certificate_refs.iter().flatten())
         .any(|r| r.name == key.1 && r.namespace.as_deref().unwrap_or(ns) == key.0)
+}
+
+/// Reads a Secret that is not of type `kubernetes.io/tls` but that a Gateway names, once
+/// (a Secret's type cannot change), to report its type; its data is dropped at once.
+/// Then re-plans the Gateways naming it.
+fn fetch_secret_type(ctl: &Arc<Controller>, key: Key) {
+    let ctl = ctl.clone();
+    tokio::spawn(async move {
+        let api: Api<Secret> = Api::namespaced(ctl.client.clone(), &key.0);
+        match api.get_opt(&key.1).await {
+            Ok(Some(sec)) => {
+                with_snapshot(&ctl, |s| {
+                    // Unless it went meanwhile (the watch removed it).
+                    if s.secret_type_unknown(&key) {
+                        s.put_secret(&sec);
+                    }
+                });
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(secret = %format!("{}/{}", key.0, key.1), error = %e, "failed to read the type of a Secret a Gateway names");
+            }
+        }
+        enqueue_gateways(&ctl, gateways_where(&ctl, |g| references_secret(g, &key)));
+    });
 }
 
 fn on_child(ctl: &Arc<Controller>, v: Value, deleted: bool) {

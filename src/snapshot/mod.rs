@@ -28,6 +28,12 @@ use crate::render::prepared::Prepared;
 /// Namespace and name.
 pub type Key = (String, String);
 
+/// The kind name [`Snapshot::retain_listed`] knows the metadata-only Secrets by.
+pub const SECRET_METADATA: &str = "Secret (metadata)";
+
+/// The type of a Secret known by its metadata alone, until it is fetched.
+const UNKNOWN_SECRET_TYPE: &str = "not kubernetes.io/tls (not fetched yet)";
+
 /// Identity of any object: apiVersion, kind, namespace ("" when cluster-scoped), name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectKey {
@@ -112,7 +118,11 @@ pub struct Snapshot {
     routes_by_gateway: BTreeMap<Key, BTreeSet<RouteKey>>,
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
     grants: BTreeMap<String, BTreeMap<String, ReferenceGrant>>,
+    /// Secrets of type `kubernetes.io/tls`: what TLS validation needs, never the data.
     secrets: BTreeMap<Key, SecretInfo>,
+    /// Secrets of any other type, known by their metadata alone, with a placeholder type
+    /// until a Gateway names one and its type is fetched.
+    other_secrets: BTreeMap<Key, SecretInfo>,
     services: Option<BTreeSet<Key>>,
     children: BTreeMap<ObjectKey, Arc<Value>>,
     children_by_parent: BTreeMap<String, BTreeSet<ObjectKey>>,
@@ -295,12 +305,38 @@ impl Snapshot {
     }
     /// Inserts or replaces a Secret (only its type and TLS validity are kept).
     pub fn put_secret(&mut self, s: &Secret) {
-        self.secrets
-            .insert(key_of(&s.metadata), SecretInfo::from_secret(s));
+        let key = key_of(&s.metadata);
+        let info = SecretInfo::from_secret(s);
+        // Kept where the watch that lists its type keeps it (see the fields).
+        if info.type_ == crate::gateway::refs::TLS_SECRET_TYPE {
+            self.other_secrets.remove(&key);
+            self.secrets.insert(key, info);
+        } else {
+            self.secrets.remove(&key);
+            self.other_secrets.insert(key, info);
+        }
+    }
+    /// Records a Secret known by its metadata alone (its type is not
+    /// `kubernetes.io/tls`; which one it is stays unknown until [`Snapshot::put_secret`]).
+    pub fn put_secret_metadata(&mut self, key: Key) {
+        if !self.secrets.contains_key(&key) {
+            self.other_secrets.entry(key).or_insert_with(|| SecretInfo {
+                type_: UNKNOWN_SECRET_TYPE.into(),
+                tls_valid: false,
+            });
+        }
+    }
+    /// Whether a Secret is known by its metadata alone (its type not fetched yet).
+    #[must_use]
+    pub fn secret_type_unknown(&self, key: &Key) -> bool {
+        self.other_secrets
+            .get(key)
+            .is_some_and(|s| s.type_ == UNKNOWN_SECRET_TYPE)
     }
     /// Removes a Secret.
     pub fn remove_secret(&mut self, key: &Key) {
         self.secrets.remove(key);
+        self.other_secrets.remove(key);
     }
     /// Records that a Service exists (turns Service tracking on).
     pub fn put_service(&mut self, key: Key) {
@@ -388,6 +424,7 @@ impl Snapshot {
                 }
             }
             "Secret" => self.secrets.retain(|k, _| keep(k)),
+            SECRET_METADATA => self.other_secrets.retain(|k, _| keep(k)),
             "Service" => {
                 if let Some(s) = &mut self.services {
                     s.retain(|k| keep(k));
@@ -423,6 +460,7 @@ impl Snapshot {
             "Namespace" => self.namespaces.len(),
             "ReferenceGrant" => self.grants.values().map(BTreeMap::len).sum(),
             "Secret" => self.secrets.len(),
+            SECRET_METADATA => self.other_secrets.len(),
             "Service" => self.services.as_ref().map_or(0, BTreeSet::len),
             _ => self
                 .children
@@ -566,7 +604,10 @@ impl Lookup for Snapshot {
         self.namespaces.get(namespace)
     }
     fn secret(&self, namespace: &str, name: &str) -> Option<&SecretInfo> {
-        self.secrets.get(&(namespace.to_owned(), name.to_owned()))
+        let key = (namespace.to_owned(), name.to_owned());
+        self.secrets
+            .get(&key)
+            .or_else(|| self.other_secrets.get(&key))
     }
     fn reference_grants(&self, namespace: &str) -> Vec<&ReferenceGrant> {
         self.grants

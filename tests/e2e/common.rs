@@ -266,6 +266,7 @@ pub fn controller() -> std::sync::Arc<gatewright::controller::Controller> {
                     metrics_addr: Some("127.0.0.1:0".into()),
                     resync: Duration::from_secs(3600),
                     deletion_stuck_after: Duration::from_secs(5),
+                    workers: gatewright::controller::default_workers(),
                     leader_election: Some((
                         "gatewright-e2e-global".into(),
                         "gatewright-e2e".into(),

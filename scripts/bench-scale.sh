@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The scale benchmark (benches/scale.rs): N Gateways x 5 HTTPRoutes over 20 namespaces on a
+# test cluster of its own, the release controller run as a separate process, and beside it
+# the API server's ceiling for the same writes. Prints one report and saves it, with the
+# machine, date, commit and load average, as benches/results/scale-N<N>-<date>.txt.
+#
+#   scripts/bench-scale.sh 100            # N = 100 (default)
+#   SCALE_IDLE_OBJECTS=2000 scripts/bench-scale.sh 100
+#                                         # also: idle RSS with 2,000 unrelated 100 KiB
+#                                         # Secrets and 2,000 Services in the cluster
+#
+# Other knobs (environment): SCALE_CHANGES (latency samples, 200), SCALE_RESTART_SECONDS
+# (120), SCALE_CONCURRENCY (client concurrency of the workload and the ceiling, 8).
+# Figures are printed, never asserted. Not part of scripts/test.sh (minutes per run).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+n="${1:-100}"
+case "$n" in '' | *[!0-9]*) echo "bench-scale: N must be a number, got '$n'" >&2; exit 2 ;; esac
+
+cargo build --release --bin gatewright
+cargo bench --features cluster-tests --bench scale --no-run
+
+GATEWRIGHT_CLUSTER_DIR="$(mktemp -d -t gatewright-scale.XXXXXX)"
+export GATEWRIGHT_CLUSTER_DIR
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM HUP
+  tests/cluster/down >&2 || rc=1
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+env_line="$(tests/cluster/up)"
+eval "$env_line"
+export KUBECONFIG
+
+mkdir -p benches/results
+out="benches/results/scale-N${n}-$(date -u +%Y%m%dT%H%M%SZ).txt"
+{
+  echo "# scripts/bench-scale.sh $n"
+  echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "# machine: $(uname -srm), $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+  echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$out"
+SCALE_GATEWAYS="$n" SCALE_CONTROLLER="$root/target/release/gatewright" \
+  cargo bench --features cluster-tests --bench scale 2>&1 | grep -v '^\s*\(Finished\|Running\|Compiling\)' | tee -a "$out"
+echo "# saved as $out" >&2

@@ -1,0 +1,283 @@
+//! A restart of a converged world, on the real cluster: controller A converges a Gateway
+//! with routes (downstream readiness simulated), is killed; controller B starts on the
+//! same world and must write nothing (no child re-applied, no status rewritten, so no
+//! condition flips), announce nothing (no Event) and, asked to re-plan everything, still
+//! write nothing. A test binary of its own, so that no other controller runs in the
+//! process and the process's write count is B's alone.
+#![cfg(feature = "cluster-tests")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code"
+)]
+
+#[allow(
+    dead_code,
+    reason = "shared with the e2e binary; not every helper is used here"
+)]
+#[path = "e2e/common.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use gatewright::controller::{Controller, Options, Work};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+
+use common::{TestNamespace, admin, apply_yaml, wait_for};
+
+const T: Duration = Duration::from_secs(90);
+const ROUTES: usize = 4;
+
+struct Running {
+    rt: tokio::runtime::Runtime,
+    ctl: Arc<Controller>,
+}
+
+fn start_controller(global: &str) -> Running {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let ctl = rt.block_on(async {
+        let opts = Options {
+            controller_namespace: global.into(),
+            ..Options::default()
+        };
+        gatewright::controller::start(admin().await, opts)
+            .await
+            .unwrap()
+    });
+    Running { rt, ctl }
+}
+
+fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// `Kind/name` -> resourceVersion of the Gateway, its routes, every child in `ns`, and the
+/// class: any write to one of them changes it.
+async fn versions(client: &Client, ns: &str, class: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for ar in [
+        ar("gateway.networking.k8s.io", "v1", "Gateway", "gateways"),
+        ar("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes"),
+        ar("cert-manager.io", "v1", "Certificate", "certificates"),
+        ar(
+            "externaldns.k8s.io",
+            "v1alpha1",
+            "DNSEndpoint",
+            "dnsendpoints",
+        ),
+    ] {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+        for o in api.list_metadata(&ListParams::default()).await.unwrap() {
+            out.insert(
+                format!("{}/{}", ar.kind, o.metadata.name.unwrap_or_default()),
+                o.metadata.resource_version.unwrap_or_default(),
+            );
+        }
+    }
+    let classes: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ar(
+            "gateway.networking.k8s.io",
+            "v1",
+            "GatewayClass",
+            "gatewayclasses",
+        ),
+    );
+    out.insert(
+        format!("GatewayClass/{class}"),
+        classes
+            .get_metadata(class)
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap_or_default(),
+    );
+    out
+}
+
+/// How many Events exist in `ns`.
+async fn events(client: &Client, ns: &str) -> usize {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    api.list_metadata(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .len()
+}
+
+fn programmed(g: &DynamicObject) -> bool {
+    g.data["status"]["conditions"].as_array().is_some_and(|c| {
+        c.iter()
+            .any(|c| c["type"] == "Programmed" && c["status"] == "True")
+    })
+}
+
+#[test]
+fn restart_of_a_converged_world_writes_and_announces_nothing() {
+    let test_rt = tokio::runtime::Runtime::new().unwrap();
+    let (client, ns, class) = test_rt.block_on(async {
+        let client = admin().await;
+        let ns = TestNamespace::new(&client, "quiet").await;
+        let class = format!("quiet-{}", ns.name);
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/gatewayclasses/istio-certmanager-externaldns"
+        );
+        let text = format!(
+            "{}\n---\n{}",
+            std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
+            std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
+        )
+        .replace("istio-certmanager-externaldns", &class);
+        apply_yaml(&client, &text).await;
+        apply_yaml(
+            &client,
+            &format!(
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {}}}\nspec:\n  gatewayClassName: {class}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}}\n",
+                ns.name
+            ),
+        )
+        .await;
+        for i in 0..ROUTES {
+            apply_yaml(
+                &client,
+                &format!(
+                    "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r{i}, namespace: {}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  hostnames: [r{i}.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n",
+                    ns.name
+                ),
+            )
+            .await;
+        }
+        (client, ns, class)
+    });
+    let global = format!("{}-global", ns.name);
+
+    // A converges the world, with downstream readiness simulated, until it is quiet.
+    let a = start_controller(&global);
+    test_rt.block_on(async {
+        let gws: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            &ns.name,
+            &ar("gateway.networking.k8s.io", "v1", "Gateway", "gateways"),
+        );
+        wait_for("the Gateway to be Programmed", T, || async {
+            gatewright::controller::simulate_ready_where(&client, Some(&ns.name))
+                .await
+                .unwrap();
+            gws.get("gw").await.ok().filter(programmed).map(|_| ())
+        })
+        .await;
+        // Quiet: A wrote nothing for 3 s.
+        let mut last = (a.ctl.metrics().writes(), 0);
+        wait_for("controller A to be quiet", T, || {
+            let now = a.ctl.metrics().writes();
+            let quiet = if now == last.0 {
+                last.1 += 1;
+                last.1 >= 15
+            } else {
+                last = (now, 0);
+                false
+            };
+            async move { quiet.then_some(()) }
+        })
+        .await;
+    });
+    let before = test_rt.block_on(versions(&client, &ns.name, &class));
+    let events_before = test_rt.block_on(events(&client, &ns.name));
+    assert!(
+        before
+            .keys()
+            .filter(|k| k.starts_with("HTTPRoute/"))
+            .count()
+            > ROUTES,
+        "A rendered no shadow routes: {before:?}"
+    );
+    a.rt.shutdown_background();
+
+    // B starts on the converged world.
+    let b = start_controller(&global);
+    test_rt.block_on(async {
+        wait_for("controller B to list its caches", T, || async {
+            b.ctl.metrics().ready.load(Ordering::Relaxed).then_some(())
+        })
+        .await;
+        let key = (ns.name.clone(), "gw".to_owned());
+        // It has planned the Gateway (after its child kinds listed) ...
+        wait_for("controller B to plan the Gateway", T, || async {
+            (b.ctl.last_writes(&key).0 > 0).then_some(())
+        })
+        .await;
+        // ... and anything it would do follows within seconds.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    });
+    let after = test_rt.block_on(versions(&client, &ns.name, &class));
+    let events_after = test_rt.block_on(events(&client, &ns.name));
+    for l in b.ctl.metrics().render().lines() {
+        if l.starts_with("gatewright_api_requests") {
+            println!("B: {l}");
+        }
+    }
+    println!(
+        "changed: {:?}",
+        after
+            .iter()
+            .filter(|(k, v)| before.get(*k) != Some(v))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        b.ctl.metrics().writes_in_namespace(&ns.name),
+        0,
+        "a restart of a converged world must write nothing"
+    );
+    assert_eq!(
+        after, before,
+        "no object may change on a restart (a child re-applied, a status rewritten)"
+    );
+    assert_eq!(
+        events_after, events_before,
+        "a restart must announce nothing"
+    );
+
+    // A full resync of the converged world writes nothing either.
+    test_rt.block_on(async {
+        let key = (ns.name.clone(), "gw".to_owned());
+        let runs = b.ctl.last_writes(&key).0;
+        b.ctl.enqueue_all();
+        b.ctl.enqueue(Work::Gateway(key.clone()));
+        let written = wait_for("the resync to re-plan the Gateway", T, || async {
+            let (n, w) = b.ctl.last_writes(&key);
+            (n > runs).then_some(w)
+        })
+        .await;
+        assert_eq!(written, 0, "a re-plan of a converged Gateway wrote");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    });
+    assert_eq!(b.ctl.metrics().writes_in_namespace(&ns.name), 0);
+    assert_eq!(
+        test_rt.block_on(versions(&client, &ns.name, &class)),
+        before
+    );
+    b.rt.shutdown_background();
+    test_rt.block_on(async {
+        // Let the Gateway go without a controller: drop our finalizer, then the namespace.
+        let gws: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            &ns.name,
+            &ar("gateway.networking.k8s.io", "v1", "Gateway", "gateways"),
+        );
+        let _ = gws
+            .patch_metadata(
+                "gw",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+            )
+            .await;
+        ns.delete().await;
+    });
+}
