@@ -98,6 +98,7 @@ func main() {
 		where       string
 	}
 	var rows []row
+	counts := map[string]int{}
 	for _, t := range tests.ConformanceTests {
 		class := "core"
 		var feats []string
@@ -113,6 +114,7 @@ func main() {
 				class = "out"
 			}
 		}
+		counts[class]++
 		if class == "out" {
 			continue
 		}
@@ -127,6 +129,10 @@ func main() {
 		rows = append(rows, row{t.ShortName, class, t.Provisional, feats, analyse(fn), where})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
+	if !*skip && !*status {
+		fmt.Fprintf(os.Stderr, "%d tests: %d core, %d extended and %d outside GATEWAY-HTTP\n",
+			len(tests.ConformanceTests), counts["core"], counts["extended"], counts["out"])
+	}
 
 	for _, r := range rows {
 		switch {
