@@ -45,5 +45,5 @@ echo "KUBECONFIG=$KUBECONFIG"
 step "cargo test --features cluster-tests"
 cargo test --features cluster-tests
 
-step "Gateway API conformance v1.5.1, status-only tests (tests/conformance/run)"
+step "Gateway API conformance v1.6.3, status-only tests (tests/conformance/run)"
 tests/conformance/run
