@@ -37,26 +37,51 @@ pub struct Output {
 }
 
 /// Renders every Gateway of our classes in `paths`, and every route attached to one.
+///
+/// When several parents render the same object and none holds it yet, the oldest keeps
+/// it ([`crate::plan::claims`]): the render is done again with that decision recorded, so
+/// the others report the conflict in their errors and status exactly as the controller
+/// would once the object exists.
 #[must_use]
 pub fn render(paths: &[PathBuf], controller_namespace: &str, now: &Time) -> Output {
-    let mut out = Output::default();
-    let loaded = match files::load(paths, controller_namespace) {
+    let mut loaded = match files::load(paths, controller_namespace) {
         Ok(l) => l,
         Err(e) => {
-            out.stderr.push(format!("error: {e}"));
-            out.code = EXIT_INPUT;
-            return out;
+            return Output {
+                stderr: vec![format!("error: {e}")],
+                code: EXIT_INPUT,
+                ..Output::default()
+            };
         }
     };
-    let snap = &loaded.snapshot;
+    let (out, claims) = render_snapshot(&loaded.snapshot, now);
+    let winners = crate::plan::claims::winners(claims);
+    if winners.is_empty() {
+        return out;
+    }
+    for w in winners {
+        loaded.snapshot.claim(w.key, w.object);
+    }
+    render_snapshot(&loaded.snapshot, now).0
+}
+
+fn render_snapshot(
+    snap: &crate::snapshot::Snapshot,
+    now: &Time,
+) -> (Output, Vec<crate::plan::claims::Claim>) {
+    use crate::plan::claims::{Claim, rank};
+    let mut out = Output::default();
     let mut docs: Vec<Value> = Vec::new();
     let mut statuses: Vec<Value> = Vec::new();
+    let mut claims: Vec<Claim> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
 
     for bp in snap.blueprints() {
-        if let Err(errors) = &bp.prepared {
-            for e in errors {
-                out.stderr.push(format!("error: {e}"));
-            }
+        let errors = crate::plan::class::blueprint_errors(snap, bp);
+        for e in &errors {
+            out.stderr.push(format!("error: {e}"));
+        }
+        if !errors.is_empty() {
             out.code = EXIT_TEMPLATE;
         }
     }
@@ -110,6 +135,12 @@ pub fn render(paths: &[PathBuf], controller_namespace: &str, now: &Time) -> Outp
                     ));
                 }
                 docs.extend(p.children.iter().map(|c| c.object.clone()));
+                claims.extend(p.children.iter().map(|c| Claim {
+                    key: c.key.clone(),
+                    object: c.object.clone(),
+                    rank: rank(&p.context.gateway, &p.context.gateway),
+                }));
+                warnings.extend(p.warnings.iter().cloned());
                 let mut route_plans = Vec::new();
                 for rkey in &p.context.routes {
                     let rp = plan_route(snap, &p, rkey);
@@ -127,6 +158,14 @@ pub fn render(paths: &[PathBuf], controller_namespace: &str, now: &Time) -> Outp
                         ));
                     }
                     docs.extend(rp.children.iter().map(|c| c.object.clone()));
+                    if let Some(route) = snap.route(rkey) {
+                        claims.extend(rp.children.iter().map(|c| Claim {
+                            key: c.key.clone(),
+                            object: c.object.clone(),
+                            rank: rank(&route.json, &p.context.gateway),
+                        }));
+                    }
+                    warnings.extend(rp.warnings.iter().cloned());
                     route_plans.push(rp);
                 }
                 crate::plan::mark_route_errors(&mut p, &route_plans);
@@ -174,6 +213,10 @@ pub fn render(paths: &[PathBuf], controller_namespace: &str, now: &Time) -> Outp
             json!({ "parents": parents }),
         ));
     }
+    warnings.sort();
+    warnings.dedup();
+    out.stderr
+        .extend(warnings.into_iter().map(|w| format!("warning: {w}")));
     for d in docs.iter().chain(&statuses) {
         match serde_saphyr::to_string(d) {
             Ok(y) => {
@@ -184,7 +227,7 @@ pub fn render(paths: &[PathBuf], controller_namespace: &str, now: &Time) -> Outp
                 .push(format!("error: failed to print an object: {e}")),
         }
     }
-    out
+    (out, claims)
 }
 
 fn status_doc(kind: &str, namespace: Option<&str>, name: &str, status: Value) -> Value {
@@ -214,12 +257,29 @@ pub fn check(paths: &[PathBuf]) -> Output {
         out.code = EXIT_INPUT;
         return out;
     }
-    for bp in loaded.snapshot.blueprints() {
+    let snap = &loaded.snapshot;
+    for bp in snap.blueprints() {
         let name = bp.object.metadata.name.clone().unwrap_or_default();
-        let mut errors: Vec<String> = match &bp.prepared {
-            Ok(_) => Vec::new(),
-            Err(es) => es.iter().map(ToString::to_string).collect(),
-        };
+        let mut errors: Vec<String> = crate::plan::class::blueprint_errors(snap, bp)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        for (template, line, gk) in crate::plan::prepared::literal_kinds_of(&bp.object.spec) {
+            if matches!(
+                crate::render::output::scope_problem(
+                    &gk,
+                    &bp.object.spec.cluster_scoped_kinds,
+                    snap.scopes()
+                ),
+                Ok(true)
+            ) {
+                out.stderr.push(format!(
+                    "warning: blueprint {name}: template {template}: line {line}: the scope of kind {} ({}) is unknown; give its CustomResourceDefinition with -f to check it",
+                    gk.kind,
+                    if gk.group.is_empty() { "core" } else { &gk.group }
+                ));
+            }
+        }
         for gk in &bp.object.spec.cluster_scoped_kinds {
             if gk.kind.is_empty() || !gk.kind.starts_with(|c: char| c.is_ascii_uppercase()) {
                 errors.push(format!(

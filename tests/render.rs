@@ -418,7 +418,7 @@ fn children_cannot_leave_the_namespace_or_be_cluster_scoped_unless_listed() {
 fn user_values_cannot_inject_yaml() {
     let evil = "x\"\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: stolen}\n";
     let input = format!(
-        "{CLASS}{}---\napiVersion: gatewright.dev/v1alpha1\nkind: GatewayConfig\nmetadata: {{name: p, namespace: team}}\nspec:\n  targetRef: {{kind: Gateway, name: gw}}\n  default: {{note: {}}}\n",
+        "{CLASS}{}---\napiVersion: gatewright.dev/v1alpha1\nkind: GatewayConfig\nmetadata: {{name: p, namespace: team}}\nspec:\n  targetRef: {{group: gateway.networking.k8s.io, kind: Gateway, name: gw}}\n  default: {{note: {}}}\n",
         blueprint(&template(
             "cm",
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  labels: {{ {\"app\": gateway.metadata.name} }}\ndata:\n  note: {{ values.note }}\n"
@@ -831,6 +831,324 @@ fn pending_of_a_template_replaced_in_place_is_an_error() {
     assert!(
         stderr.contains("reads pending.cert") && stderr.contains("MakeBeforeBreak"),
         "{stderr}"
+    );
+}
+
+// ---- the five rules (safety first) ------------------------------------------------------
+
+fn class_status<'a>(out: &'a [Value], name: &str) -> &'a Value {
+    out.iter()
+        .find(|d| d["kind"] == "GatewayClass" && d["metadata"]["name"] == name)
+        .unwrap()
+}
+
+#[test]
+fn a_cluster_scoped_kind_the_blueprint_does_not_list_is_refused() {
+    let crb = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {{ gateway.metadata.name ~ \"-admin\" }}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: ServiceAccount, name: default, namespace: team}]\n";
+    let ns = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {{ gateway.metadata.name ~ \"-ns\" }}\n";
+    for (template_name, body, kind) in [("crb", crb, "ClusterRoleBinding"), ("ns", ns, "Namespace")]
+    {
+        let input = format!(
+            "{CLASS}{}{}",
+            blueprint(&template("cm", CM)),
+            template(template_name, body)
+        );
+        for cmd in ["check", "render"] {
+            let (code, stdout, stderr) = run(cmd, &input);
+            assert_eq!(code, EXIT_TEMPLATE, "{cmd}: {stderr}");
+            assert!(
+                stderr.contains(&format!("template {template_name}: line 2"))
+                    && stderr.contains(kind)
+                    && stderr.contains("clusterScopedKinds"),
+                "{cmd}: {stderr}"
+            );
+            assert!(
+                !stdout.contains(&format!("kind: {kind}")),
+                "{cmd}: {stdout}"
+            );
+        }
+        // The class is not accepted, so no Gateway of it gets anything.
+        let (_, stdout, _) = run("render", &input);
+        let out = docs(&stdout);
+        let class = &class_status(&out, "test")["status"];
+        assert_eq!(condition(class, "Accepted")["status"], "False");
+        assert_eq!(condition(class, "Accepted")["reason"], "InvalidParameters");
+        assert!(!out.iter().any(|d| d["kind"] == "ConfigMap"));
+    }
+    // A kind the source does not name literally is judged when it renders: only that
+    // template fails, the others still render.
+    let dynamic = "apiVersion: {{ \"rbac.authorization.k8s.io/v1\" }}\nkind: {{ \"ClusterRoleBinding\" }}\nmetadata: {name: x}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\n";
+    let input = format!(
+        "{CLASS}{}{}",
+        blueprint(&template("cm", CM)),
+        template("sneaky", dynamic)
+    );
+    let (code, stdout, stderr) = run("render", &input);
+    assert_eq!(code, EXIT_TEMPLATE, "{stderr}");
+    assert!(
+        stderr.contains("template sneaky") && stderr.contains("ClusterRoleBinding"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("kind: ClusterRoleBinding"), "{stdout}");
+    assert!(stdout.contains("name: gw-cm"), "{stdout}");
+    // A custom kind is judged by its CRD when one is given; unknown, it is a warning.
+    let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n";
+    let crd = |scope: &str| {
+        format!(
+            "---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: widgets.example.com}}\nspec:\n  group: example.com\n  names: {{kind: Widget, plural: widgets}}\n  scope: {scope}\n  versions: []\n"
+        )
+    };
+    let base = format!("{CLASS}{}", blueprint(&template("w", widget)));
+    let (code, _, stderr) = run("check", &format!("{base}{}", crd("Cluster")));
+    assert_eq!(code, EXIT_TEMPLATE, "{stderr}");
+    assert!(
+        stderr.contains("Widget (example.com) is cluster-scoped"),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = run("render", &format!("{base}{}", crd("Namespaced")));
+    assert_eq!(code, EXIT_OK, "{stderr}");
+    assert!(stdout.contains("kind: Widget"));
+    for cmd in ["check", "render"] {
+        let (code, _, stderr) = run(cmd, &base);
+        assert_eq!(code, EXIT_OK, "{cmd}: {stderr}");
+        assert!(
+            stderr.contains("warning:")
+                && stderr.contains("scope of kind Widget (example.com) is unknown"),
+            "{cmd}: {stderr}"
+        );
+    }
+}
+
+const TWO_GATEWAYS: &str = r#"
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: test}
+spec:
+  controllerName: gatewright.dev/gateway-controller
+  parametersRef: {group: gatewright.dev, kind: GatewayClassBlueprint, name: test}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw-b, namespace: team, uid: u-b, generation: 1, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  gatewayClassName: test
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw-a, namespace: team, uid: u-a, generation: 1, creationTimestamp: "2026-01-02T00:00:00Z"}
+spec:
+  gatewayClassName: test
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: team, uid: u-r, generation: 1}
+spec:
+  parentRefs: [{name: gw-a}, {name: gw-b}]
+"#;
+
+#[test]
+fn two_parents_never_share_a_child() {
+    let fixed = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared}\ndata: {gw: {{ gateway.metadata.name }}}\n";
+    let input = format!("{TWO_GATEWAYS}{}", blueprint(&template("fixed", fixed)));
+    let (code, stdout, stderr) = run("render", &input);
+    assert_eq!(code, EXIT_TEMPLATE, "{stderr}");
+    let out = docs(&stdout);
+    let shared: Vec<&Value> = out
+        .iter()
+        .filter(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "shared")
+        .collect();
+    // One object, kept by the older Gateway (gw-b, created first), not by name order.
+    assert_eq!(shared.len(), 1, "{stdout}");
+    assert_eq!(shared[0]["data"]["gw"], "gw-b");
+    assert!(
+        stderr.contains("Gateway team/gw-a")
+            && stderr.contains("template fixed")
+            && stderr.contains("ConfigMap team/shared is already held by Gateway team/gw-b"),
+        "{stderr}"
+    );
+    let status = &gateway_status_named(&out, "gw-a")["status"];
+    assert!(
+        condition(status, "Programmed")["message"]
+            .as_str()
+            .unwrap()
+            .contains("already held by Gateway team/gw-b")
+    );
+    // A live object decides: gw-a already holds it (it is the older claim no more).
+    let live = format!(
+        "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n  namespace: team\n  labels: {{app.kubernetes.io/managed-by: gatewright, gatewright.dev/parent-uid: u-a, gatewright.dev/gateway-uid: u-a, gateway.networking.k8s.io/gateway-name: gw-a}}\n  ownerReferences: [{{apiVersion: gateway.networking.k8s.io/v1, kind: Gateway, name: gw-a, uid: u-a, controller: true}}]\ndata: {{gw: gw-a}}\n"
+    );
+    let (code, stdout, stderr) = run("render", &format!("{input}{live}"));
+    assert_eq!(code, EXIT_TEMPLATE, "{stderr}");
+    assert!(
+        stderr.contains("Gateway team/gw-b")
+            && stderr.contains("already held by Gateway team/gw-a"),
+        "{stderr}"
+    );
+    let shared = docs(&stdout)
+        .into_iter()
+        .filter(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "shared")
+        .count();
+    assert_eq!(shared, 1);
+    // A route attached to two Gateways whose template does not name the Gateway.
+    let route_tpl = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ route.metadata.name ~ \"-copy\" }}\n";
+    let input = format!(
+        "{TWO_GATEWAYS}{}  routeTemplates:\n{}",
+        blueprint(&template("cm", CM.replace("-cm", "-own").as_str())),
+        template("copy", route_tpl)
+    );
+    let (code, stdout, stderr) = run("render", &input);
+    assert_eq!(code, EXIT_TEMPLATE, "{stderr}");
+    let copies = docs(&stdout)
+        .into_iter()
+        .filter(|d| d["metadata"]["name"] == "r-copy")
+        .count();
+    assert_eq!(copies, 1, "{stdout}");
+    assert!(
+        stderr.contains("template copy")
+            && stderr.contains("already held by HTTPRoute team/r (under Gateway team/gw-b)"),
+        "{stderr}"
+    );
+    // Names unique to their parent: no conflict at all.
+    let input = format!("{TWO_GATEWAYS}{}", blueprint(&template("cm", CM)));
+    let (code, _, stderr) = run("render", &input);
+    assert_eq!(code, EXIT_OK, "{stderr}");
+}
+
+#[test]
+fn an_unsupported_protocol_takes_only_its_listener_down() {
+    let input = format!(
+        "{}{}",
+        CLASS.replace(
+            "  - {name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}",
+            "  - {name: web, port: 80, protocol: HTTP}\n  - {name: raw, port: 80, protocol: TCP}\n  - {name: web2, port: 81, protocol: HTTP}\n  - {name: dns, port: 81, protocol: UDP}"
+        ),
+        blueprint(&template("cm", CM))
+    );
+    let (code, stdout, stderr) = run("render", &input);
+    assert_eq!(code, EXIT_OK, "{stderr}");
+    let out = docs(&stdout);
+    let status = &gateway_status_named(&out, "gw")["status"];
+    assert_eq!(condition(status, "Accepted")["status"], "True");
+    assert_eq!(condition(status, "Accepted")["reason"], "ListenersNotValid");
+    for l in status["listeners"].as_array().unwrap() {
+        let accepted = condition(l, "Accepted");
+        let conflicted = l["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Conflicted");
+        assert!(conflicted.is_none(), "{l}");
+        match l["name"].as_str().unwrap() {
+            "raw" | "dns" => {
+                assert_eq!(accepted["reason"], "UnsupportedProtocol", "{l}");
+                assert_eq!(accepted["status"], "False");
+            }
+            _ => {
+                assert_eq!(accepted["status"], "True", "{l}");
+                assert_eq!(l["attachedRoutes"], 1, "{l}");
+            }
+        }
+    }
+    let route = out
+        .iter()
+        .find(|d| d["kind"] == "HTTPRoute" && d["metadata"]["name"] == "r")
+        .unwrap();
+    assert_eq!(
+        condition(&route["status"]["parents"][0], "Accepted")["status"],
+        "True"
+    );
+}
+
+#[test]
+fn a_policy_applies_only_to_the_group_kind_and_name_it_targets() {
+    let tpl = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  note: {{ values.note | default(\"none\") }}\n";
+    let policy = |group: &str| {
+        format!(
+            "---\napiVersion: gatewright.dev/v1alpha1\nkind: GatewayConfig\nmetadata: {{name: p, namespace: team}}\nspec:\n  targetRef: {{group: {group}, kind: Gateway, name: gw}}\n  default: {{note: applied}}\n"
+        )
+    };
+    let note = |group: &str| {
+        let input = format!(
+            "{CLASS}{}{}",
+            blueprint(&template("cm", tpl)),
+            policy(group)
+        );
+        let (code, stdout, stderr) = run("render", &input);
+        assert_eq!(code, EXIT_OK, "{stderr}");
+        docs(&stdout)
+            .into_iter()
+            .find(|d| d["kind"] == "ConfigMap")
+            .unwrap()["data"]["note"]
+            .clone()
+    };
+    assert_eq!(note("gateway.networking.k8s.io"), "applied");
+    assert_eq!(note("example.com"), "none");
+    assert_eq!(note("\"\""), "none");
+}
+
+#[test]
+fn certificates_list_precise_hostnames_only() {
+    let class = "istio-certmanager-externaldns";
+    let dir = tempfile::tempdir().unwrap();
+    // A route without hostnames on the HTTPS listener *.example.com, beside
+    // shop.example.com: the certificate must not become *.example.com.
+    std::fs::write(
+        dir.path().join("catch-all.yaml"),
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: catch-all, namespace: shop, uid: u-catch, generation: 1}\nspec:\n  parentRefs: [{name: public, namespace: infra, sectionName: https}]\n  rules: [{backendRefs: [{name: storefront-primary, port: 8080}]}]\n",
+    )
+    .unwrap();
+    let out = cli::render(
+        &[root().join("examples").join(class), dir.path().to_owned()],
+        "gatewright-system",
+        &now(),
+    );
+    assert_eq!(out.code, EXIT_OK, "{:?}", out.stderr);
+    let out = docs(&out.stdout);
+    let cert = out.iter().find(|d| d["kind"] == "Certificate").unwrap();
+    assert_eq!(
+        cert["spec"]["dnsNames"],
+        serde_json::json!(["blog.example.com", "shop.example.com"])
+    );
+    // The route that has only the wildcard is told so where its team looks.
+    let route = out
+        .iter()
+        .find(|d| {
+            d["kind"] == "HTTPRoute"
+                && d["metadata"]["name"] == "catch-all"
+                && d.get("spec").is_none()
+        })
+        .unwrap();
+    let entry = &route["status"]["parents"][0];
+    assert_eq!(condition(entry, "Accepted")["status"], "True");
+    let w = condition(entry, "gatewright.dev/WildcardOnly");
+    assert_eq!(
+        (w["status"].as_str(), w["reason"].as_str()),
+        (Some("True"), Some("NoPreciseHostname"))
+    );
+    assert!(
+        w["message"].as_str().unwrap().contains("*.example.com"),
+        "{w}"
+    );
+    // A route with a precise name has no such condition.
+    let shop = out
+        .iter()
+        .find(|d| {
+            d["kind"] == "HTTPRoute"
+                && d["metadata"]["name"] == "storefront"
+                && d.get("spec").is_none()
+        })
+        .unwrap();
+    assert!(
+        !shop["status"]["parents"][0]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "gatewright.dev/WildcardOnly")
     );
 }
 

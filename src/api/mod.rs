@@ -175,7 +175,9 @@ pub struct BlueprintStatus {
 /// What a policy applies to.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct PolicyTargetRef {
-    /// Group of the target (`gateway.networking.k8s.io` for GatewayClass and Gateway, empty for Namespace).
+    /// Group of the target: `gateway.networking.k8s.io` for GatewayClass and Gateway, empty
+    /// for Namespace. A policy matches on group, kind and name: naming any other group, it
+    /// applies to nothing.
     #[serde(default)]
     pub group: String,
     /// `GatewayClass`, `Gateway` or `Namespace`.

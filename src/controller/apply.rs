@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::watch::KindState;
 use super::{Controller, Error, FIELD_MANAGER};
+use crate::plan::labels;
 use crate::snapshot::ObjectKey;
 
 /// Whether every field of `desired` holds the same value in `live` (lists compared item
@@ -34,6 +35,26 @@ impl Controller {
         key: &ObjectKey,
     ) -> Result<Option<Api<DynamicObject>>, Error> {
         match self.kinds.ensure(self, &key.api_version, &key.kind) {
+            // The planner placed the object by what it knew of the kind's scope; the API
+            // server's word decides. A mismatch (a cluster-scoped kind the blueprint does
+            // not list, planned before discovery answered) is never applied.
+            KindState::Served { namespaced, .. } if namespaced == key.namespace.is_empty() => {
+                Err(Error::ScopeMismatch(format!(
+                    "{key}: kind {} ({}) is {} on the API server, but the plan placed it {}; nothing of it is applied until the plan knows the kind's scope",
+                    key.kind,
+                    key.api_version,
+                    if namespaced {
+                        "namespaced"
+                    } else {
+                        "cluster-scoped"
+                    },
+                    if key.namespace.is_empty() {
+                        "cluster-wide"
+                    } else {
+                        "in a namespace"
+                    }
+                )))
+            }
             KindState::Served {
                 resource,
                 namespaced,
@@ -61,6 +82,9 @@ impl Controller {
         let Some(api) = self.child_api(key)? else {
             return Ok(false);
         };
+        if live.is_none() && !self.may_create(&api, key, obj).await? {
+            return Ok(false);
+        }
         let pp = PatchParams::apply(FIELD_MANAGER).force();
         self.metrics.applies.fetch_add(1, Ordering::Relaxed);
         let applied = match api.patch(&key.name, &pp, &Patch::Apply(obj)).await {
@@ -82,6 +106,51 @@ impl Controller {
             s.put_child(v);
         }
         Ok(true)
+    }
+
+    /// Before applying an object our cache does not hold: whether it may be written. An
+    /// object of that name that exists already is written only when it is ours and this
+    /// parent's: one not managed by gatewright is never adopted (a user's ConfigMap of the
+    /// same name), and one another parent holds is left to it (two Gateways rendering one
+    /// fixed name would otherwise overwrite each other forever). When it exists, is ours and
+    /// already holds what we render (a child watch that has not listed yet), nothing is
+    /// sent. `Ok(false)`: nothing to write.
+    async fn may_create(
+        self: &Arc<Self>,
+        api: &Api<DynamicObject>,
+        key: &ObjectKey,
+        obj: &Value,
+    ) -> Result<bool, Error> {
+        let existing = match api.get_opt(&key.name).await {
+            Ok(Some(e)) => e,
+            Ok(None) => return Ok(true),
+            Err(e) => return Err(Error::kube(format!("read {key}"), e)),
+        };
+        let mut existing = serde_json::to_value(&existing).unwrap_or(Value::Null);
+        if existing["metadata"]["labels"][labels::MANAGED_BY] != labels::MANAGED_BY_VALUE {
+            return Err(Error::HeldByAnother(format!(
+                "{key} exists and is not managed by gatewright; it is not adopted (delete or rename it, or rename what the template renders)"
+            )));
+        }
+        if labels::parent_uid(&existing) != labels::parent_uid(obj)
+            || labels::gateway_uid(&existing) != labels::gateway_uid(obj)
+        {
+            return Err(Error::HeldByAnother(format!(
+                "{key} is already held by {}; nothing is written to it",
+                crate::plan::holder(&existing)
+            )));
+        }
+        // Lists of built-in kinds come without apiVersion and kind.
+        existing["apiVersion"] = Value::String(key.api_version.clone());
+        existing["kind"] = Value::String(key.kind.clone());
+        let same = is_subset(obj, &existing);
+        if same {
+            self.metrics.applies_skipped.fetch_add(1, Ordering::Relaxed);
+            if let Ok(mut s) = self.snapshot.write() {
+                s.put_child(existing);
+            }
+        }
+        Ok(!same)
     }
 
     /// Deletes a child (a no-op when it is already gone).

@@ -49,6 +49,12 @@ pub enum Error {
     /// Deletion of children is still in progress.
     #[error("waiting for {0} children to be deleted")]
     Deleting(usize),
+    /// A child's planned placement disagrees with its kind's scope on the API server.
+    #[error("{0}")]
+    ScopeMismatch(String),
+    /// A child is already held by another parent.
+    #[error("{0}")]
+    HeldByAnother(String),
 }
 
 impl Error {
@@ -60,6 +66,8 @@ impl Error {
             Self::KindNotServed(_) => "KindNotServed",
             Self::Apply(_) => "ApplyFailed",
             Self::Deleting(_) => "Deleting",
+            Self::ScopeMismatch(_) => "ClusterScopedKind",
+            Self::HeldByAnother(_) => "ChildConflict",
         }
     }
     pub(crate) fn kube(action: impl Into<String>, source: kube::Error) -> Self {
@@ -146,6 +154,9 @@ pub struct Controller {
     /// True once every primary watch has listed: nothing is planned before, so a plan
     /// never sees a half-filled snapshot (no routes yet, say) and prunes or reports from it.
     caches_synced: tokio::sync::watch::Sender<bool>,
+    /// Gateways whose plan found a child held by another parent, by that child: when the
+    /// child goes (its holder torn down), they are planned again and may take it.
+    child_waiters: Mutex<BTreeMap<crate::snapshot::ObjectKey, BTreeSet<Key>>>,
 }
 
 impl Controller {
@@ -153,6 +164,32 @@ impl Controller {
     #[must_use]
     pub fn watched_kinds(&self) -> Vec<(String, String)> {
         self.kinds.watched()
+    }
+
+    /// Records that `gateway` waits for `children`, held by other parents, to go.
+    pub(crate) fn wait_for_children(
+        &self,
+        gateway: &Key,
+        children: Vec<crate::snapshot::ObjectKey>,
+    ) {
+        if let Ok(mut w) = self.child_waiters.lock() {
+            w.retain(|_, gws| {
+                gws.remove(gateway);
+                !gws.is_empty()
+            });
+            for c in children {
+                w.entry(c).or_default().insert(gateway.clone());
+            }
+        }
+    }
+
+    /// The Gateways that waited for `child` to go (forgotten now).
+    pub(crate) fn waiters_of(&self, child: &crate::snapshot::ObjectKey) -> BTreeSet<Key> {
+        self.child_waiters
+            .lock()
+            .ok()
+            .and_then(|mut w| w.remove(child))
+            .unwrap_or_default()
     }
 
     /// Remembers the status we are about to write on `object` (`Kind/namespace/name`), so
@@ -323,6 +360,7 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         last_writes: Mutex::new(HashMap::new()),
         synced_watches: std::sync::atomic::AtomicUsize::new(0),
         caches_synced: tokio::sync::watch::Sender::new(false),
+        child_waiters: Mutex::new(BTreeMap::new()),
     });
     if let Some(addr) = ctl.opts.metrics_addr.clone() {
         let listener_metrics = ctl.metrics.clone();

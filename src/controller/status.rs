@@ -259,6 +259,14 @@ impl Controller {
                         .map(|r| plan_route(&snap, &plan, r))
                         .collect();
                     crate::plan::mark_route_errors(&mut plan, &routes);
+                    self.wait_for_children(
+                        key,
+                        plan.conflicts
+                            .iter()
+                            .chain(routes.iter().flat_map(|r| r.conflicts.iter()))
+                            .cloned()
+                            .collect(),
+                    );
                     let gw = snap.gateway(key).map(|g| g.typed.clone());
                     let live: Vec<(ObjectKey, Option<Value>)> = plan
                         .children
@@ -898,12 +906,11 @@ impl Controller {
     ) -> Result<Option<Duration>, Error> {
         let Some((object, errors)) = self.snapshot.read().ok().and_then(|s| {
             s.blueprint(name).map(|b| {
+                let errors = crate::plan::class::blueprint_errors(&s, b);
                 (
                     b.object.clone(),
-                    b.prepared
-                        .as_ref()
-                        .err()
-                        .map(|e| e.iter().map(ToString::to_string).collect::<Vec<_>>()),
+                    (!errors.is_empty())
+                        .then(|| errors.iter().map(ToString::to_string).collect::<Vec<_>>()),
                 )
             })
         }) else {

@@ -206,6 +206,7 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
         match kube::discovery::pinned_kind(&ctl.client, &gvk).await {
             Ok((resource, caps)) => {
                 let namespaced = caps.scope == Scope::Namespaced;
+                learn_scope(&ctl, &resource.group, &resource.kind, namespaced);
                 ctl.kinds.set(
                     &key,
                     KindState::Served {
@@ -255,6 +256,39 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
                 }
                 tokio::time::sleep(Duration::from_secs(10)).await;
             }
+        }
+    }
+}
+
+/// Records a child kind's scope as discovery found it. When that changes what was known,
+/// the blueprints naming the kind and their classes are judged again: a cluster-scoped kind
+/// a blueprint does not list makes the blueprint invalid and its classes not accepted.
+fn learn_scope(ctl: &Controller, group: &str, kind: &str, namespaced: bool) {
+    let scope = if namespaced {
+        crate::render::scope::Scope::Namespaced
+    } else {
+        crate::render::scope::Scope::Cluster
+    };
+    let affected = with_snapshot(ctl, |s| {
+        if !s.learn_scope(group, kind, scope) {
+            return Vec::new();
+        }
+        s.blueprints()
+            .filter(|b| {
+                crate::plan::prepared::literal_kinds_of(&b.object.spec)
+                    .iter()
+                    .any(|(_, _, gk)| gk.group == group && gk.kind == kind)
+            })
+            .filter_map(|b| b.object.metadata.name.clone())
+            .collect::<Vec<_>>()
+    })
+    .unwrap_or_default();
+    for bp in affected {
+        let classes = with_snapshot(ctl, |s| crate::plan::class::classes_using_blueprint(s, &bp))
+            .unwrap_or_default();
+        ctl.enqueue(Work::Blueprint(bp));
+        for c in classes {
+            ctl.enqueue(Work::Class(c));
         }
     }
 }
@@ -772,6 +806,9 @@ fn on_child(ctl: &Arc<Controller>, v: Value, deleted: bool) {
     if deleted {
         let key = ObjectKey::of(&v);
         with_snapshot(ctl, |s| s.remove_child(&key));
+        for gw in ctl.waiters_of(&key) {
+            ctl.enqueue(Work::Gateway(gw));
+        }
     } else {
         with_snapshot(ctl, |s| s.put_child(v));
     }

@@ -120,6 +120,11 @@ pub mod types {
     /// `gatewright.dev/Rendered`: on a route's parent entry, False with reason
     /// `TemplateError` when the route's own templates failed under that Gateway.
     pub const RENDERED: &str = "gatewright.dev/Rendered";
+    /// `gatewright.dev/WildcardOnly`: on a route's parent entry, True (reason
+    /// `NoPreciseHostname`) when on some HTTPS listener the route matches only through a
+    /// wildcard (or no) hostname, so no generated certificate names it (certificates list
+    /// precise hostnames only). Negative polarity: absent when False.
+    pub const WILDCARD_ONLY: &str = "gatewright.dev/WildcardOnly";
 }
 
 /// Condition reasons.
@@ -135,6 +140,7 @@ pub mod reasons {
     pub const DELETING: &str = "Deleting";
     pub const DELETION_STUCK: &str = "DeletionStuck";
     pub const TEMPLATE_ERROR: &str = "TemplateError";
+    pub const NO_PRECISE_HOSTNAME: &str = "NoPreciseHostname";
     pub const INVALID: &str = "Invalid";
     pub const INVALID_PARAMETERS: &str = "InvalidParameters";
     pub const UNSUPPORTED: &str = "Unsupported";

@@ -388,10 +388,18 @@ fn family(protocol: &str) -> &str {
 }
 
 /// Listeners sharing a port must be distinct: same protocol family and different hostnames.
+///
+/// Only listeners accepted on their own take part (`GatewaySpec.Listeners` godoc): a
+/// listener whose protocol we do not support (`UnsupportedProtocol`), or whose hostname or
+/// port is invalid, produces no configuration, so it cannot conflict with another listener
+/// and keeps its own reason. A TCP or UDP listener conflicts with every other listener of
+/// its port only once such protocols are supported (and therefore accepted here).
 fn mark_conflicts(listeners: &mut [ListenerEval]) {
     let mut by_port: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
     for (i, l) in listeners.iter().enumerate() {
-        by_port.entry(l.port).or_default().push(i);
+        if l.accepted.status.is_true() {
+            by_port.entry(l.port).or_default().push(i);
+        }
     }
     for idx in by_port.values() {
         for &i in idx {
@@ -436,6 +444,8 @@ fn mark_overlapping_tls(listeners: &mut [ListenerEval]) {
     for i in 0..n {
         for j in 0..n {
             if i == j
+                || !listeners[i].accepted.status.is_true()
+                || !listeners[j].accepted.status.is_true()
                 || listeners[i].port != listeners[j].port
                 || listeners[i].protocol != "HTTPS"
                 || listeners[j].protocol != "HTTPS"
@@ -609,6 +619,53 @@ pub(crate) mod tests {
         );
         let e = evaluate_gateway(&gw(vec![listener("http", 80, "HTTP", None)]), &w);
         assert_eq!(e.accepted.reason, reasons::ACCEPTED);
+    }
+
+    #[test]
+    fn an_unsupported_protocol_conflicts_with_nothing() {
+        let w = World::default();
+        // HTTP:80 beside TCP:80, twice: the TCP and UDP listeners are unsupported on their
+        // own, the HTTP ones stay accepted and unconflicted, the Gateway stays accepted.
+        let e = evaluate_gateway(
+            &gw(vec![
+                listener("web", 80, "HTTP", None),
+                listener("raw", 80, "TCP", None),
+                listener("web2", 81, "HTTP", Some("b.example.com")),
+                listener("dns", 81, "UDP", None),
+            ]),
+            &w,
+        );
+        for i in [0, 2] {
+            let l = &e.listeners[i];
+            assert!(l.accepted.status.is_true(), "{}: {:?}", l.name, l.accepted);
+            assert!(l.conflicted.is_none(), "{}: {:?}", l.name, l.conflicted);
+            assert!(l.is_valid());
+        }
+        for i in [1, 3] {
+            let l = &e.listeners[i];
+            assert_eq!(
+                (l.accepted.status, l.accepted.reason.as_str()),
+                (Status::False, reasons::UNSUPPORTED_PROTOCOL),
+                "{}",
+                l.name
+            );
+            assert!(l.conflicted.is_none(), "{}: {:?}", l.name, l.conflicted);
+        }
+        assert_eq!(
+            (e.accepted.status, e.accepted.reason.as_str()),
+            (Status::True, reasons::LISTENERS_NOT_VALID)
+        );
+        // A listener invalid for its port or hostname does not conflict either.
+        let e = evaluate_gateway(
+            &gw(vec![
+                listener("a", 80, "HTTP", Some("x.io")),
+                listener("b", 80, "HTTP", Some("-bad-.x.io")),
+            ]),
+            &w,
+        );
+        assert!(e.listeners[0].is_valid(), "{:?}", e.listeners[0]);
+        assert_eq!(e.listeners[1].accepted.reason, reasons::UNSUPPORTED_VALUE);
+        assert!(e.listeners[1].conflicted.is_none());
     }
 
     #[test]

@@ -181,6 +181,9 @@ pub struct ParentAttachment {
     /// `gatewright.dev/Rendered=False` when the route's own templates failed; absent
     /// otherwise.
     pub render_error: Option<Cond>,
+    /// `gatewright.dev/WildcardOnly=True` when on some HTTPS listener the route has no
+    /// precise intersected hostname (so no generated certificate names it); absent otherwise.
+    pub wildcard_only: Option<Cond>,
 }
 
 const PARENT_OWNED: &[&str] = &[
@@ -188,6 +191,7 @@ const PARENT_OWNED: &[&str] = &[
     types::RESOLVED_REFS,
     types::PARTIALLY_INVALID,
     types::RENDERED,
+    types::WILDCARD_ONLY,
 ];
 
 impl ParentAttachment {
@@ -201,6 +205,7 @@ impl ParentAttachment {
     pub fn status_conds(&self) -> Vec<Cond> {
         let mut v = vec![self.accepted.clone(), self.resolved_refs.clone()];
         v.extend(self.render_error.clone());
+        v.extend(self.wildcard_only.clone());
         v
     }
     /// Condition types of a route parent entry we own.
@@ -232,6 +237,7 @@ pub fn attach_route(
         .filter(|(_, p)| p.targets(&gw_ns, &gw_name))
         .map(|(i, p)| {
             let (accepted, listeners) = attach_one(route, p, gw, eval, &gw_ns, lookup);
+            let wildcard_only = wildcard_only(&listeners, eval);
             ParentAttachment {
                 parent_index: i,
                 status_ref: p.status_ref.clone(),
@@ -239,6 +245,7 @@ pub fn attach_route(
                 resolved_refs: resolved_refs.clone(),
                 listeners,
                 render_error: None,
+                wildcard_only,
             }
         })
         .collect()
@@ -334,6 +341,45 @@ fn attach_one(
         Cond::t(a, reasons::ACCEPTED, "the route is accepted"),
         attached,
     )
+}
+
+/// Whether a name is precise: no wildcard label. Only precise names may go into a generated
+/// certificate (hostnames.md: integrations MUST NOT use the hostname field to generate
+/// wildcard certificates).
+#[must_use]
+pub fn is_precise(hostname: &str) -> bool {
+    !hostname.contains('*')
+}
+
+/// `gatewright.dev/WildcardOnly=True` naming the HTTPS listeners on which the route was
+/// attached with no precise intersected hostname (only wildcards, or none at all).
+fn wildcard_only(attached: &[ListenerAttachment], eval: &GatewayEval) -> Option<Cond> {
+    let bare: Vec<String> = attached
+        .iter()
+        .filter(|a| {
+            eval.listeners
+                .iter()
+                .any(|l| l.name == a.listener && l.protocol == "HTTPS")
+                && !a.hostnames.iter().any(|h| is_precise(h))
+        })
+        .map(|a| {
+            if a.hostnames.is_empty() {
+                format!("{:?} (no hostname)", a.listener)
+            } else {
+                format!("{:?} (only {})", a.listener, a.hostnames.join(", "))
+            }
+        })
+        .collect();
+    (!bare.is_empty()).then(|| {
+        Cond::t(
+            types::WILDCARD_ONLY,
+            reasons::NO_PRECISE_HOSTNAME,
+            &format!(
+                "on HTTPS listener {} the route matches only through a wildcard: generated certificates list precise hostnames only, so none names this route; add a precise hostname to spec.hostnames",
+                bare.join(", ")
+            ),
+        )
+    })
 }
 
 fn namespace_allowed(

@@ -93,6 +93,33 @@ pub fn classes_using_blueprint(snap: &Snapshot, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// Everything wrong with a blueprint: what compiling it found, and the kinds its templates
+/// name that it may not create (a cluster-scoped kind it does not list in
+/// `clusterScopedKinds`, judged with what `snap` knows of kinds' scopes). Empty when it is
+/// valid. `check`, the blueprint's status and its classes' `Accepted` all come from here.
+#[must_use]
+pub fn blueprint_errors(
+    snap: &Snapshot,
+    entry: &crate::snapshot::BlueprintEntry,
+) -> Vec<crate::render::RenderError> {
+    match &entry.prepared {
+        Ok(p) => p.scope_errors(snap.scopes()),
+        Err(errors) => {
+            let spec = &entry.object.spec;
+            let literal = super::prepared::literal_kinds_of(spec);
+            let name = entry.object.metadata.name.clone().unwrap_or_default();
+            let mut all = errors.clone();
+            all.extend(super::prepared::scope_errors(
+                &name,
+                spec,
+                &literal,
+                snap.scopes(),
+            ));
+            all
+        }
+    }
+}
+
 /// The prepared blueprint of a class, or why there is none.
 ///
 /// # Errors
@@ -120,9 +147,10 @@ pub fn resolve_blueprint(snap: &Snapshot, class: &GatewayClass) -> Result<Arc<Pr
     let Some(entry) = snap.blueprint(&p.name) else {
         return Err(format!("{BLUEPRINT_KIND} {} not found", p.name));
     };
+    let errors = blueprint_errors(snap, entry);
     match &entry.prepared {
-        Ok(prep) => Ok(prep.clone()),
-        Err(errors) => {
+        Ok(prep) if errors.is_empty() => Ok(prep.clone()),
+        _ => {
             let shown: Vec<String> = errors.iter().take(3).map(ToString::to_string).collect();
             let more = if errors.len() > 3 {
                 format!(" (and {} more)", errors.len() - 3)

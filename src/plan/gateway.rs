@@ -158,6 +158,10 @@ pub struct GatewayPlan {
     pub accepted: bool,
     /// Make-before-break replacements of the Gateway's children in progress.
     pub rollouts: Vec<super::RolloutState>,
+    /// Notes that are not errors (`gatewright render` prints them as warnings).
+    pub warnings: Vec<String>,
+    /// Objects it renders that another parent already holds (see the errors).
+    pub conflicts: Vec<ObjectKey>,
 }
 
 impl GatewayPlan {
@@ -286,6 +290,8 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         context,
         accepted,
         rollouts: Vec::new(),
+        warnings: Vec::new(),
+        conflicts: Vec::new(),
     };
 
     let mut addresses = Vec::new();
@@ -318,6 +324,8 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
                 gateway_uid: &uid,
             },
             live: &live,
+            scopes: snap.scopes(),
+            all_children: &|k| snap.holder(k).cloned(),
         };
         plan.context.base = base.clone();
         let result = render_set(&input, &base, None);
@@ -349,6 +357,8 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         plan.errors.extend(result.errors);
         plan.states = result.states;
         plan.rollouts = result.rollouts;
+        plan.warnings = result.warnings;
+        plan.conflicts = result.conflicts;
         // Route children of routes this Gateway no longer accepts.
         let accepted_routes: std::collections::BTreeSet<String> = plan
             .context
@@ -491,8 +501,16 @@ fn infrastructure_values(
             override_: prepared.spec.values.override_.clone(),
         });
     }
-    let targets =
-        |t: &crate::api::PolicyTargetRef, kind: &str, name: &str| t.kind == kind && t.name == *name;
+    // A `LocalPolicyTargetReference` matches on group, kind and name: a policy naming
+    // another group's `Gateway` applies to nothing.
+    let targets = |t: &crate::api::PolicyTargetRef, kind: &str, name: &str| {
+        let group = if kind == "Namespace" {
+            ""
+        } else {
+            crate::gateway::GATEWAY_API_GROUP
+        };
+        t.group == group && t.kind == kind && t.name == *name
+    };
     let global = snap.controller_namespace().to_owned();
     for c in snap.class_configs_in(&global) {
         if targets(&c.spec.target_ref, "GatewayClass", class_name) {
@@ -657,6 +675,11 @@ fn build_context(
     }
     let union = hostnames::dedupe_sorted(names);
     let intersection = hostnames::drop_covered(&union);
+    let precise = union
+        .iter()
+        .filter(|h| crate::gateway::routes::is_precise(h))
+        .cloned()
+        .collect();
     GatewayContext {
         gateway,
         class,
@@ -666,6 +689,7 @@ fn build_context(
         hostnames: HostnamesVar {
             union,
             intersection,
+            precise,
         },
         base: minijinja::Value::UNDEFINED,
     }

@@ -4,6 +4,7 @@
 //! [`plan_route`] for one route under one Gateway, and [`route_status`] for a route's
 //! `status.parents` entries of ours. No client, no clock, no I/O.
 
+pub mod claims;
 pub mod class;
 pub mod gateway;
 pub mod labels;
@@ -17,6 +18,7 @@ pub use gateway::{GatewayPlan, plan_gateway};
 pub use route::{RoutePlan, mark_route_errors, plan_route, route_status};
 pub use templates::{
     ChildState, DesiredChild, Held, RolloutPhase, RolloutState, VERSION_PLACEHOLDER,
+    held_by_another, holder,
 };
 
 use crate::snapshot::ObjectKey;

@@ -22,6 +22,10 @@ pub struct Prepared {
     pub route_graph: Graph,
     /// Gateway templates the status template reads.
     pub status_deps: BTreeSet<String>,
+    /// The kinds each template names literally, with their lines (see
+    /// [`crate::render::output::literal_kinds`]), judged against kinds' scopes by
+    /// [`Prepared::scope_errors`].
+    pub literal_kinds: Vec<(String, usize, crate::api::GroupKind)>,
     entries: BTreeMap<(TemplateSet, String), TemplateEntry>,
     parsed:
         std::sync::Mutex<std::collections::HashMap<u64, std::sync::Arc<Vec<serde_json::Value>>>>,
@@ -92,9 +96,18 @@ impl Prepared {
             gateway_graph,
             route_graph,
             status_deps,
+            literal_kinds: literal_kinds_of(spec),
             entries,
             parsed: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
+    }
+
+    /// The templates that name, literally, a kind the blueprint may not create: a
+    /// cluster-scoped kind missing from `clusterScopedKinds`, or a listed kind that is
+    /// namespaced. Kinds of unknown scope pass here (rendering reports them).
+    #[must_use]
+    pub fn scope_errors(&self, scopes: &crate::render::scope::KindScopes) -> Vec<RenderError> {
+        scope_errors(&self.name, &self.spec, &self.literal_kinds, scopes)
     }
 
     /// A template entry.
@@ -158,4 +171,41 @@ fn rollout_errors(blueprint: &str, template: &str, r: &crate::api::Rollout) -> V
         }
     }
     out
+}
+
+/// Every template's literal kinds, in blueprint order.
+#[must_use]
+pub fn literal_kinds_of(
+    spec: &GatewayClassBlueprintSpec,
+) -> Vec<(String, usize, crate::api::GroupKind)> {
+    spec.gateway_templates
+        .iter()
+        .chain(&spec.route_templates)
+        .flat_map(|e| {
+            crate::render::output::literal_kinds(&e.template)
+                .into_iter()
+                .map(|(line, gk)| (e.name.clone(), line, gk))
+        })
+        .collect()
+}
+
+/// See [`Prepared::scope_errors`]; also for a blueprint that did not compile.
+#[must_use]
+pub fn scope_errors(
+    blueprint: &str,
+    spec: &GatewayClassBlueprintSpec,
+    literal: &[(String, usize, crate::api::GroupKind)],
+    scopes: &crate::render::scope::KindScopes,
+) -> Vec<RenderError> {
+    literal
+        .iter()
+        .filter_map(|(template, line, gk)| {
+            crate::render::output::scope_problem(gk, &spec.cluster_scoped_kinds, scopes)
+                .err()
+                .map(|m| {
+                    RenderError::new(blueprint, template, Some(*line), m)
+                        .with_category("ClusterScopedKind")
+                })
+        })
+        .collect()
 }

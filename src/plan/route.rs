@@ -31,6 +31,10 @@ pub struct RoutePlan {
     pub states: Vec<ChildState>,
     /// Make-before-break replacements in progress.
     pub rollouts: Vec<super::RolloutState>,
+    /// Notes that are not errors (`gatewright render` prints them as warnings).
+    pub warnings: Vec<String>,
+    /// Objects it renders that another parent already holds (see the errors).
+    pub conflicts: Vec<ObjectKey>,
 }
 
 /// Plans the children of `route` under the Gateway of `gw`. A route the Gateway does not
@@ -74,6 +78,8 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
             gateway_uid: &gw.uid,
         },
         live: &live,
+        scopes: snap.scopes(),
+        all_children: &|k| snap.holder(k).cloned(),
     };
     let result = if accepted {
         render_set(&input, &base, Some(&route_value))
@@ -86,6 +92,8 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
     plan.errors = result.errors;
     plan.states = result.states;
     plan.rollouts = result.rollouts;
+    plan.warnings = result.warnings;
+    plan.conflicts = result.conflicts;
     plan
 }
 

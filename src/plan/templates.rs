@@ -11,7 +11,7 @@ use super::labels::{self, Owner};
 use super::prepared::Prepared;
 use super::readiness::{self, Readiness};
 use crate::render::context::with_resources;
-use crate::render::output::Placement;
+use crate::render::output::{Placement, check_scopes};
 use crate::render::{RenderError, TemplateSet};
 use crate::snapshot::ObjectKey;
 
@@ -67,6 +67,10 @@ pub(crate) struct SetResult {
     pub keep: BTreeSet<ObjectKey>,
     /// Make-before-break replacements in progress.
     pub rollouts: Vec<RolloutState>,
+    /// Notes that are not errors: kinds of unknown scope (offline, no CRD given).
+    pub warnings: Vec<String>,
+    /// Objects this parent renders that another parent already holds (not applied).
+    pub conflicts: Vec<ObjectKey>,
 }
 
 /// Where a make-before-break replacement stands.
@@ -191,6 +195,49 @@ pub(crate) struct SetInput<'a> {
     pub namespace: &'a str,
     pub owner: Owner<'a>,
     pub live: &'a [Arc<Value>],
+    /// What is known of kinds' scopes (cluster-scoped kinds need the blueprint's leave).
+    pub scopes: &'a crate::render::scope::KindScopes,
+    /// Every live child, of every parent: an object another parent already holds is
+    /// never taken over.
+    pub all_children: &'a dyn Fn(&ObjectKey) -> Option<Arc<Value>>,
+}
+
+/// Who holds `live` when it is not the parent `owner` describes: the parent's kind and
+/// name (from the controller owner reference, else the Gateway name label), and for a
+/// route's child the Gateway it serves.
+#[must_use]
+pub fn held_by_another(live: &Value, owner: &Owner<'_>) -> Option<String> {
+    if labels::parent_uid(live) == Some(owner.parent_uid)
+        && labels::gateway_uid(live) == Some(owner.gateway_uid)
+    {
+        return None;
+    }
+    Some(holder(live))
+}
+
+/// The parent a live child belongs to, in words: its kind and name (from the controller
+/// owner reference, else the Gateway name label), and for a route's child the Gateway.
+#[must_use]
+pub fn holder(live: &Value) -> String {
+    let meta = &live["metadata"];
+    let gateway = meta["labels"][labels::GATEWAY_NAME].as_str().unwrap_or("?");
+    let ns = meta["namespace"].as_str().unwrap_or_default();
+    let controller = meta["ownerReferences"]
+        .as_array()
+        .and_then(|refs| refs.iter().find(|r| r["controller"] == true));
+    let parent = match controller {
+        Some(r) => format!(
+            "{} {ns}/{}",
+            r["kind"].as_str().unwrap_or("?"),
+            r["name"].as_str().unwrap_or("?")
+        ),
+        None => format!("Gateway {gateway}"),
+    };
+    if labels::parent_uid(live) != labels::gateway_uid(live) && controller.is_some() {
+        format!("{parent} (under Gateway {ns}/{gateway})")
+    } else {
+        parent
+    }
 }
 
 /// Renders every template of `input.set` in order. `base` is the context without
@@ -272,8 +319,21 @@ pub(crate) fn render_set(
             namespace: input.namespace,
             cluster_scoped: &prepared.spec.cluster_scoped_kinds,
         };
-        let objects = match prepared.objects(&text, at) {
-            Ok(o) => o,
+        let objects = match prepared
+            .objects(&text, at)
+            .and_then(|o| check_scopes(&o, at, input.scopes).map(|unknown| (o, unknown)))
+        {
+            Ok((o, unknown)) => {
+                out.warnings.extend(unknown.iter().map(|gk| {
+                    format!(
+                        "blueprint {}: template {name}: the scope of kind {} ({}) is unknown (give its CustomResourceDefinition with -f); rendered as namespaced",
+                        prepared.name,
+                        gk.kind,
+                        if gk.group.is_empty() { "core" } else { &gk.group }
+                    )
+                }));
+                o
+            }
             Err(e) => {
                 out.errors.push(e);
                 out.unsettled.insert(name.clone());
@@ -297,6 +357,7 @@ pub(crate) fn render_set(
         let first_state = out.states.len();
         let mut seen = Vec::new();
         let mut complete = true;
+        let mut held_elsewhere = false;
         for mut obj in objects {
             labels::decorate(&mut obj, &input.owner, name);
             if !obj["metadata"]["annotations"].is_object() {
@@ -320,6 +381,25 @@ pub(crate) fn render_set(
                 );
                 continue;
             }
+            if let Some(holder) =
+                (input.all_children)(&key).and_then(|l| held_by_another(&l, &input.owner))
+            {
+                out.errors.push(
+                    RenderError::new(
+                        &prepared.name,
+                        name,
+                        None,
+                        format!(
+                            "{key} is already held by {holder}; this parent renders the same object, so nothing is written to it (name it after its parent, for example with lib.name)"
+                        ),
+                    )
+                    .with_category("ChildConflict"),
+                );
+                out.conflicts.push(key);
+                complete = false;
+                held_elsewhere = true;
+                continue;
+            }
             let live_obj = live.get(&key).copied();
             match readiness::judge(&prepared.compiled, entry, live_obj) {
                 Ok(r) => out.states.push(ChildState {
@@ -338,6 +418,14 @@ pub(crate) fn render_set(
                 key,
                 object: obj,
             });
+        }
+        if held_elsewhere {
+            // What it rendered is not all ours to write: keep its live objects, and let
+            // dependents wait.
+            out.unsettled.insert(name.clone());
+            out.states.truncate(first_state);
+            out.children.retain(|c| &c.template != name);
+            continue;
         }
         if let (Some(r), Some(v)) = (rollout, version) {
             let new_states = out.states.split_off(first_state);

@@ -1,5 +1,5 @@
 //! The template variables (ARCHITECTURE.md, "The template contract"): `gateway`, `route`,
-//! `class`, `values`, `listeners`, `routes`, `hostnames.union`/`hostnames.intersection`
+//! `class`, `values`, `listeners`, `routes`, `hostnames.union`/`intersection`/`precise`
 //! and `resources.<template>`.
 //!
 //! In: what the planner computed. Out: one minijinja value per render.
@@ -56,13 +56,18 @@ pub struct AttachedRouteVar {
     pub hostnames: Vec<String>,
 }
 
-/// `hostnames.union` and `hostnames.intersection`.
+/// `hostnames.union`, `hostnames.intersection` and `hostnames.precise`.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct HostnamesVar {
     /// Every accepted, intersected hostname, sorted, without duplicates.
     pub union: Vec<String>,
-    /// The union without the names a wildcard of the union already covers.
+    /// The union without the names a wildcard of the union already covers (DNS: a
+    /// wildcard record answers for the names it covers).
     pub intersection: Vec<String>,
+    /// The union without any wildcard name: what a generated certificate may list
+    /// (hostnames.md: no wildcard certificate from a hostname field). Every precise
+    /// intersected hostname of an accepted route is here, even one a wildcard covers.
+    pub precise: Vec<String>,
 }
 
 /// Everything a render sees, borrowed from the planner.

@@ -6,6 +6,7 @@ pub mod context;
 pub mod engine;
 pub mod graph;
 pub mod output;
+pub mod scope;
 pub mod values;
 
 pub use engine::{Compiled, TemplateSet, safe_name};

@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use super::RenderError;
+use super::scope::{KindScopes, Scope};
 use crate::api::GroupKind;
 
 /// Largest object a template may produce (serialized as JSON).
@@ -147,6 +148,96 @@ fn check_object(mut doc: Value, at: Placement<'_>) -> Result<Value, String> {
     Ok(doc)
 }
 
+/// What is wrong with rendering `gk` given the blueprint's `clusterScopedKinds` and what is
+/// known of the kind's scope: a cluster-scoped kind the blueprint does not list (a template
+/// could otherwise create a `ClusterRoleBinding` or a `Namespace`), or a listed kind that is
+/// in fact namespaced. `Ok(false)` when all is well, `Ok(true)` when the scope is unknown.
+///
+/// # Errors
+/// The message naming the kind.
+pub fn scope_problem(
+    gk: &GroupKind,
+    cluster_scoped: &[GroupKind],
+    scopes: &KindScopes,
+) -> Result<bool, String> {
+    let listed = cluster_scoped.contains(gk);
+    let what = if gk.group.is_empty() {
+        gk.kind.clone()
+    } else {
+        format!("{} ({})", gk.kind, gk.group)
+    };
+    match (listed, scopes.scope(&gk.group, &gk.kind)) {
+        (false, Some(Scope::Cluster)) => Err(format!(
+            "{what} is cluster-scoped and the blueprint does not list it in clusterScopedKinds; templates may create cluster-scoped objects only of the kinds listed there"
+        )),
+        (true, Some(Scope::Namespaced)) => Err(format!(
+            "the blueprint lists {what} in clusterScopedKinds, but it is namespaced"
+        )),
+        (false, None) => Ok(true),
+        _ => Ok(false),
+    }
+}
+
+/// Checks the scope of every object a template rendered (see [`scope_problem`]). Returns
+/// the kinds whose scope is unknown (placed in the parent's namespace, as namespaced).
+///
+/// # Errors
+/// The first object of a forbidden kind, naming the template and the kind.
+pub fn check_scopes(
+    objects: &[Value],
+    at: Placement<'_>,
+    scopes: &KindScopes,
+) -> Result<Vec<GroupKind>, RenderError> {
+    let mut unknown: Vec<GroupKind> = Vec::new();
+    for o in objects {
+        let gk = GroupKind {
+            group: api_group(o["apiVersion"].as_str().unwrap_or_default()).to_owned(),
+            kind: o["kind"].as_str().unwrap_or_default().to_owned(),
+        };
+        match scope_problem(&gk, at.cluster_scoped, scopes) {
+            Err(msg) => {
+                return Err(RenderError::new(at.blueprint, at.template, None, msg)
+                    .with_category("ClusterScopedKind"));
+            }
+            Ok(true) if !unknown.contains(&gk) => unknown.push(gk),
+            Ok(_) => {}
+        }
+    }
+    Ok(unknown)
+}
+
+/// The kinds a template source names literally at the top level of a document
+/// (`apiVersion: <literal>` then `kind: <literal>`, at the start of a line), with the line
+/// of the `kind`. Lets `check` and the blueprint status judge a template's kinds without
+/// rendering it; what a template computes is judged when it renders.
+#[must_use]
+pub fn literal_kinds(source: &str) -> Vec<(usize, GroupKind)> {
+    let literal = |v: &str| {
+        let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
+        (!v.is_empty() && !v.contains("{{") && !v.contains("{%")).then(|| v.to_owned())
+    };
+    let mut out = Vec::new();
+    let mut api_version: Option<String> = None;
+    for (i, line) in source.lines().enumerate() {
+        if line.starts_with("---") {
+            api_version = None;
+        } else if let Some(v) = line.strip_prefix("apiVersion:") {
+            api_version = literal(v);
+        } else if let Some(v) = line.strip_prefix("kind:")
+            && let (Some(av), Some(kind)) = (&api_version, literal(v))
+        {
+            out.push((
+                i + 1,
+                GroupKind {
+                    group: api_group(av).to_owned(),
+                    kind,
+                },
+            ));
+        }
+    }
+    out
+}
+
 /// A DNS-subdomain name as Kubernetes accepts for most kinds.
 fn validate_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
@@ -270,6 +361,81 @@ mod tests {
                 .unwrap_err()
                 .message
                 .contains("objects")
+        );
+    }
+
+    #[test]
+    fn cluster_scoped_kinds_the_blueprint_does_not_list_are_refused() {
+        let scopes = KindScopes::default();
+        for text in [
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: x}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\n",
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n",
+        ] {
+            let objs = objects_from_render(text, at(&[])).unwrap();
+            let e = check_scopes(&objs, at(&[]), &scopes).unwrap_err();
+            assert!(e.message.contains("clusterScopedKinds"), "{e}");
+            assert_eq!(
+                (e.template.as_str(), e.category),
+                ("t", "ClusterScopedKind")
+            );
+        }
+        // Listed: fine. A listed kind that is namespaced: refused.
+        let ns = [GroupKind {
+            group: String::new(),
+            kind: "Namespace".into(),
+        }];
+        let objs = objects_from_render(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n",
+            at(&ns),
+        )
+        .unwrap();
+        assert_eq!(check_scopes(&objs, at(&ns), &scopes).unwrap(), vec![]);
+        let cm = [GroupKind {
+            group: String::new(),
+            kind: "ConfigMap".into(),
+        }];
+        let objs = objects_from_render(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+            at(&cm),
+        )
+        .unwrap();
+        assert!(
+            check_scopes(&objs, at(&cm), &scopes)
+                .unwrap_err()
+                .message
+                .contains("namespaced")
+        );
+        // Unknown offline: reported, not refused.
+        let objs = objects_from_render(
+            "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: x}\n",
+            at(&[]),
+        )
+        .unwrap();
+        let unknown = check_scopes(&objs, at(&[]), &scopes).unwrap();
+        assert_eq!(unknown[0].kind, "Widget");
+        // Learned from a CRD or discovery.
+        let mut learned = KindScopes::default();
+        learned.learn("example.com", "Widget", Scope::Cluster);
+        assert!(check_scopes(&objs, at(&[]), &learned).is_err());
+    }
+
+    #[test]
+    fn literal_kinds_are_read_from_the_source() {
+        let src = "{% if x %}\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {{ n }}\nsubjects:\n- kind: ServiceAccount\n---\napiVersion: {{ v }}\nkind: Dyn\n---\napiVersion: \"v1\"\nkind: 'ConfigMap'\n{% endif %}\n";
+        let kinds: Vec<(usize, String, String)> = literal_kinds(src)
+            .into_iter()
+            .map(|(l, gk)| (l, gk.group, gk.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (
+                    3,
+                    "rbac.authorization.k8s.io".into(),
+                    "ClusterRoleBinding".into()
+                ),
+                (13, String::new(), "ConfigMap".into()),
+            ]
         );
     }
 

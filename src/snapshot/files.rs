@@ -142,6 +142,7 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
                 ("gateway.networking.k8s.io", "GatewayClass")
                     | ("gatewright.dev", "GatewayClassBlueprint")
                     | ("", "Namespace")
+                    | ("apiextensions.k8s.io", "CustomResourceDefinition")
             );
             if !cluster_scoped && doc["metadata"]["namespace"].as_str().is_none() && !is_child(&doc)
             {
@@ -171,6 +172,22 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
                             .unwrap_or_default();
                     l.insert("kubernetes.io/metadata.name".into(), name.clone());
                     explicit_ns.insert(name.clone(), l);
+                }
+                // A CRD tells the scope of its kind (templates may create cluster-scoped
+                // objects only of the kinds their blueprint lists).
+                ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+                    let spec = &doc["spec"];
+                    let scope = spec["scope"].as_str().unwrap_or_default();
+                    let Some(scope) = crate::render::scope::Scope::from_crd(scope) else {
+                        return Err(perr(format!(
+                            "CustomResourceDefinition {name:?}: spec.scope must be Namespaced or Cluster, not {scope:?}"
+                        )));
+                    };
+                    snap.learn_scope(
+                        spec["group"].as_str().unwrap_or_default(),
+                        spec["names"]["kind"].as_str().unwrap_or_default(),
+                        scope,
+                    );
                 }
                 ("", "Secret") => snap.put_secret(&de(doc, &perr)?),
                 ("", "Service") => snap.put_service((

@@ -117,6 +117,11 @@ pub struct Snapshot {
     children: BTreeMap<ObjectKey, Arc<Value>>,
     children_by_parent: BTreeMap<String, BTreeSet<ObjectKey>>,
     children_by_gateway: BTreeMap<String, BTreeSet<ObjectKey>>,
+    scopes: crate::render::scope::KindScopes,
+    /// Objects no live child holds yet but that `render` found several parents rendering:
+    /// the parent that keeps each (the oldest), as the object it renders. Never set by the
+    /// controller, where the live object decides.
+    claimed: BTreeMap<ObjectKey, Arc<Value>>,
 }
 
 fn key_of(meta: &kube::api::ObjectMeta) -> Key {
@@ -149,6 +154,27 @@ impl Snapshot {
     }
 
     // ---- writers -------------------------------------------------------------
+
+    /// Records a kind's scope (from discovery or a CRD); whether it changed what was known.
+    pub fn learn_scope(
+        &mut self,
+        group: &str,
+        kind: &str,
+        scope: crate::render::scope::Scope,
+    ) -> bool {
+        self.scopes.learn(group, kind, scope)
+    }
+
+    /// Forgets a kind's learned scope (its CRD went away).
+    pub fn forget_scope(&mut self, group: &str, kind: &str) {
+        self.scopes.forget(group, kind);
+    }
+
+    /// What is known of kinds' scopes.
+    #[must_use]
+    pub fn scopes(&self) -> &crate::render::scope::KindScopes {
+        &self.scopes
+    }
 
     /// Inserts or replaces a GatewayClass.
     pub fn put_class(&mut self, c: GatewayClass) {
@@ -517,6 +543,17 @@ impl Snapshot {
     #[must_use]
     pub fn child(&self, key: &ObjectKey) -> Option<&Arc<Value>> {
         self.children.get(key)
+    }
+    /// The object that holds `key`: the live child, else the object a parent claimed
+    /// (offline arbitration, see [`Snapshot::claim`]).
+    #[must_use]
+    pub fn holder(&self, key: &ObjectKey) -> Option<&Arc<Value>> {
+        self.children.get(key).or_else(|| self.claimed.get(key))
+    }
+    /// Records that the parent of `object` (its labels say which) keeps `key` although it
+    /// does not exist yet: `render` arbitrates between parents rendering the same object.
+    pub fn claim(&mut self, key: ObjectKey, object: Value) {
+        self.claimed.insert(key, Arc::new(object));
     }
     /// Every live child.
     pub fn children(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<Value>)> {

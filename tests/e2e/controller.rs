@@ -802,7 +802,7 @@ spec:
         }
     };
     data(("red", "s")).await;
-    apply_yaml(&client, &format!("apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassConfig\nmetadata: {{name: ns-wide, namespace: {ns}}}\nspec:\n  targetRef: {{kind: Namespace, name: {ns}}}\n  default: {{color: blue, size: m}}\n", ns = ns.name)).await;
+    apply_yaml(&client, &format!("apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassConfig\nmetadata: {{name: ns-wide, namespace: {ns}}}\nspec:\n  targetRef: {{group: \"\", kind: Namespace, name: {ns}}}\n  default: {{color: blue, size: m}}\n", ns = ns.name)).await;
     data(("blue", "m")).await;
     apply_yaml(&client, &format!("apiVersion: gatewright.dev/v1alpha1\nkind: GatewayConfig\nmetadata: {{name: mine, namespace: {ns}}}\nspec:\n  targetRef: {{group: gateway.networking.k8s.io, kind: Gateway, name: gw}}\n  default: {{color: green}}\n", ns = ns.name)).await;
     data(("green", "m")).await;

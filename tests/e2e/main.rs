@@ -11,5 +11,6 @@ mod common;
 mod controller;
 mod mbb;
 mod rollout;
+mod rules;
 mod smoke;
 mod teardown;

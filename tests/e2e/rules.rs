@@ -1,0 +1,253 @@
+//! The safety rules on the real API server: a blueprint naming a cluster-scoped kind it
+//! does not list gets nothing applied, and two Gateways rendering one object never fight
+//! over it. Also: the planner's built-in table of kinds' scopes agrees with discovery.
+
+use std::time::Duration;
+
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, ListParams};
+use serde_json::Value;
+
+use crate::common::{TestNamespace, admin, apply_yaml, controller, unique_name, wait_for};
+use crate::controller::{blueprints, cond};
+use crate::mbb::delete_class;
+
+const T: Duration = Duration::from_secs(90);
+
+fn class_yaml(name: &str, templates: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: {name}}}\nspec:\n  controllerName: gatewright.dev/gateway-controller\n  parametersRef: {{group: gatewright.dev, kind: GatewayClassBlueprint, name: {name}}}\n---\napiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassBlueprint\nmetadata: {{name: {name}}}\nspec:\n  gatewayTemplates:\n{templates}"
+    )
+}
+
+fn gateway(ns: &str, name: &str, class: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  gatewayClassName: {class}\n  listeners: [{{name: http, port: 80, protocol: HTTP}}]\n"
+    )
+}
+
+fn conditions(obj: &Value, t: &str) -> Option<Value> {
+    cond(&obj["status"]["conditions"], t).cloned()
+}
+
+#[tokio::test]
+async fn a_blueprint_cannot_create_a_cluster_scoped_kind_it_does_not_list() {
+    let client = admin().await;
+    let _ctl = controller();
+    let ns = TestNamespace::new(&client, "escape").await;
+    let class = unique_name("escape");
+    let binding = format!("{}-admin", ns.name);
+    let templates = format!(
+        "  - name: cm\n    template: |\n      apiVersion: v1\n      kind: ConfigMap\n      metadata: {{name: {{{{ gateway.metadata.name ~ \"-cm\" }}}}}}\n  - name: admin\n    template: |\n      apiVersion: rbac.authorization.k8s.io/v1\n      kind: ClusterRoleBinding\n      metadata: {{name: {binding}}}\n      roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}}\n      subjects: [{{kind: ServiceAccount, name: default, namespace: {ns}}}]\n",
+        ns = ns.name
+    );
+    apply_yaml(&client, &class_yaml(&class, &templates)).await;
+    apply_yaml(&client, &gateway(&ns.name, "gw", &class)).await;
+
+    let bp = wait_for("the blueprint rejected", T, || async {
+        let b = serde_json::to_value(blueprints(&client).get(&class).await.ok()?).ok()?;
+        let c = conditions(&b, "Accepted")?;
+        (c["status"] == "False").then_some(c)
+    })
+    .await;
+    let msg = bp["message"].as_str().unwrap();
+    assert!(
+        msg.contains("template admin") && msg.contains("ClusterRoleBinding"),
+        "{msg}"
+    );
+    let classes: Api<GatewayClass> = Api::all(client.clone());
+    let accepted = wait_for("the class rejected", T, || async {
+        let c = serde_json::to_value(classes.get(&class).await.ok()?).ok()?;
+        let a = conditions(&c, "Accepted")?;
+        (a["status"] == "False").then_some(a)
+    })
+    .await;
+    assert_eq!(accepted["reason"], "InvalidParameters");
+    let gws: Api<Gateway> = Api::namespaced(client.clone(), &ns.name);
+    wait_for("the Gateway not accepted", T, || async {
+        let g = serde_json::to_value(gws.get("gw").await.ok()?).ok()?;
+        let a = conditions(&g, "Accepted")?;
+        (a["status"] == "False").then_some(())
+    })
+    .await;
+    // Nothing of the class was applied: no binding, and not even the harmless ConfigMap.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    assert!(bindings.get_opt(&binding).await.unwrap().is_none());
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    assert!(cms.get_opt("gw-cm").await.unwrap().is_none());
+    delete_class(&client, &class).await;
+    ns.delete().await;
+}
+
+/// Two Gateways of one namespace, one template with a fixed object name: one owner, the
+/// other Gateway's error, and no write request at all once settled.
+#[tokio::test]
+async fn two_gateways_rendering_one_object_do_not_fight() {
+    let client = admin().await;
+    let ctl = controller();
+    let ns = TestNamespace::new(&client, "fight").await;
+    let class = unique_name("fixed");
+    let templates = "  - name: fixed\n    template: |\n      apiVersion: v1\n      kind: ConfigMap\n      metadata: {name: shared}\n      data: {gw: {{ gateway.metadata.name }}}\n  - name: own\n    template: |\n      apiVersion: v1\n      kind: ConfigMap\n      metadata: {name: {{ gateway.metadata.name ~ \"-own\" }}}\n";
+    apply_yaml(&client, &class_yaml(&class, templates)).await;
+    apply_yaml(&client, &gateway(&ns.name, "first", &class)).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    wait_for("the first Gateway's shared ConfigMap", T, || async {
+        cms.get_opt("shared").await.unwrap()
+    })
+    .await;
+    apply_yaml(&client, &gateway(&ns.name, "second", &class)).await;
+    let gws: Api<Gateway> = Api::namespaced(client.clone(), &ns.name);
+    let programmed = wait_for("the second Gateway's conflict in its status", T, || async {
+        let g = serde_json::to_value(gws.get("second").await.ok()?).ok()?;
+        let p = conditions(&g, "Programmed")?;
+        p["message"]
+            .as_str()?
+            .contains("already held by")
+            .then_some(p)
+    })
+    .await;
+    let msg = programmed["message"].as_str().unwrap();
+    assert!(
+        msg.contains("template fixed")
+            && msg.contains(&format!("ConfigMap {}/shared", ns.name))
+            && msg.contains(&format!("Gateway {}/first", ns.name)),
+        "{msg}"
+    );
+    assert_eq!(programmed["status"], "False");
+    // The second Gateway's own objects are there; the shared one is the first's.
+    wait_for("the second Gateway's own ConfigMap", T, || async {
+        cms.get_opt("second-own").await.unwrap()
+    })
+    .await;
+    let shared = cms.get("shared").await.unwrap();
+    assert_eq!(shared.data.unwrap()["gw"], "first");
+    let owners = shared.metadata.owner_references.unwrap();
+    assert_eq!(owners.len(), 1);
+    assert_eq!(owners[0].name, "first");
+    // An Event tells the second Gateway's owner.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), &ns.name);
+    wait_for("a Warning Event on the second Gateway", T, || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("second")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("already held by"))
+            })
+    })
+    .await;
+
+    // Converged: not one write request for this namespace over 30 s.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = ctl.metrics().writes_in_namespace(&ns.name);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let after = ctl.metrics().writes_in_namespace(&ns.name);
+    assert_eq!(
+        after, before,
+        "the two Gateways must not write over each other"
+    );
+    let again = cms.get("shared").await.unwrap();
+    assert_eq!(
+        again.metadata.resource_version, shared.metadata.resource_version,
+        "the shared object did not change hands"
+    );
+
+    // Once the first Gateway goes (and its objects with it), the second takes the object.
+    gws.delete("first", &Default::default()).await.unwrap();
+    wait_for(
+        "the shared ConfigMap held by the second Gateway",
+        T,
+        || async {
+            let s = cms.get_opt("shared").await.unwrap()?;
+            (s.data?.get("gw")? == "second").then_some(())
+        },
+    )
+    .await;
+    delete_class(&client, &class).await;
+    ns.delete().await;
+}
+
+/// An object of the same name that gatewright does not manage is never adopted.
+#[tokio::test]
+async fn an_object_we_do_not_manage_is_not_adopted() {
+    let client = admin().await;
+    let _ctl = controller();
+    let ns = TestNamespace::new(&client, "adopt").await;
+    let class = unique_name("adopt");
+    apply_yaml(
+        &client,
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: gw-settings, namespace: {}}}\ndata: {{owner: the-team}}\n",
+            ns.name
+        ),
+    )
+    .await;
+    let templates = "  - name: settings\n    template: |\n      apiVersion: v1\n      kind: ConfigMap\n      metadata: {name: {{ gateway.metadata.name ~ \"-settings\" }}}\n      data: {owner: gatewright}\n";
+    apply_yaml(&client, &class_yaml(&class, templates)).await;
+    apply_yaml(&client, &gateway(&ns.name, "gw", &class)).await;
+    let gws: Api<Gateway> = Api::namespaced(client.clone(), &ns.name);
+    let p = wait_for(
+        "the Gateway reporting the object it will not adopt",
+        T,
+        || async {
+            let g = serde_json::to_value(gws.get("gw").await.ok()?).ok()?;
+            let p = conditions(&g, "Programmed")?;
+            p["message"]
+                .as_str()?
+                .contains("not managed by gatewright")
+                .then_some(p)
+        },
+    )
+    .await;
+    assert_eq!(p["status"], "False");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let cm = cms.get("gw-settings").await.unwrap();
+    assert_eq!(cm.data.unwrap()["owner"], "the-team");
+    assert!(cm.metadata.owner_references.is_none());
+    delete_class(&client, &class).await;
+    ns.delete().await;
+}
+
+/// The built-in table of kinds' scopes (used offline) says what the API server says, for
+/// every kind of it this cluster serves.
+#[tokio::test]
+async fn the_builtin_scope_table_agrees_with_discovery() {
+    use gatewright::render::scope::{Scope, builtin_table};
+    let client = admin().await;
+    let discovery = kube::Discovery::new(client).run().await.unwrap();
+    let mut checked = 0;
+    for (group, kind, scope) in builtin_table() {
+        let Some(g) = discovery.groups().find(|g| g.name() == group) else {
+            continue;
+        };
+        let Some((_, caps)) = g
+            .resources_by_stability()
+            .into_iter()
+            .find(|(r, _)| r.kind == kind)
+        else {
+            continue;
+        };
+        let served = if caps.scope == kube::discovery::Scope::Cluster {
+            Scope::Cluster
+        } else {
+            Scope::Namespaced
+        };
+        assert_eq!(served, scope, "{kind} ({group})");
+        checked += 1;
+    }
+    assert!(
+        checked > 40,
+        "only {checked} kinds of the table are served here"
+    );
+}
