@@ -54,5 +54,5 @@ cargo test --features cluster-tests
 step "fault figures (tests/faults)"
 cat target/tmp/faults-report.txt 2>/dev/null || echo "(none recorded)"
 
-step "Gateway API conformance v1.5.1, status-only tests (tests/conformance/run)"
+step "Gateway API conformance v1.6.3, status-only tests (tests/conformance/run)"
 tests/conformance/run

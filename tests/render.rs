@@ -1149,3 +1149,52 @@ fn certificates_list_precise_hostnames_only() {
             .any(|c| c["type"] == "gatewright.dev/WildcardOnly")
     );
 }
+
+/// Gateway API v1.6 conformance `GatewayInvalidParametersRef`: a Gateway whose
+/// `spec.infrastructure.parametersRef` names a kind we do not support, or a GatewayConfig
+/// that does not exist, is `Accepted=False/InvalidParameters` (and not Programmed), with a
+/// message naming the reference, and nothing of it is rendered.
+#[test]
+fn a_bad_infrastructure_parameters_ref_is_invalid_parameters() {
+    let with_ref = |group: &str, kind: &str, name: &str| {
+        CLASS.replace(
+            "  gatewayClassName: test\n",
+            &format!(
+                "  gatewayClassName: test\n  infrastructure:\n    parametersRef: {{group: {group}, kind: {kind}, name: {name}}}\n"
+            ),
+        )
+    };
+    for (gateway, says) in [
+        (
+            with_ref("invalid.io", "InvalidParameters", "invalid"),
+            "not invalid.io/InvalidParameters",
+        ),
+        (
+            with_ref("gatewright.dev", "GatewayConfig", "absent"),
+            "GatewayConfig team/absent not found",
+        ),
+    ] {
+        let (code, stdout, stderr) = run(
+            "render",
+            &format!("{gateway}{}", blueprint(&template("cm", CM))),
+        );
+        assert_eq!(code, EXIT_OK, "{stderr}");
+        let out = docs(&stdout);
+        let gw = &gateway_status_named(&out, "gw")["status"];
+        let accepted = condition(gw, "Accepted");
+        assert_eq!(accepted["status"], "False", "{accepted}");
+        assert_eq!(accepted["reason"], "InvalidParameters", "{accepted}");
+        assert!(
+            accepted["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(says)),
+            "{accepted}"
+        );
+        assert_eq!(accepted["observedGeneration"], 2, "{accepted}");
+        assert_eq!(condition(gw, "Programmed")["status"], "False");
+        assert!(
+            !out.iter().any(|d| d["kind"] == "ConfigMap"),
+            "a Gateway that is not accepted renders nothing"
+        );
+    }
+}

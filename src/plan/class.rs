@@ -14,11 +14,14 @@ use crate::snapshot::Snapshot;
 /// The finalizer a GatewayClass carries while Gateways use it.
 pub const GATEWAY_EXISTS_FINALIZER: &str = "gateway-exists-finalizer.gateway.networking.k8s.io";
 
-/// Core and extended features we implement and pass, sorted. Each one's status-only
-/// conformance tests pass (tests/conformance/run); the traffic tests belong to the data
-/// plane the children configure, which this controller does not run.
+/// Core and extended features we implement and pass, sorted, by their Gateway API v1.6
+/// names. Each one's status-only conformance tests pass (tests/conformance/run); the
+/// traffic tests belong to the data plane the children configure, which this controller
+/// does not run. `GatewayInfrastructure`: `spec.infrastructure` labels and annotations on
+/// every child, and a bad `parametersRef` is `Accepted=False/InvalidParameters`.
 pub const SUPPORTED_FEATURES: &[&str] = &[
     "Gateway",
+    "GatewayInfrastructure",
     "GatewayPort8080",
     "HTTPRoute",
     "HTTPRouteDestinationPortMatching",

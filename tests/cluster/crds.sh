@@ -11,7 +11,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 
-GATEWAY_API=sigs.k8s.io/gateway-api@v1.5.1
+GATEWAY_API=sigs.k8s.io/gateway-api@v1.6.3
 CERT_MANAGER=github.com/cert-manager/cert-manager@v1.21.2
 ISTIO_API=istio.io/api@v1.31.1
 EXTERNAL_DNS=sigs.k8s.io/external-dns@v0.20.0
