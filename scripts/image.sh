@@ -47,14 +47,17 @@ fi
 out="target/image"
 storage="${IMAGE_STORAGE:-$root/$out/storage}"
 mkdir -p "$out" "$storage"
+# The release profile keeps line tables for backtraces on the host; the image does without.
+objcopy --strip-debug "$bin" "$out/gatewright"
 b=(buildah --storage-driver vfs --root "$storage" --runroot "$storage/run")
 tag="localhost/gatewright:$version"
 archive="$out/gatewright-$version.oci.tar"
 log "buildah build $tag"
 "${b[@]}" build --quiet --layers=false -f Containerfile -t "$tag" \
-  --build-arg VERSION="$version" --build-arg REVISION="$revision" --build-arg SOURCE="$source" . >&2
+  --build-arg VERSION="$version" --build-arg REVISION="$revision" --build-arg SOURCE="$source" \
+  --build-arg BINARY="$out/gatewright" . >&2
 rm -f "$archive"
 "${b[@]}" push --quiet "$tag" "oci-archive:$archive:gatewright:$version" >&2
 "${b[@]}" rmi --all --force >/dev/null 2>&1 || true
-log "image $tag: $(du -k "$archive" | cut -f1) KiB archive, binary $(( $(stat -c %s "$bin") / 1024 )) KiB"
+log "image $tag: $(du -k "$archive" | cut -f1) KiB archive, binary $(( $(stat -c %s "$out/gatewright") / 1024 )) KiB"
 echo "$root/$archive"
