@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README.md; .ci/run runs it): the format and lint gates, then
-# every test (unit, golden, render, and the cluster tests against a real kube-apiserver
-# built from source by tests/cluster), with a fresh local cluster brought up for the run in
+# every test (unit, golden, render, the cluster tests against a real kube-apiserver
+# built from source by tests/cluster, and the install tests of the image, the Helm chart
+# and the kustomize base), with a fresh local cluster brought up for the run in
 # a temporary directory and always brought down again, on success, failure or Ctrl-C.
 #
 # Needs Rust (with rustfmt and clippy) and Go; the cluster's binaries and CRDs, and promtool
@@ -56,3 +57,6 @@ cat target/tmp/faults-report.txt 2>/dev/null || echo "(none recorded)"
 
 step "Gateway API conformance v1.6.3, status-only tests (tests/conformance/run)"
 tests/conformance/run
+
+step "install: image, Helm chart, kustomize base (tests/install/run)"
+tests/install/run

@@ -51,12 +51,10 @@ enum Command {
             default_value = "gatewright-system"
         )]
         controller_namespace: String,
-        /// Address of /metrics, /healthz and /readyz.
-        #[arg(
-            long,
-            env = "GATEWRIGHT_METRICS_ADDR",
-            default_value = "127.0.0.1:8080"
-        )]
+        /// Address of /metrics, /healthz and /readyz. All interfaces by default, so that
+        /// kubelet probes and Prometheus reach them in a Pod; `127.0.0.1:8080` keeps them
+        /// local, `[::]:8080` listens on IPv6 too.
+        #[arg(long, env = "GATEWRIGHT_METRICS_ADDR", default_value = "0.0.0.0:8080")]
         metrics_addr: String,
         /// Log format.
         #[arg(long, env = "GATEWRIGHT_LOG_FORMAT", value_parser = ["text", "json"], default_value = "text")]

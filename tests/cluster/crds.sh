@@ -54,5 +54,6 @@ d=$(moddir "$AWS_LBC")
 need "$d/config/crd/bases/elbv2.k8s.aws_targetgroupbindings.yaml"
 need "$here"/crds/*.yaml
 if [ -d "$root/config/crd" ]; then
-  find "$root/config/crd" -type f \( -name '*.yaml' -o -name '*.yml' \) | sort
+  # kustomization.yaml is kustomize's (config/default), not a manifest.
+  find "$root/config/crd" -type f \( -name '*.yaml' -o -name '*.yml' \) ! -name 'kustomization.y*ml' | sort
 fi

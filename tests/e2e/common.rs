@@ -226,6 +226,40 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: gatewrig
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: gatewright-e2e}]
 "#;
 
+const E2E_LEASE_RBAC: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: gatewright-leader-election, namespace: gatewright-e2e-global}
+rules:
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, list, watch, create, update, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: gatewright-e2e-leader-election, namespace: gatewright-e2e-global}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: gatewright-leader-election}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: gatewright-e2e}]
+"#;
+
+/// Waits until the aggregated ClusterRole `gatewright-children` holds the rules of the
+/// ClusterRoles labelled into it (kube-controller-manager fills them in).
+async fn wait_children_aggregated(admin: &Client) {
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(admin.clone());
+    wait_for(
+        "ClusterRole gatewright-children to aggregate its rules",
+        Duration::from_secs(30),
+        || {
+            let roles = roles.clone();
+            async move {
+                let role = roles.get("gatewright-children").await.unwrap();
+                role.rules.is_some_and(|r| !r.is_empty()).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
 /// The one in-process controller of this test binary, started on first use on a runtime
 /// of its own (each test has its own runtime, which ends with the test).
 pub fn controller() -> std::sync::Arc<gatewright::controller::Controller> {
@@ -252,14 +286,17 @@ pub fn controller() -> std::sync::Arc<gatewright::controller::Controller> {
                 .expect("config/rbac");
                 apply_yaml(&admin, &rbac).await;
                 apply_yaml(&admin, E2E_RBAC).await;
-                let client = as_user(E2E_USER).await;
                 // Leader election on: the controller writes nothing until it holds the Lease,
-                // so every controller test also proves the election and its RBAC.
+                // so every controller test also proves the election and its RBAC (the Lease
+                // permission is a Role in the controller namespace, config/rbac/).
                 apply_yaml(
                     &admin,
                     "apiVersion: v1\nkind: Namespace\nmetadata: {name: gatewright-e2e-global}\n",
                 )
                 .await;
+                apply_yaml(&admin, E2E_LEASE_RBAC).await;
+                wait_children_aggregated(&admin).await;
+                let client = as_user(E2E_USER).await;
                 let opts = gatewright::controller::Options {
                     controller_namespace: "gatewright-e2e-global".into(),
                     // A free port: tests/e2e/monitoring.rs scrapes it.
