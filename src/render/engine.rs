@@ -122,6 +122,7 @@ fn base_environment() -> Environment<'static> {
     env.add_function("gateway_labels", gateway_labels);
     env.add_function("fail", fail);
     env.add_function("dig", dig);
+    env.add_function("range", range);
     env
 }
 
@@ -295,11 +296,33 @@ fn to_json(value: &Value) -> Result<Value, minijinja::Error> {
     Ok(Value::from_safe_string(text))
 }
 
-fn nindent(value: &Value, width: usize) -> Value {
-    let pad = " ".repeat(width);
+/// Widest indentation `nindent` accepts; YAML never needs more.
+pub const MAX_INDENT: usize = 256;
+
+fn nindent(value: &Value, width: usize) -> Result<Value, minijinja::Error> {
     let text = value
         .as_str()
         .map_or_else(|| value.to_string(), str::to_owned);
+    // The padding is allocated before fuel can pay for it: bound the width, and the
+    // output by what a template may render at all.
+    if width > MAX_INDENT {
+        return Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!("nindent: width {width} is more than {MAX_INDENT}"),
+        ));
+    }
+    let lines = text.lines().filter(|l| !l.is_empty()).count();
+    let size = lines.saturating_mul(width).saturating_add(text.len());
+    if size > crate::render::output::MAX_RENDERED_BYTES {
+        return Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!(
+                "nindent: the result would be {size} bytes, more than a template may render ({})",
+                crate::render::output::MAX_RENDERED_BYTES
+            ),
+        ));
+    }
+    let pad = " ".repeat(width);
     let body: Vec<String> = text
         .lines()
         .map(|l| {
@@ -311,11 +334,11 @@ fn nindent(value: &Value, width: usize) -> Value {
         })
         .collect();
     let out = format!("\n{}", body.join("\n"));
-    if value.is_safe() {
+    Ok(if value.is_safe() {
         Value::from_safe_string(out)
     } else {
         Value::from(out)
-    }
+    })
 }
 
 fn quote(value: &Value) -> Result<Value, minijinja::Error> {
@@ -434,6 +457,40 @@ fn dig(value: &Value, path: &str, default: Option<Value>) -> Value {
         }
     }
     cur
+}
+
+/// Most items `range` gives, as minijinja's own.
+pub const MAX_RANGE: i128 = 100_000;
+
+/// `range([start,] stop[, step])` as minijinja's own, in checked arithmetic: minijinja's
+/// overflows (a panic in a build with overflow checks) for extreme bounds with a negative step.
+fn range(lower: i64, upper: Option<i64>, step: Option<i64>) -> Result<Value, minijinja::Error> {
+    let (start, end) = match upper {
+        Some(upper) => (i128::from(lower), i128::from(upper)),
+        None => (0, i128::from(lower)),
+    };
+    let step = i128::from(step.unwrap_or(1));
+    let len = match step.signum() {
+        0 => {
+            return Err(minijinja::Error::new(
+                ErrorKind::InvalidOperation,
+                "cannot create range with step of 0",
+            ));
+        }
+        1 if end > start => (end - start + step - 1) / step,
+        -1 if start > end => (start - end - step - 1) / -step,
+        _ => 0,
+    };
+    if len > MAX_RANGE {
+        return Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            "range has too many elements",
+        ));
+    }
+    // Every item lies between start and end, so it fits an i64.
+    Ok(Value::make_iterable(move || {
+        (0..len).map(move |i| i64::try_from(start + i * step).unwrap_or_default())
+    }))
 }
 
 fn fail(message: &str, _kw: Kwargs) -> Result<Value, minijinja::Error> {
