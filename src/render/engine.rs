@@ -109,6 +109,22 @@ fn base_environment() -> Environment<'static> {
     // Every template is YAML: values are emitted as JSON, which is valid YAML and cannot
     // break out of the scalar it stands in.
     env.set_auto_escape_callback(|_| AutoEscape::Json);
+    // JSON leaves a few characters raw that YAML refuses (DEL, C1 controls, U+FFFE) or a
+    // YAML 1.1 reader takes for line breaks: a value holding one is written with them
+    // escaped, so a user's string still reads back as itself.
+    env.set_formatter(|out, state, value| {
+        if matches!(state.auto_escape(), AutoEscape::Json)
+            && !value.is_safe()
+            && has_yaml_unsafe(value, 0)
+        {
+            let text = serde_json::to_string(value)
+                .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
+            return out
+                .write_str(&yaml_safe_json(text))
+                .map_err(|_| minijinja::Error::from(ErrorKind::WriteFailure));
+        }
+        minijinja::escape_formatter(out, state, value)
+    });
     // No path loader: a template can only include what the blueprint holds.
     env.add_filter("to_yaml", to_yaml);
     env.add_filter("to_json", to_json);
@@ -282,7 +298,11 @@ fn is_template_name(name: &str) -> bool {
 fn to_yaml(value: &Value) -> Result<Value, minijinja::Error> {
     let json: serde_json::Value = serde_json::to_value(value)
         .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
-    let text = serde_saphyr::to_string(&json)
+    // No block scalars: a literal block keeps trailing newlines only up to the end of
+    // the text, which the trim below and `nindent` cut, so "a\n" would read back as "a".
+    let mut options = serde_saphyr::SerializerOptions::default();
+    options.prefer_block_scalars = false;
+    let text = serde_saphyr::to_string_with_options(&json, options)
         .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
     // The serializer quotes and escapes every scalar, so its output is safe as YAML.
     Ok(Value::from_safe_string(
@@ -293,7 +313,60 @@ fn to_yaml(value: &Value) -> Result<Value, minijinja::Error> {
 fn to_json(value: &Value) -> Result<Value, minijinja::Error> {
     let text = serde_json::to_string(value)
         .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
-    Ok(Value::from_safe_string(text))
+    Ok(Value::from_safe_string(yaml_safe_json(text)))
+}
+
+/// Characters JSON leaves raw that YAML does not take raw (DEL, the C1 controls,
+/// U+FFFE, U+FFFF) or that a YAML 1.1 reader takes for line breaks or a byte order mark.
+fn yaml_unsafe(c: char) -> bool {
+    matches!(
+        c,
+        '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+    )
+}
+
+/// JSON text with the characters of [`yaml_unsafe`] as `\uXXXX` escapes, valid JSON and
+/// valid YAML (they can only stand inside strings).
+fn yaml_safe_json(text: String) -> String {
+    use std::fmt::Write as _;
+    if !text.chars().any(yaml_unsafe) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if yaml_unsafe(c) {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Whether a string in `value` (or a map key) holds a character of [`yaml_unsafe`]. Past
+/// a nesting of 128 the answer is yes, which only takes the slower, always safe path.
+fn has_yaml_unsafe(value: &Value, depth: usize) -> bool {
+    use minijinja::value::ValueKind;
+    if let Some(s) = value.as_str() {
+        return s.chars().any(yaml_unsafe);
+    }
+    if depth > 128 {
+        return true;
+    }
+    match value.kind() {
+        ValueKind::Seq => value
+            .try_iter()
+            .is_ok_and(|mut it| it.any(|v| has_yaml_unsafe(&v, depth + 1))),
+        ValueKind::Map => value.try_iter().is_ok_and(|mut it| {
+            it.any(|k| {
+                has_yaml_unsafe(&k, depth + 1)
+                    || value
+                        .get_item(&k)
+                        .is_ok_and(|v| has_yaml_unsafe(&v, depth + 1))
+            })
+        }),
+        _ => false,
+    }
 }
 
 /// Widest indentation `nindent` accepts; YAML never needs more.
@@ -347,7 +420,7 @@ fn quote(value: &Value) -> Result<Value, minijinja::Error> {
         .map_or_else(|| value.to_string(), str::to_owned);
     let text = serde_json::to_string(&s)
         .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
-    Ok(Value::from_safe_string(text))
+    Ok(Value::from_safe_string(yaml_safe_json(text)))
 }
 
 fn b64encode(value: &str) -> String {
