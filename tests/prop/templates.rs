@@ -644,7 +644,7 @@ fn children_stay_in_their_place_whatever_templates_write() {
 
 #[test]
 fn hostile_and_garbage_templates_end_in_bounded_time_without_panic() {
-    let mut runner = TestRunner::new(crate::config(200, "proptest-regressions/prop-hostile.txt"));
+    let mut runner = TestRunner::new(crate::config(96, "proptest-regressions/prop-hostile.txt"));
     let src = prop_oneof![3 => hostile_source(), 1 => garbage_source()];
     let ready = prop::option::weighted(
         0.3,

@@ -73,6 +73,14 @@ pub enum AllowedFrom {
     ),
 }
 
+/// A listener's `tls`: mode, certificateRefs (namespace, name), and whether it asks for
+/// a generated certificate.
+pub type Tls = (
+    &'static str,
+    Vec<(Option<&'static str>, &'static str)>,
+    bool,
+);
+
 #[derive(Clone, Debug)]
 pub struct Listener {
     pub name: &'static str,
@@ -82,11 +90,7 @@ pub struct Listener {
     pub from: AllowedFrom,
     pub kinds: Option<&'static str>,
     /// `None`: no tls; else mode and certificateRefs (namespace, name).
-    pub tls: Option<(
-        &'static str,
-        Vec<(Option<&'static str>, &'static str)>,
-        bool,
-    )>,
+    pub tls: Option<Tls>,
 }
 
 #[derive(Clone, Debug)]
