@@ -463,17 +463,22 @@ fn resolve_backends(route: &RouteView, lookup: &dyn Lookup) -> Cond {
     Cond::t(r, reasons::RESOLVED_REFS, "all references are resolved")
 }
 
-/// Adds each accepted attachment to its listeners' `attached_routes` (once per route and listener).
-pub fn count_attached_routes<'a>(
-    eval: &mut GatewayEval,
-    attachments: impl IntoIterator<Item = &'a ParentAttachment>,
-) {
+/// Adds each route to the `attached_routes` of the listeners its accepted attachments put
+/// it on, once per route and listener: a route whose several parentRefs name the same
+/// Gateway (one with its namespace written out, one without) counts once. `routes` gives
+/// each route's attachments.
+pub fn count_attached_routes<'a, R>(eval: &mut GatewayEval, routes: impl IntoIterator<Item = R>)
+where
+    R: IntoIterator<Item = &'a ParentAttachment>,
+{
     let mut per_listener: BTreeMap<&str, i32> = BTreeMap::new();
-    for a in attachments.into_iter().filter(|a| a.is_accepted()) {
+    for route in routes {
         let mut seen = std::collections::BTreeSet::new();
-        for l in &a.listeners {
-            if seen.insert(l.listener.as_str()) {
-                *per_listener.entry(l.listener.as_str()).or_default() += 1;
+        for a in route.into_iter().filter(|a| a.is_accepted()) {
+            for l in &a.listeners {
+                if seen.insert(l.listener.as_str()) {
+                    *per_listener.entry(l.listener.as_str()).or_default() += 1;
+                }
             }
         }
     }
@@ -578,22 +583,22 @@ mod tests {
             ),
         ];
         let mut eval = evaluate_gateway(&g, &w);
-        let all: Vec<ParentAttachment> = routes
+        let all: Vec<Vec<ParentAttachment>> = routes
             .iter()
-            .flat_map(|r| attach_route(&RouteView::from_http_route(r), &g, &eval, &w))
+            .map(|r| attach_route(&RouteView::from_http_route(r), &g, &eval, &w))
             .collect();
         count_attached_routes(&mut eval, &all);
         let counts: Vec<i32> = eval.listeners.iter().map(|l| l.attached_routes).collect();
         assert_eq!(counts, [2, 1, 1]);
         assert_eq!(
-            all[4].accepted.reason,
+            all[4][0].accepted.reason,
             reasons::NO_MATCHING_LISTENER_HOSTNAME
         );
         assert_eq!(
-            all[2].listeners[0].hostnames,
+            all[2][0].listeners[0].hostnames,
             ["bar.wildcard.io", "foo.wildcard.io"]
         );
-        assert_eq!(all[1].listeners[0].hostnames, ["very.specific.com"]);
+        assert_eq!(all[1][0].listeners[0].hostnames, ["very.specific.com"]);
     }
 
     #[test]
@@ -712,6 +717,23 @@ mod tests {
     }
 
     #[test]
+    fn a_route_naming_a_gateway_twice_counts_once_per_listener() {
+        // The API takes these as two parents (one names the namespace, one does not), but
+        // both are the route's own namespace: one Gateway, one attached route.
+        let w = World::default();
+        let g = gw(vec![listener("http", 80, "HTTP", None)]);
+        let mut eval = evaluate_gateway(&g, &w);
+        let mut implicit = parent(None, None);
+        implicit.namespace = None;
+        let r = route("infra", &[], vec![parent(None, None), implicit]);
+        let a = attach_route(&RouteView::from_http_route(&r), &g, &eval, &w);
+        assert_eq!(a.len(), 2);
+        assert!(a.iter().all(ParentAttachment::is_accepted));
+        count_attached_routes(&mut eval, [&a]);
+        assert_eq!(eval.listeners[0].attached_routes, 1);
+    }
+
+    #[test]
     fn missing_certificate_still_attaches() {
         let w = World::default();
         let g = gw(vec![https("https", None, None, "missing")]);
@@ -722,7 +744,7 @@ mod tests {
             &eval,
             &w,
         );
-        count_attached_routes(&mut eval, &a);
+        count_attached_routes(&mut eval, [&a]);
         assert_eq!(eval.listeners[0].attached_routes, 1);
     }
 

@@ -178,7 +178,7 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
             attachments.push((rkey.clone(), a));
         }
     }
-    count_attached_routes(&mut eval, attachments.iter().flat_map(|(_, a)| a.iter()));
+    count_attached_routes(&mut eval, attachments.iter().map(|(_, a)| a));
 
     let mut accepted_cond = eval.accepted.clone();
     let params = infrastructure_values(snap, gw);

@@ -108,6 +108,22 @@ fn base_environment() -> Environment<'static> {
     // Every template is YAML: values are emitted as JSON, which is valid YAML and cannot
     // break out of the scalar it stands in.
     env.set_auto_escape_callback(|_| AutoEscape::Json);
+    // JSON leaves a few characters raw that YAML refuses (DEL, C1 controls, U+FFFE) or a
+    // YAML 1.1 reader takes for line breaks: a value holding one is written with them
+    // escaped, so a user's string still reads back as itself.
+    env.set_formatter(|out, state, value| {
+        if matches!(state.auto_escape(), AutoEscape::Json)
+            && !value.is_safe()
+            && has_yaml_unsafe(value, 0)
+        {
+            let text = serde_json::to_string(value)
+                .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
+            return out
+                .write_str(&yaml_safe_json(text))
+                .map_err(|_| minijinja::Error::from(ErrorKind::WriteFailure));
+        }
+        minijinja::escape_formatter(out, state, value)
+    });
     // No path loader: a template can only include what the blueprint holds.
     env.add_filter("to_yaml", to_yaml);
     env.add_filter("to_json", to_json);
@@ -121,6 +137,7 @@ fn base_environment() -> Environment<'static> {
     env.add_function("gateway_labels", gateway_labels);
     env.add_function("fail", fail);
     env.add_function("dig", dig);
+    env.add_function("range", range);
     env
 }
 
@@ -280,7 +297,11 @@ fn is_template_name(name: &str) -> bool {
 fn to_yaml(value: &Value) -> Result<Value, minijinja::Error> {
     let json: serde_json::Value = serde_json::to_value(value)
         .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
-    let text = serde_saphyr::to_string(&json)
+    // No block scalars: a literal block keeps trailing newlines only up to the end of
+    // the text, which the trim below and `nindent` cut, so "a\n" would read back as "a".
+    let mut options = serde_saphyr::SerializerOptions::default();
+    options.prefer_block_scalars = false;
+    let text = serde_saphyr::to_string_with_options(&json, options)
         .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
     // The serializer quotes and escapes every scalar, so its output is safe as YAML.
     Ok(Value::from_safe_string(
@@ -291,14 +312,89 @@ fn to_yaml(value: &Value) -> Result<Value, minijinja::Error> {
 fn to_json(value: &Value) -> Result<Value, minijinja::Error> {
     let text = serde_json::to_string(value)
         .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
-    Ok(Value::from_safe_string(text))
+    Ok(Value::from_safe_string(yaml_safe_json(text)))
 }
 
-fn nindent(value: &Value, width: usize) -> Value {
-    let pad = " ".repeat(width);
+/// Characters JSON leaves raw that YAML does not take raw (DEL, the C1 controls,
+/// U+FFFE, U+FFFF) or that a YAML 1.1 reader takes for line breaks or a byte order mark.
+fn yaml_unsafe(c: char) -> bool {
+    matches!(
+        c,
+        '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+    )
+}
+
+/// JSON text with the characters of [`yaml_unsafe`] as `\uXXXX` escapes, valid JSON and
+/// valid YAML (they can only stand inside strings).
+fn yaml_safe_json(text: String) -> String {
+    use std::fmt::Write as _;
+    if !text.chars().any(yaml_unsafe) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if yaml_unsafe(c) {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Whether a string in `value` (or a map key) holds a character of [`yaml_unsafe`]. Past
+/// a nesting of 128 the answer is yes, which only takes the slower, always safe path.
+fn has_yaml_unsafe(value: &Value, depth: usize) -> bool {
+    use minijinja::value::ValueKind;
+    if let Some(s) = value.as_str() {
+        return s.chars().any(yaml_unsafe);
+    }
+    if depth > 128 {
+        return true;
+    }
+    match value.kind() {
+        ValueKind::Seq => value
+            .try_iter()
+            .is_ok_and(|mut it| it.any(|v| has_yaml_unsafe(&v, depth + 1))),
+        ValueKind::Map => value.try_iter().is_ok_and(|mut it| {
+            it.any(|k| {
+                has_yaml_unsafe(&k, depth + 1)
+                    || value
+                        .get_item(&k)
+                        .is_ok_and(|v| has_yaml_unsafe(&v, depth + 1))
+            })
+        }),
+        _ => false,
+    }
+}
+
+/// Widest indentation `nindent` accepts; YAML never needs more.
+pub const MAX_INDENT: usize = 256;
+
+fn nindent(value: &Value, width: usize) -> Result<Value, minijinja::Error> {
     let text = value
         .as_str()
         .map_or_else(|| value.to_string(), str::to_owned);
+    // The padding is allocated before fuel can pay for it: bound the width, and the
+    // output by what a template may render at all.
+    if width > MAX_INDENT {
+        return Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!("nindent: width {width} is more than {MAX_INDENT}"),
+        ));
+    }
+    let lines = text.lines().filter(|l| !l.is_empty()).count();
+    let size = lines.saturating_mul(width).saturating_add(text.len());
+    if size > crate::render::output::MAX_RENDERED_BYTES {
+        return Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!(
+                "nindent: the result would be {size} bytes, more than a template may render ({})",
+                crate::render::output::MAX_RENDERED_BYTES
+            ),
+        ));
+    }
+    let pad = " ".repeat(width);
     let body: Vec<String> = text
         .lines()
         .map(|l| {
@@ -310,11 +406,11 @@ fn nindent(value: &Value, width: usize) -> Value {
         })
         .collect();
     let out = format!("\n{}", body.join("\n"));
-    if value.is_safe() {
+    Ok(if value.is_safe() {
         Value::from_safe_string(out)
     } else {
         Value::from(out)
-    }
+    })
 }
 
 fn quote(value: &Value) -> Result<Value, minijinja::Error> {
@@ -323,7 +419,7 @@ fn quote(value: &Value) -> Result<Value, minijinja::Error> {
         .map_or_else(|| value.to_string(), str::to_owned);
     let text = serde_json::to_string(&s)
         .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))?;
-    Ok(Value::from_safe_string(text))
+    Ok(Value::from_safe_string(yaml_safe_json(text)))
 }
 
 fn b64encode(value: &str) -> String {
@@ -400,6 +496,40 @@ fn dig(value: &Value, path: &str, default: Option<Value>) -> Value {
         }
     }
     cur
+}
+
+/// Most items `range` gives, as minijinja's own.
+pub const MAX_RANGE: i128 = 100_000;
+
+/// `range([start,] stop[, step])` as minijinja's own, in checked arithmetic: minijinja's
+/// overflows (a panic in a build with overflow checks) for extreme bounds with a negative step.
+fn range(lower: i64, upper: Option<i64>, step: Option<i64>) -> Result<Value, minijinja::Error> {
+    let (start, end) = match upper {
+        Some(upper) => (i128::from(lower), i128::from(upper)),
+        None => (0, i128::from(lower)),
+    };
+    let step = i128::from(step.unwrap_or(1));
+    let len = match step.signum() {
+        0 => {
+            return Err(minijinja::Error::new(
+                ErrorKind::InvalidOperation,
+                "cannot create range with step of 0",
+            ));
+        }
+        1 if end > start => (end - start + step - 1) / step,
+        -1 if start > end => (start - end - step - 1) / -step,
+        _ => 0,
+    };
+    if len > MAX_RANGE {
+        return Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            "range has too many elements",
+        ));
+    }
+    // Every item lies between start and end, so it fits an i64.
+    Ok(Value::make_iterable(move || {
+        (0..len).map(move |i| i64::try_from(start + i * step).unwrap_or_default())
+    }))
 }
 
 fn fail(message: &str, _kw: Kwargs) -> Result<Value, minijinja::Error> {
