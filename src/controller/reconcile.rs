@@ -154,8 +154,14 @@ impl Controller {
         }
         self.announce(key, &p, &outcome, &applied).await;
         for f in &new_fights {
-            self.event(&p.gateway, true, super::fight::REASON, "Apply", &f.to_string())
-                .await;
+            self.event(
+                &p.gateway,
+                true,
+                super::fight::REASON,
+                "Apply",
+                &f.to_string(),
+            )
+            .await;
         }
         if let Some(d) = self
             .fights
