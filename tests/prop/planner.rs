@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gatewright::cli;
 use gatewright::gateway::CONTROLLER_NAME;
-use gatewright::plan::{GatewayPlan, plan_gateway, plan_route, route_status};
+use gatewright::plan::{Plan, plan};
 use gatewright::snapshot::{ObjectKey, Snapshot, files};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
@@ -43,11 +43,9 @@ fn render(docs: &[Value]) -> cli::Output {
 }
 
 /// Every Gateway of ours, planned.
-fn plan_all(snap: &Snapshot) -> Vec<GatewayPlan> {
+fn plan_all(snap: &Snapshot) -> Vec<Plan> {
     let keys: Vec<_> = snap.gateways().map(|(k, _)| k.clone()).collect();
-    keys.iter()
-        .filter_map(|k| plan_gateway(snap, k).ok())
-        .collect()
+    keys.iter().filter_map(|k| plan(snap, k).ok()).collect()
 }
 
 /// Adds `obj` to `desired`; an error when another parent wants the same object differently.
@@ -73,7 +71,8 @@ fn desired_and_prune(
 ) -> Result<(BTreeMap<ObjectKey, Value>, BTreeSet<ObjectKey>), String> {
     let mut desired: BTreeMap<ObjectKey, Value> = BTreeMap::new();
     let mut prune = BTreeSet::new();
-    for p in plan_all(snap) {
+    for whole in plan_all(snap) {
+        let p = &whole.gateway;
         for c in &p.children {
             put(
                 &format!("Gateway {}/{}", p.key.0, p.key.1),
@@ -83,8 +82,8 @@ fn desired_and_prune(
         }
         prune.extend(p.prune.iter().cloned());
         prune.extend(p.orphaned_route_children.iter().cloned());
-        for rkey in &p.context.routes {
-            let rp = plan_route(snap, &p, rkey);
+        for rp in &whole.routes {
+            let rkey = &rp.route;
             for c in &rp.children {
                 put(
                     &format!(
@@ -129,8 +128,9 @@ pub fn converge(snap: &mut Snapshot) -> Result<usize, String> {
 /// `attachedRoutes` of every listener equals the number of distinct routes that an
 /// accepted attachment puts on it; every parentRef of a route that names a Gateway of ours
 /// has exactly one status entry of ours; no entry names a parent that is not ours.
-fn check_status(snap: &Snapshot, plans: &[GatewayPlan]) -> Result<(), String> {
-    for p in plans {
+fn check_status(snap: &Snapshot, plans: &[Plan]) -> Result<(), String> {
+    for whole in plans {
+        let p = &whole.gateway;
         let mut per_listener: BTreeMap<&str, BTreeSet<&gatewright::snapshot::RouteKey>> =
             BTreeMap::new();
         for (rkey, atts) in &p.attachments {
@@ -143,7 +143,7 @@ fn check_status(snap: &Snapshot, plans: &[GatewayPlan]) -> Result<(), String> {
                 }
             }
         }
-        for (l, _) in &p.status.listeners {
+        for (l, _) in &whole.status.gateway.listeners {
             let want = per_listener.get(l.name.as_str()).map_or(0, BTreeSet::len);
             if usize::try_from(l.attached_routes).ok() != Some(want) {
                 return Err(format!(
@@ -153,9 +153,13 @@ fn check_status(snap: &Snapshot, plans: &[GatewayPlan]) -> Result<(), String> {
             }
         }
     }
-    let ours: BTreeSet<(String, String)> = plans.iter().map(|p| p.key.clone()).collect();
+    let ours: BTreeSet<(String, String)> = plans.iter().map(|p| p.gateway.key.clone()).collect();
     for (rkey, route) in snap.routes() {
-        let entries = route_status(rkey, plans);
+        let entries: Vec<&gatewright::gateway::ParentAttachment> = plans
+            .iter()
+            .flat_map(|p| p.status.routes.iter().filter(|r| &r.route == rkey))
+            .flat_map(|r| r.entries.iter())
+            .collect();
         for (i, pr) in route.view.parent_refs.iter().enumerate() {
             let names_ours = pr.group == gatewright::gateway::GATEWAY_API_GROUP
                 && pr.kind == "Gateway"
@@ -243,7 +247,7 @@ fn check_printed_status(
 
 /// The Gateways of ours in a world, as the planner sees them.
 fn our_gateways(snap: &Snapshot) -> BTreeSet<(String, String)> {
-    plan_all(snap).into_iter().map(|p| p.key).collect()
+    plan_all(snap).into_iter().map(|p| p.gateway.key).collect()
 }
 
 /// What one world exercised.
@@ -306,7 +310,7 @@ pub fn check_world(w: &World) -> Result<Stats, String> {
     };
     for a in plans
         .iter()
-        .flat_map(|p| p.attachments.iter().flat_map(|(_, a)| a))
+        .flat_map(|p| p.gateway.attachments.iter().flat_map(|(_, a)| a))
     {
         if a.is_accepted() {
             stats.accepted += 1;
@@ -324,6 +328,7 @@ pub fn check_world(w: &World) -> Result<Stats, String> {
         .iter()
         .filter(|p| {
             p.status
+                .gateway
                 .conditions
                 .iter()
                 .any(|c| c.type_ == "Programmed" && c.status.is_true())

@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use gatewright::plan::labels;
 use gatewright::plan::{GatewayPlan, plan_gateway, plan_route};
+use gatewright::render::labels;
 use gatewright::snapshot::Snapshot;
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
