@@ -206,6 +206,10 @@ rules:
 - apiGroups: [e2e.gatewright.dev]
   resources: [widgets]
   verbs: [get, list, watch, create, update, patch, delete]
+# The test-only conformance class (tests/conformance/class.yaml) renders a ServiceAccount.
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [get, list, watch, create, update, patch, delete]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
