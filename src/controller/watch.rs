@@ -284,9 +284,16 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
                     move |ctl, mut v, deleted| {
                         v["apiVersion"] = types.0.clone();
                         v["kind"] = types.1.clone();
-                        // Who wrote which field is the API server's business, not planning's.
-                        if let Some(m) = v["metadata"].as_object_mut() {
-                            m.remove("managedFields");
+                        // Of who wrote which field, keep only what fight detection reads
+                        // (`controller::fight`): the manager, its fields and when.
+                        if let Some(entries) = v["metadata"]["managedFields"].as_array_mut() {
+                            for e in entries.iter_mut() {
+                                if let Some(o) = e.as_object_mut() {
+                                    o.retain(|k, _| {
+                                        matches!(k.as_str(), "manager" | "fieldsV1" | "time")
+                                    });
+                                }
+                            }
                         }
                         on_child(ctl, v, deleted);
                     },

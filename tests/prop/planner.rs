@@ -133,8 +133,10 @@ fn check_status(snap: &Snapshot, plans: &[Plan]) -> Result<(), String> {
         let p = &whole.gateway;
         let mut per_listener: BTreeMap<&str, BTreeSet<&gatewright::snapshot::RouteKey>> =
             BTreeMap::new();
-        for (rkey, atts) in &p.attachments {
-            for a in atts.iter().filter(|a| a.is_accepted()) {
+        // The attachments the Gateway decided, as its routes' status entries carry them.
+        for r in &whole.status.routes {
+            let rkey = &r.route;
+            for a in r.entries.iter().filter(|a| a.is_accepted()) {
                 for l in &a.listeners {
                     per_listener
                         .entry(l.listener.as_str())
@@ -310,7 +312,7 @@ pub fn check_world(w: &World) -> Result<Stats, String> {
     };
     for a in plans
         .iter()
-        .flat_map(|p| p.gateway.attachments.iter().flat_map(|(_, a)| a))
+        .flat_map(|p| p.status.routes.iter().flat_map(|r| r.entries.iter()))
     {
         if a.is_accepted() {
             stats.accepted += 1;

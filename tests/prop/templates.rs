@@ -386,6 +386,7 @@ fn placement_case(
     let snap = world(g, r, cluster_scoped, &Value::Object(values), infra, "/");
     let (p, rp) = plan(&snap)?;
     check_errors(&p, rp.as_ref())?;
+    let accepted = p.accepted;
     let (children, errors, parent_uid) = if in_route {
         let rp = rp.ok_or_else(|| TestCaseError::fail("the route is not attached"))?;
         (rp.children, rp.errors, ROUTE_UID)
@@ -411,10 +412,23 @@ fn placement_case(
         (!cluster && o.namespace >= 2 && ns != NS)
             || (cluster && !ns.is_empty() && o.namespace != 0)
     });
-    if escapes {
+    // A kind whose real scope the blueprint contradicts (a cluster-scoped kind it does not
+    // list, a namespaced kind it lists as cluster-scoped) must fail too: when the template
+    // names the kind literally the whole blueprint is refused (its Gateways are not
+    // accepted), else the template fails when it renders.
+    let forbidden = objs.iter().any(|o| {
+        let (api, kind) = KINDS[o.kind];
+        let group = gatewright::render::output::api_group(api);
+        match gatewright::render::scope::builtin(group, kind) {
+            Some(gatewright::render::scope::Scope::Cluster) => !listed(api, kind),
+            Some(gatewright::render::scope::Scope::Namespaced) => listed(api, kind),
+            None => false,
+        }
+    });
+    if escapes || forbidden {
         prop_assert!(
-            children.is_empty() && !errors.is_empty(),
-            "an object outside its namespace was not refused: {:?}",
+            children.is_empty() && (!errors.is_empty() || !accepted),
+            "an object outside its place was not refused: {:?}",
             children
         );
     }
