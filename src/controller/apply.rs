@@ -169,6 +169,7 @@ impl Controller {
             return Ok(());
         };
         self.metrics.prunes.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(child = %key, "deleting a child that is no longer rendered");
         match api.delete(&key.name, &DeleteParams::background()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),

@@ -454,7 +454,7 @@ impl Controller {
                 self.enqueue_after(w.clone(), delay);
             }
         }
-        tracing::debug!(elapsed = ?started.elapsed(), "reconciled");
+        tracing::debug!(?w, elapsed = ?started.elapsed(), "reconciled");
     }
 }
 

@@ -15,7 +15,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::runtime::watcher;
 use serde_json::Value;
 
-use crate::common::{apply_yaml, wait_for};
+use crate::common::apply_yaml;
 
 /// The child kinds of the istio-certmanager-externaldns class: (group, version, kind, plural).
 pub const CHILD_KINDS: &[(&str, &str, &str, &str)] = &[
@@ -184,14 +184,14 @@ pub async fn children(client: &Client, ns: &str) -> (Vec<String>, Vec<String>) {
 /// Every deletion of one of our children in a namespace, seen by a watch (a deletion
 /// missed while the watch was down shows as an object gone from the relist).
 pub struct Deletions {
-    seen: Arc<Mutex<BTreeSet<String>>>,
+    seen: Arc<Mutex<Vec<(Instant, String)>>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Deletions {
     /// Starts recording in `ns` (on the current runtime).
     pub fn record(client: &Client, ns: &str) -> Self {
-        let seen = Arc::new(Mutex::new(BTreeSet::new()));
+        let seen = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for k in CHILD_KINDS {
             let api = child_api(client, ns, *k);
@@ -211,7 +211,7 @@ impl Deletions {
                         watcher::Event::Apply(o) | watcher::Event::InitApply(o)
                             if o.metadata.deletion_timestamp.is_some() =>
                         {
-                            seen.lock().unwrap().insert(key(&o));
+                            seen.lock().unwrap().push((Instant::now(), key(&o)));
                             relisted.insert(key(&o));
                         }
                         watcher::Event::Apply(o) => {
@@ -219,7 +219,7 @@ impl Deletions {
                         }
                         watcher::Event::Delete(o) => {
                             known.remove(&key(&o));
-                            seen.lock().unwrap().insert(key(&o));
+                            seen.lock().unwrap().push((Instant::now(), key(&o)));
                         }
                         watcher::Event::Init => relisted.clear(),
                         watcher::Event::InitApply(o) => {
@@ -228,7 +228,7 @@ impl Deletions {
                         watcher::Event::InitDone => {
                             let mut s = seen.lock().unwrap();
                             for gone in known.difference(&relisted) {
-                                s.insert(gone.clone());
+                                s.push((Instant::now(), gone.clone()));
                             }
                             known = std::mem::take(&mut relisted);
                         }
@@ -241,7 +241,23 @@ impl Deletions {
 
     /// The children deleted (or put in deletion) so far.
     pub fn seen(&self) -> BTreeSet<String> {
-        self.seen.lock().unwrap().clone()
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, k)| k.clone())
+            .collect()
+    }
+
+    /// The children deleted (or put in deletion) from `from` on, before `to`.
+    pub fn between(&self, from: Instant, to: Option<Instant>) -> BTreeSet<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(t, _)| *t >= from && to.is_none_or(|to| *t < to))
+            .map(|(_, k)| k.clone())
+            .collect()
     }
 }
 
@@ -298,6 +314,13 @@ impl Running {
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Client>,
     {
+        if let Ok(filter) = std::env::var("GATEWRIGHT_TEST_LOG") {
+            // GATEWRIGHT_TEST_LOG=gatewright=debug: the controller's log on stderr.
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .try_init();
+        }
         let rt = tokio::runtime::Runtime::new().unwrap();
         let ctl = rt.block_on(async {
             let client = make().await;
@@ -343,15 +366,77 @@ pub async fn converge(
     timeout: Duration,
 ) -> Duration {
     let began = Instant::now();
-    wait_for(
-        &format!("the children of {ns} to converge"),
-        timeout,
-        || async {
-            let _ = gatewright::controller::simulate_ready_where(client, Some(ns)).await;
-            let (now, orphans) = children(client, ns).await;
-            (now == expected && orphans.is_empty()).then_some(())
-        },
-    )
-    .await;
-    began.elapsed()
+    loop {
+        let _ = gatewright::controller::simulate_ready_where(client, Some(ns)).await;
+        let (now, orphans) = children(client, ns).await;
+        if now == expected && orphans.is_empty() {
+            return began.elapsed();
+        }
+        if began.elapsed() > timeout {
+            let missing: Vec<&String> = expected.iter().filter(|e| !now.contains(e)).collect();
+            let extra: Vec<&String> = now.iter().filter(|n| !expected.contains(n)).collect();
+            panic!(
+                "timed out after {timeout:?} waiting for the children of {ns} to converge: \
+                 missing {missing:?}, extra {extra:?}, orphans {orphans:?} ({} now, {} expected)",
+                now.len(),
+                expected.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Whether every Gateway of `ns` that is not our child says `Programmed=True` for its
+/// current generation.
+pub async fn all_programmed(client: &Client, ns: &str) -> bool {
+    let gws = child_api(client, ns, CHILD_KINDS[1])
+        .list(&ListParams::default())
+        .await;
+    let Ok(gws) = gws else { return false };
+    gws.into_iter()
+        .filter(|g| {
+            g.metadata
+                .labels
+                .as_ref()
+                .is_none_or(|l| !l.contains_key("app.kubernetes.io/managed-by"))
+        })
+        .all(|g| {
+            let generation = g.metadata.generation.unwrap_or_default();
+            g.data["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| {
+                    c["type"] == "Programmed"
+                        && c["status"] == "True"
+                        && c["observedGeneration"].as_i64() == Some(generation)
+                })
+        })
+}
+
+/// Waits until the world in `ns` has settled, marking children ready as their
+/// controllers would: every Gateway Programmed and the children unchanged for 2 s (so a
+/// make-before-break replacement has finished). Returns the children (as [`children`]).
+pub async fn settle(client: &Client, ns: &str, timeout: Duration) -> Vec<String> {
+    let began = Instant::now();
+    let mut last: Option<(Vec<String>, Instant)> = None;
+    loop {
+        let _ = gatewright::controller::simulate_ready_where(client, Some(ns)).await;
+        let (now, orphans) = children(client, ns).await;
+        let programmed = all_programmed(client, ns).await;
+        match &last {
+            Some((prev, since)) if *prev == now => {
+                if programmed && orphans.is_empty() && since.elapsed() >= Duration::from_secs(2) {
+                    return now;
+                }
+            }
+            _ => last = Some((now, Instant::now())),
+        }
+        assert!(
+            began.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {ns} to settle (children {:?}, all Programmed: {programmed}, orphans {orphans:?})",
+            last.as_ref().map(|l| &l.0)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
