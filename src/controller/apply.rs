@@ -172,7 +172,14 @@ impl Controller {
         tracing::info!(child = %key, "deleting a child that is no longer rendered");
         match api.delete(&key.name, &DeleteParams::background()).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                // Already gone (deleted while our watch was down): the cache learns it
+                // now, so nothing waits for a deletion event that will never come.
+                if let Ok(mut snap) = self.snapshot.write() {
+                    snap.remove_child(key);
+                }
+                Ok(())
+            }
             Err(e) => Err(Error::kube(format!("delete {key}"), e)),
         }
     }

@@ -408,9 +408,12 @@ async fn run_watch<F>(
             Ok(Event::Init) => listing = Some(std::collections::BTreeSet::new()),
             Ok(Event::InitDone) => {
                 if let Some(seen) = listing.take() {
-                    // Primary kinds only: a child kind can have a second watch (after its CRD
-                    // came back) whose list would race with the first one.
-                    if listed_once && what.0.is_empty() {
+                    // A relist (after a 410 Gone, or a watch that could not resume) drops
+                    // what was deleted while the watch was down: a child the cache still
+                    // held would never be re-created, and a teardown would wait for its
+                    // deletion forever. One watch per kind: a kind whose CRD went away has
+                    // its watch stopped before a new one starts (`Registrar::forget`).
+                    if listed_once {
                         let (api_version, kind) = &what;
                         let dropped =
                             with_snapshot(&ctl, |s| s.retain_listed(kind, api_version, &seen))
