@@ -56,6 +56,9 @@ const ROUTES_PER_GATEWAY: usize = 5;
 const CLASS: &str = "istio-certmanager-externaldns";
 const MANAGED: &str = "app.kubernetes.io/managed-by=gatewright";
 
+/// How long cold convergence may make no progress before the benchmark gives up.
+const STUCK: Duration = Duration::from_secs(300);
+
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
@@ -627,6 +630,8 @@ async fn main() {
     create_world(&client, "scale-", n, conc).await;
     let created = t.elapsed();
     let mut peak_rss = 0.0f64;
+    let mut progress = (0usize, 0usize, Instant::now());
+    let mut said = Instant::now();
     loop {
         let all = gws.values();
         let done = all
@@ -647,10 +652,37 @@ async fn main() {
         if done == n && accepted == n * ROUTES_PER_GATEWAY {
             break;
         }
-        assert!(
-            t.elapsed() < Duration::from_secs(3600),
-            "not converged after an hour ({done}/{n} Gateways, {accepted} routes)"
-        );
+        if (done, accepted) != (progress.0, progress.1) {
+            progress = (done, accepted, Instant::now());
+        }
+        if said.elapsed() > Duration::from_secs(30) {
+            said = Instant::now();
+            println!(
+                "  ... {:.0} s: {done}/{n} Gateways Programmed, {accepted}/{} routes Accepted",
+                t.elapsed().as_secs_f64(),
+                n * ROUTES_PER_GATEWAY
+            );
+        }
+        if progress.2.elapsed() > STUCK {
+            let stuck: Vec<String> = all
+                .iter()
+                .filter(|g| is_parent(g) && programmed(g) != Some("True"))
+                .take(5)
+                .map(|g| {
+                    format!(
+                        "{}/{}: {}",
+                        g["metadata"]["namespace"].as_str().unwrap_or_default(),
+                        g["metadata"]["name"].as_str().unwrap_or_default(),
+                        cond(&g["status"]["conditions"], "Programmed")
+                            .and_then(|c| c["message"].as_str())
+                            .unwrap_or("no Programmed condition")
+                    )
+                })
+                .collect();
+            panic!(
+                "no progress for {STUCK:?}: {done}/{n} Gateways Programmed, {accepted} routes Accepted; not Programmed: {stuck:#?}"
+            );
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let converge = t.elapsed();

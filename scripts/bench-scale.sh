@@ -46,5 +46,5 @@ out="benches/results/scale-N${n}-$(date -u +%Y%m%dT%H%M%SZ).txt"
   echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$out"
 SCALE_GATEWAYS="$n" SCALE_CONTROLLER="$root/target/release/gatewright" \
-  cargo bench --features cluster-tests --bench scale 2>&1 | grep -v '^\s*\(Finished\|Running\|Compiling\)' | tee -a "$out"
+  cargo bench --features cluster-tests --bench scale 2>&1 | grep --line-buffered -v '^\s*\(Finished\|Running\|Compiling\)' | tee -a "$out"
 echo "# saved as $out" >&2

@@ -111,9 +111,15 @@ impl Controller {
             }
             Err(e) => return Err(Error::kube(format!("apply {key}"), e)),
         };
-        // Keep the snapshot current so the next pass sees what we just wrote.
+        // Keep the snapshot current so the next pass sees what we just wrote (unless a
+        // watch event already brought something at least as new).
+        let based_on = live.map(|l| {
+            l["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+        });
         if let (Ok(v), Ok(mut s)) = (serde_json::to_value(&applied), self.snapshot.write()) {
-            s.put_child(v);
+            s.put_own_write(v, based_on);
         }
         Ok(true)
     }
@@ -157,7 +163,7 @@ impl Controller {
         if same {
             self.metrics.applies_skipped.fetch_add(1, Ordering::Relaxed);
             if let Ok(mut s) = self.snapshot.write() {
-                s.put_child(existing);
+                s.put_own_write(existing, None);
             }
         }
         Ok(!same)

@@ -366,6 +366,26 @@ impl Snapshot {
         }
         self.children.insert(key, Arc::new(obj));
     }
+    /// Stores the answer to our own write of a child, unless the cache moved on since the
+    /// version the write was based on (`based_on`: its resourceVersion, `None` when the
+    /// cache held nothing). A watch event handled while the write was under way is newer
+    /// than that write's answer, or as new: replacing it would turn the cache back (a
+    /// child's fresh status lost, and with it the event that would have woken its parent).
+    /// Returns whether it was stored.
+    pub fn put_own_write(&mut self, obj: Value, based_on: Option<&str>) -> bool {
+        let key = ObjectKey::of(&obj);
+        let now = self.children.get(&key).map(|c| {
+            c["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+        });
+        if now != based_on {
+            return false;
+        }
+        self.put_child(obj);
+        true
+    }
+
     /// Removes a live child.
     pub fn remove_child(&mut self, key: &ObjectKey) {
         if let Some(old) = self.children.remove(key) {
@@ -626,6 +646,28 @@ impl Lookup for Snapshot {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn our_own_write_never_turns_the_cache_back() {
+        let cm = |rv: &str, ready: bool| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "a", "resourceVersion": rv, "labels": {"gatewright.dev/parent-uid": "u", "gatewright.dev/gateway-uid": "u"}}, "status": {"ready": ready}});
+        let key = ObjectKey::of(&cm("1", false));
+        let mut s = Snapshot::default();
+        // A create answered while nothing came by watch: stored.
+        assert!(s.put_own_write(cm("1", false), None));
+        // The watch brings a newer version (someone set its status) while our next write,
+        // based on version 1, is under way: its answer does not replace the newer one.
+        s.put_child(cm("3", true));
+        assert!(!s.put_own_write(cm("2", false), Some("1")));
+        assert_eq!(s.child(&key).unwrap()["status"]["ready"], true);
+        // Based on what the cache holds: stored.
+        assert!(s.put_own_write(cm("4", true), Some("3")));
+        assert_eq!(s.child(&key).unwrap()["metadata"]["resourceVersion"], "4");
+        // A create's answer after the watch already brought the object: not stored.
+        s.remove_child(&key);
+        s.put_child(cm("6", true));
+        assert!(!s.put_own_write(cm("5", false), None));
+        assert_eq!(s.child(&key).unwrap()["metadata"]["resourceVersion"], "6");
+    }
 
     #[test]
     fn relists_drop_what_is_gone() {
