@@ -106,7 +106,14 @@ impl Controller {
                 return self.teardown(key, &gw, &kinds).await;
             }
             Read::Nothing => {
+                // Gone or not ours: forget what was kept for it.
                 self.kinds.use_kinds(self, key, BTreeSet::new());
+                if let Ok(mut r) = self.reported.lock() {
+                    r.remove(key);
+                }
+                if let Ok(mut m) = self.uid_to_gateway.write() {
+                    m.retain(|_, k| k != key);
+                }
                 return Ok(None);
             }
         };
