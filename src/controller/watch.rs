@@ -395,6 +395,14 @@ async fn run_watch<F>(
     let mut synced = false;
     let mut listed_once = false;
     let mut listing: Option<std::collections::BTreeSet<Key>> = None;
+    // Who wrote which field of a primary object: nothing plans from it (fight detection
+    // reads it on children only), and it is often the largest part of a Gateway or route.
+    let handle = |ctl: &Arc<Controller>, mut v: Value, deleted: bool| {
+        if primary && let Some(m) = v["metadata"].as_object_mut() {
+            m.remove("managedFields");
+        }
+        handle(ctl, v, deleted);
+    };
     while let Some(ev) = stream.next().await {
         match ev {
             Ok(Event::Apply(v)) => handle(&ctl, v, false),
