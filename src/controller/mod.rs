@@ -296,6 +296,18 @@ impl Controller {
             .is_ok_and(|w| w.get(object) == Some(&status::norm_status(status)))
     }
 
+    /// Whether the cached `status` of `object` is at least as new as our last write to
+    /// it: we wrote nothing there yet, or it is what we last wrote. When it is not, the
+    /// watch has not brought our last write back yet, and the cache must not decide that
+    /// a write is unneeded (that write's echo plans nothing, so a change whose status
+    /// equals what the stale cache shows would never be written).
+    pub(crate) fn cache_has_own_status(&self, object: &str, status: &serde_json::Value) -> bool {
+        self.own_status.lock().is_ok_and(|w| {
+            w.get(object)
+                .is_none_or(|own| *own == status::norm_status(status))
+        })
+    }
+
     /// Forgets what we wrote on an object that is gone.
     pub(crate) fn forget_own_status(&self, object: &str) {
         if let Ok(mut w) = self.own_status.lock() {

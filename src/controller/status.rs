@@ -104,11 +104,12 @@ impl Controller {
         let current =
             serde_json::to_value(gw.status.clone().unwrap_or_default()).unwrap_or(Value::Null);
         let compared = norm_status(&desired_json);
-        if compared == strip_times(&current) {
+        let own = own_status_key("Gateway", &key.0, &key.1);
+        if compared == strip_times(&current) && self.cache_has_own_status(&own, &current) {
             return Ok(());
         }
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-        self.expect_own_status(own_status_key("Gateway", &key.0, &key.1), &compared);
+        self.expect_own_status(own, &compared);
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.0);
         api.patch_status(
             &key.1,
@@ -152,10 +153,13 @@ impl Controller {
             .map_err(|_| Error::SnapshotPoisoned)?
             .route(rkey)
             .map(|r| r.json.clone());
-        if cached.as_ref().is_some_and(|r| next(r).is_none()) {
+        let (kind, ns, name) = rkey;
+        if cached.as_ref().is_some_and(|r| {
+            next(r).is_none()
+                && self.cache_has_own_status(&own_status_key(kind, ns, name), &r["status"])
+        }) {
             return Ok(());
         }
-        let (kind, ns, name) = rkey;
         let ar = ApiResource::erase::<gateway_api::apis::standard::httproutes::HttpRoute>(&());
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &ar);
         let action = format!("write the status of {kind} {ns}/{name}");
