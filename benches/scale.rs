@@ -578,7 +578,7 @@ async fn main() {
             let svc_ar = svc_ar.clone();
             async move {
                 apply(&c, &secret_ar, Some(&ns), &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("unrelated-{i}"), "namespace": ns}, "data": {"blob": encoded}}), "scale").await;
-                apply(&c, &svc_ar, Some(&ns), &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": format!("unrelated-{i}"), "namespace": ns}, "spec": {"ports": [{"port": 80}]}}), "scale").await;
+                apply(&c, &svc_ar, Some(&ns), &json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": format!("unrelated-{i}"), "namespace": ns}, "spec": {"clusterIP": "None", "ports": [{"port": 80}]}}), "scale").await;
             }
         })
         .await;
