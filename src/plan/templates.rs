@@ -254,6 +254,7 @@ pub(crate) fn render_set(
         .map(|v| (ObjectKey::of(v), v.as_ref()))
         .collect();
     let mut out = SetResult::default();
+    let decoration = labels::Decoration::new(&input.owner);
     for name in &prepared.graph(input.set).order {
         if prepared
             .entry(input.set, name)
@@ -359,7 +360,7 @@ pub(crate) fn render_set(
         let mut complete = true;
         let mut held_elsewhere = false;
         for mut obj in objects {
-            labels::decorate(&mut obj, &input.owner, name);
+            decoration.apply(&mut obj, name);
             if !obj["metadata"]["annotations"].is_object() {
                 obj["metadata"]["annotations"] = serde_json::json!({});
             }
