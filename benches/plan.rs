@@ -7,6 +7,9 @@
 //!   exists and once all are ready; `plan_route` per route; `plan` (the Gateway, its 50
 //!   routes and every status);
 //! - `gatewright render` of a folder with 1,000 Gateways.
+//!
+//! `cargo bench --bench plan -- FILTER` prints only the figures whose name (`plan_gateway_new`,
+//! `plan_route`, `plan_gateway_converged`, `plan_converged`, `render`) contains FILTER.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -73,6 +76,15 @@ fn per_call(secs: u64, mut f: impl FnMut()) -> Duration {
     }
 }
 
+/// Whether the figure `name` was asked for: `cargo bench --bench plan -- <filter>` runs
+/// the figures whose name contains the filter (all without one).
+fn wanted(name: &str) -> bool {
+    std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with("--"))
+        .is_none_or(|f| name.contains(f.as_str()))
+}
+
 fn bench_plan() {
     let dir = tempfile::tempdir().unwrap();
     let mut input = gateway("infra", "big", 10);
@@ -94,19 +106,23 @@ fn bench_plan() {
 
     // A Gateway seen for the first time: no child exists yet.
     let snap = &loaded.snapshot;
-    let per = per_call(5, || {
-        std::hint::black_box(gatewright::plan::plan_gateway(snap, &key).unwrap());
-    });
-    println!(
-        "plan_gateway (istio-certmanager-externaldns, 10 listeners, 50 routes, no child yet): {per:?} per plan, {:.0} plans/s on one core",
-        1.0 / per.as_secs_f64()
-    );
-    let per_route = per_call(3, || {
-        for rkey in &plan.context.routes {
-            std::hint::black_box(gatewright::plan::plan_route(snap, &plan, rkey));
-        }
-    }) / 50;
-    println!("plan_route (same Gateway, per route): {per_route:?}");
+    if wanted("plan_gateway_new") {
+        let per = per_call(5, || {
+            std::hint::black_box(gatewright::plan::plan_gateway(snap, &key).unwrap());
+        });
+        println!(
+            "plan_gateway (istio-certmanager-externaldns, 10 listeners, 50 routes, no child yet): {per:?} per plan, {:.0} plans/s on one core",
+            1.0 / per.as_secs_f64()
+        );
+    }
+    if wanted("plan_route") {
+        let per_route = per_call(3, || {
+            for rkey in &plan.context.routes {
+                std::hint::black_box(gatewright::plan::plan_route(snap, &plan, rkey));
+            }
+        }) / 50;
+        println!("plan_route (same Gateway, per route): {per_route:?}");
+    }
 
     // Converged: every child exists and is ready, so every template renders and the
     // status template gives the address.
@@ -129,20 +145,24 @@ fn bench_plan() {
         "the bench world converges: {:?}",
         full.status.gateway.conditions
     );
-    let per = per_call(5, || {
-        std::hint::black_box(gatewright::plan::plan_gateway(snap, &key).unwrap());
-    });
-    println!(
-        "plan_gateway (same, converged: 3 children rendered and ready, address known): {per:?} per plan, {:.0} plans/s on one core",
-        1.0 / per.as_secs_f64()
-    );
-    let per = per_call(5, || {
-        std::hint::black_box(gatewright::plan::plan(snap, &key).unwrap());
-    });
-    println!(
-        "plan (same, converged, with its 50 route plans and every status): {per:?} per plan, {:.0} plans/s on one core",
-        1.0 / per.as_secs_f64()
-    );
+    if wanted("plan_gateway_converged") {
+        let per = per_call(5, || {
+            std::hint::black_box(gatewright::plan::plan_gateway(snap, &key).unwrap());
+        });
+        println!(
+            "plan_gateway (same, converged: 3 children rendered and ready, address known): {per:?} per plan, {:.0} plans/s on one core",
+            1.0 / per.as_secs_f64()
+        );
+    }
+    if wanted("plan_converged") {
+        let per = per_call(5, || {
+            std::hint::black_box(gatewright::plan::plan(snap, &key).unwrap());
+        });
+        println!(
+            "plan (same, converged, with its 50 route plans and every status): {per:?} per plan, {:.0} plans/s on one core",
+            1.0 / per.as_secs_f64()
+        );
+    }
 }
 
 fn bench_render() {
@@ -185,5 +205,7 @@ fn main() {
         return;
     }
     bench_plan();
-    bench_render();
+    if wanted("render") {
+        bench_render();
+    }
 }

@@ -227,16 +227,16 @@ pub fn attach_route(
     eval: &GatewayEval,
     lookup: &dyn Lookup,
 ) -> Vec<ParentAttachment> {
-    let gw_ns = gw.metadata.namespace.clone().unwrap_or_default();
-    let gw_name = gw.metadata.name.clone().unwrap_or_default();
+    let gw_ns = gw.metadata.namespace.as_deref().unwrap_or_default();
+    let gw_name = gw.metadata.name.as_deref().unwrap_or_default();
     let resolved_refs = resolve_backends(route, lookup);
     route
         .parent_refs
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.targets(&gw_ns, &gw_name))
+        .filter(|(_, p)| p.targets(gw_ns, gw_name))
         .map(|(i, p)| {
-            let (accepted, listeners) = attach_one(route, p, gw, eval, &gw_ns, lookup);
+            let (accepted, listeners) = attach_one(route, p, gw, eval, gw_ns, lookup);
             let wildcard_only = wildcard_only(&listeners, eval);
             ParentAttachment {
                 parent_index: i,
@@ -260,17 +260,48 @@ fn attach_one(
     lookup: &dyn Lookup,
 ) -> (Cond, Vec<ListenerAttachment>) {
     let a = types::ACCEPTED;
-    let candidates: Vec<(&GatewayListeners, &super::ListenerEval)> = gw
-        .spec
-        .listeners
-        .iter()
-        .zip(&eval.listeners)
-        .filter(|(l, _)| {
-            p.section_name.as_ref().is_none_or(|s| *s == l.name)
-                && p.port.is_none_or(|port| port == l.port)
-        })
-        .collect();
-    if candidates.is_empty() {
+    // One pass over the listeners: those the parentRef selects (by sectionName and port),
+    // of those the ones that allow the route, and of those the ones a hostname matches.
+    // `route.hostnames` holds only hostnames the API would accept (a hostname it would
+    // have rejected never reaches a child).
+    let mut any_candidate = false;
+    let mut any_allowed = false;
+    let mut attached = Vec::new();
+    for (l, e) in gw.spec.listeners.iter().zip(&eval.listeners) {
+        if !(p.section_name.as_ref().is_none_or(|s| *s == l.name)
+            && p.port.is_none_or(|port| port == l.port))
+        {
+            continue;
+        }
+        any_candidate = true;
+        if !(e.accepted.status.is_true()
+            && e.supported_kinds.contains(&route.kind)
+            && namespace_allowed(l, &route.namespace, gw_ns, lookup))
+        {
+            continue;
+        }
+        any_allowed = true;
+        if !route.names_hostnames {
+            attached.push(ListenerAttachment {
+                listener: e.name.clone(),
+                hostnames: e.hostname.clone().into_iter().collect(),
+            });
+            continue;
+        }
+        let names = hostnames::dedupe_sorted(
+            route
+                .hostnames
+                .iter()
+                .filter_map(|h| hostnames::intersect(e.hostname.as_deref(), h)),
+        );
+        if !names.is_empty() {
+            attached.push(ListenerAttachment {
+                listener: e.name.clone(),
+                hostnames: names,
+            });
+        }
+    }
+    if !any_candidate {
         let what = match (&p.section_name, p.port) {
             (Some(s), Some(port)) => format!("no listener named {s:?} on port {port}"),
             (Some(s), None) => format!("no listener named {s:?}"),
@@ -279,15 +310,7 @@ fn attach_one(
         };
         return (Cond::f(a, reasons::NO_MATCHING_PARENT, &what), Vec::new());
     }
-    let allowed: Vec<_> = candidates
-        .into_iter()
-        .filter(|(l, e)| {
-            e.accepted.status.is_true()
-                && e.supported_kinds.contains(&route.kind)
-                && namespace_allowed(l, &route.namespace, gw_ns, lookup)
-        })
-        .collect();
-    if allowed.is_empty() {
+    if !any_allowed {
         return (
             Cond::f(
                 a,
@@ -299,33 +322,6 @@ fn attach_one(
             ),
             Vec::new(),
         );
-    }
-    // A hostname the API would have rejected never reaches a child.
-    let valid: Vec<&String> = route
-        .hostnames
-        .iter()
-        .filter(|h| hostnames::validate_hostname(h).is_ok())
-        .collect();
-    let mut attached = Vec::new();
-    for (_, e) in allowed {
-        if !route.names_hostnames {
-            attached.push(ListenerAttachment {
-                listener: e.name.clone(),
-                hostnames: e.hostname.clone().into_iter().collect(),
-            });
-            continue;
-        }
-        let names = hostnames::dedupe_sorted(
-            valid
-                .iter()
-                .filter_map(|h| hostnames::intersect(e.hostname.as_deref(), h)),
-        );
-        if !names.is_empty() {
-            attached.push(ListenerAttachment {
-                listener: e.name.clone(),
-                hostnames: names,
-            });
-        }
     }
     if attached.is_empty() {
         return (
@@ -425,14 +421,16 @@ fn namespace_allowed(
 fn resolve_backends(route: &RouteView, lookup: &dyn Lookup) -> Cond {
     let r = types::RESOLVED_REFS;
     for b in &route.backend_refs {
-        let what = format!("backendRef {}/{}", b.namespace, b.name);
+        let what = || format!("backendRef {}/{}", b.namespace, b.name);
         if !(b.group.is_empty() && b.kind == "Service") {
             return Cond::f(
                 r,
                 reasons::INVALID_KIND,
                 &format!(
-                    "{what}: kind {}/{} is not supported; use a Service",
-                    b.group, b.kind
+                    "{}: kind {}/{} is not supported; use a Service",
+                    what(),
+                    b.group,
+                    b.kind
                 ),
             );
         }
@@ -449,14 +447,14 @@ fn resolve_backends(route: &RouteView, lookup: &dyn Lookup) -> Cond {
             return Cond::f(
                 r,
                 reasons::REF_NOT_PERMITTED,
-                &format!("{what}: no ReferenceGrant in {} allows it", b.namespace),
+                &format!("{}: no ReferenceGrant in {} allows it", what(), b.namespace),
             );
         }
         if lookup.service_exists(&b.namespace, &b.name) == Some(false) {
             return Cond::f(
                 r,
                 reasons::BACKEND_NOT_FOUND,
-                &format!("{what}: Service not found"),
+                &format!("{}: Service not found", what()),
             );
         }
     }

@@ -17,30 +17,40 @@ use crate::render::context::{
     AttachedRouteVar, HostnamesVar, ListenerVar, NamespacedName, TemplateContext, with_resources,
 };
 use crate::render::engine::STATUS_TEMPLATE;
-use crate::render::labels::Owner;
+use crate::render::labels::{GatewayDecoration, Owner};
 use crate::render::output::parse_documents;
 use crate::render::prepared::Prepared;
 use crate::render::values::{Layer, merge_layers};
 use crate::render::{RenderError, TemplateSet};
-use crate::snapshot::{GatewayEntry, Key, ObjectKey, RouteKey, Snapshot};
+use crate::snapshot::{GatewayEntry, Key, ObjectKey, RouteEntry, RouteKey, Snapshot};
 
 /// What the Gateway templates saw; route templates of the same Gateway see the same.
 #[derive(Debug, Default)]
 pub struct GatewayContext {
-    /// The Gateway as JSON.
-    pub gateway: Value,
+    /// The Gateway as JSON (the snapshot's, shared).
+    pub gateway: Arc<Value>,
     /// The GatewayClass as JSON.
     pub class: Value,
     /// Merged values.
     pub values: Value,
     /// Normalized listeners.
     pub listeners: Vec<ListenerVar>,
-    /// Routes accepted by the Gateway.
+    /// Routes accepted by the Gateway, sorted (so [`GatewayContext::accepts`] can search).
     pub routes: Vec<RouteKey>,
     /// Accepted hostnames.
     pub hostnames: HostnamesVar,
     /// All of the above as the template context (without `resources`), built once.
     pub base: minijinja::Value,
+    /// The labels and annotations every child of the Gateway carries, built once.
+    pub decoration: GatewayDecoration,
+}
+
+impl GatewayContext {
+    /// Whether the Gateway accepted `route`.
+    #[must_use]
+    pub fn accepts(&self, route: &RouteKey) -> bool {
+        self.routes.binary_search(route).is_ok()
+    }
 }
 
 /// Everything the controller must make true for one Gateway.
@@ -99,27 +109,7 @@ impl GatewayPlan {
     }
 }
 
-/// A stand-in UID for objects read from files, stable across runs.
-#[must_use]
-pub fn offline_uid(kind: &str, ns: &str, name: &str) -> String {
-    let h = crate::render::safe_name(&format!("{kind}/{ns}/{name}"), 253);
-    let digest = &h[h.len().saturating_sub(8)..];
-    format!("offline-{}", digest)
-}
-
-/// UID of an object, or a stable stand-in.
-pub(crate) fn uid_of(json: &Value, kind: &str) -> String {
-    json["metadata"]["uid"].as_str().map_or_else(
-        || {
-            offline_uid(
-                kind,
-                json["metadata"]["namespace"].as_str().unwrap_or_default(),
-                json["metadata"]["name"].as_str().unwrap_or_default(),
-            )
-        },
-        str::to_owned,
-    )
-}
+pub use crate::snapshot::offline_uid;
 
 /// Why a Gateway is out of our hands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -164,18 +154,20 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
     let gw = &entry.typed;
     let class_name = &gw.spec.gateway_class_name;
     let generation = gw.metadata.generation;
-    let uid = uid_of(&entry.json, "Gateway");
+    let uid = entry.uid.clone();
 
     let mut eval = evaluate_gateway(gw, snap);
     let class_json = serde_json::to_value(class.as_ref()).unwrap_or(Value::Null);
     let blueprint = super::class::resolve_blueprint(snap, class);
 
-    // Route attachment (independent of the blueprint).
+    // Route attachment (independent of the blueprint), in route key order.
     let mut attachments = Vec::new();
+    let mut attached: Vec<&Arc<RouteEntry>> = Vec::new();
     for (rkey, route) in snap.routes_referencing(key) {
         let a = attach_route(&route.view, gw, &eval, snap);
         if !a.is_empty() {
             attachments.push((rkey.clone(), a));
+            attached.push(route);
         }
     }
     count_attached_routes(&mut eval, attachments.iter().map(|(_, a)| a));
@@ -200,16 +192,15 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
     };
     let accepted = accepted_cond.status.is_true();
 
-    let context = build_context(
-        snap,
-        entry.json.clone(),
+    let (mut context, accepted_routes) = build_context(
+        Arc::clone(&entry.json),
         class_json,
         &eval,
         &attachments,
-        params.as_ref().ok().cloned(),
-        key,
-        class_name,
+        &attached,
+        params.ok(),
     );
+    context.decoration = GatewayDecoration::new(&entry.json, &uid);
     let live: Vec<Arc<Value>> = snap.children_of(&uid).cloned().collect();
 
     let mut plan = GatewayPlan {
@@ -238,13 +229,8 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
     let mut addresses = Vec::new();
     let mut address_wait: Option<String> = None;
     if let (true, Some(prepared)) = (accepted, blueprint.as_deref()) {
-        let route_values: Vec<minijinja::Value> = plan
-            .context
-            .routes
-            .iter()
-            .filter_map(|k| snap.route(k))
-            .map(|r| r.value.clone())
-            .collect();
+        let route_values: Vec<minijinja::Value> =
+            accepted_routes.iter().map(|r| r.value.clone()).collect();
         let base = TemplateContext {
             gateway: &entry.value,
             class: &plan.context.class,
@@ -263,6 +249,7 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
                 gateway: &plan.context.gateway,
                 parent_uid: &uid,
                 gateway_uid: &uid,
+                decoration: &plan.context.decoration,
             },
             live: &live,
             scopes: snap.scopes(),
@@ -301,21 +288,20 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         plan.warnings = result.warnings;
         plan.conflicts = result.conflicts;
         // Route children of routes this Gateway no longer accepts.
-        let accepted_routes: std::collections::BTreeSet<String> = plan
-            .context
-            .routes
-            .iter()
-            .filter_map(|k| snap.route(k))
-            .map(|r| uid_of(&r.json, &r.view.kind.kind))
-            .collect();
-        plan.orphaned_route_children = snap
+        let mut route_children = snap
             .children_by_gateway(&uid)
-            .filter(|c| {
-                let p = crate::render::labels::parent_uid(c).unwrap_or_default();
-                p != uid && !accepted_routes.contains(p)
-            })
-            .map(|c| ObjectKey::of(c))
-            .collect();
+            .filter(|c| crate::render::labels::parent_uid(c).unwrap_or_default() != uid)
+            .peekable();
+        if route_children.peek().is_some() {
+            let accepted: std::collections::BTreeSet<&str> =
+                accepted_routes.iter().map(|r| r.uid.as_str()).collect();
+            plan.orphaned_route_children = route_children
+                .filter(|c| {
+                    !accepted.contains(crate::render::labels::parent_uid(c).unwrap_or_default())
+                })
+                .map(|c| ObjectKey::of(c))
+                .collect();
+        }
     }
 
     plan.listeners = eval.listeners;
@@ -445,21 +431,19 @@ fn layer(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn build_context(
-    snap: &Snapshot,
-    gateway: Value,
+/// The template variables of a Gateway, and the entries of the routes it accepted (in
+/// `attachments` order). `attached` holds the entry of each route of `attachments`.
+fn build_context<'a>(
+    gateway: Arc<Value>,
     class: Value,
     eval: &GatewayEval,
     attachments: &[(RouteKey, Vec<ParentAttachment>)],
+    attached: &[&'a Arc<RouteEntry>],
     values: Option<Value>,
-    _key: &Key,
-    _class_name: &str,
-) -> GatewayContext {
-    let spec_listeners = gateway["spec"]["listeners"]
+) -> (GatewayContext, Vec<&'a Arc<RouteEntry>>) {
+    let spec_listeners: &[Value] = gateway["spec"]["listeners"]
         .as_array()
-        .cloned()
-        .unwrap_or_default();
+        .map_or(&[], Vec::as_slice);
     let mut listeners: Vec<ListenerVar> = eval
         .listeners
         .iter()
@@ -486,8 +470,9 @@ fn build_context(
         })
         .collect();
     let mut routes = Vec::new();
+    let mut entries = Vec::new();
     let mut names = Vec::new();
-    for (rkey, parents) in attachments {
+    for ((rkey, parents), entry) in attachments.iter().zip(attached) {
         let mut any = false;
         for p in parents.iter().filter(|p| p.is_accepted()) {
             any = true;
@@ -496,11 +481,11 @@ fn build_context(
                     if l.valid {
                         names.extend(la.hostnames.iter().cloned());
                     }
-                    if !l
-                        .routes
-                        .iter()
-                        .any(|r| r.kind == rkey.0 && r.namespace == rkey.1 && r.name == rkey.2)
-                    {
+                    // Routes are visited one after the other: this route can only be
+                    // the listener's last one.
+                    if !l.routes.last().is_some_and(|r| {
+                        r.kind == rkey.0 && r.namespace == rkey.1 && r.name == rkey.2
+                    }) {
                         l.routes.push(AttachedRouteVar {
                             kind: rkey.0.clone(),
                             namespace: rkey.1.clone(),
@@ -511,8 +496,9 @@ fn build_context(
                 }
             }
         }
-        if any && snap.route(rkey).is_some() {
+        if any {
             routes.push(rkey.clone());
+            entries.push(*entry);
         }
     }
     let union = hostnames::dedupe_sorted(names);
@@ -522,7 +508,7 @@ fn build_context(
         .filter(|h| crate::gateway::routes::is_precise(h))
         .cloned()
         .collect();
-    GatewayContext {
+    let context = GatewayContext {
         gateway,
         class,
         values: values.unwrap_or_else(|| Value::Object(serde_json::Map::new())),
@@ -534,7 +520,9 @@ fn build_context(
             precise,
         },
         base: minijinja::Value::UNDEFINED,
-    }
+        decoration: GatewayDecoration::default(),
+    };
+    (context, entries)
 }
 
 fn render_addresses(

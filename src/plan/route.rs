@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::gateway::{GatewayPlan, uid_of};
+use super::gateway::GatewayPlan;
 use super::templates::{ChildState, DesiredChild, Held, SetInput, prune_list, render_set};
 use crate::render::labels::{self, Owner};
 use crate::render::{RenderError, TemplateSet};
@@ -45,7 +45,7 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
             ..RoutePlan::default()
         };
     };
-    let uid = uid_of(&entry.json, &route.0);
+    let uid = entry.uid.clone();
     let live: Vec<Arc<Value>> = snap
         .children_of(&uid)
         .filter(|c| labels::gateway_uid(c) == Some(gw.uid.as_str()))
@@ -62,7 +62,7 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
     if !gw.accepted {
         return plan;
     }
-    let accepted = gw.context.routes.contains(route);
+    let accepted = gw.context.accepts(route);
     let base = gw.context.base.clone();
     let route_value = entry.value.clone();
     let input = SetInput {
@@ -74,6 +74,7 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
             gateway: &gw.context.gateway,
             parent_uid: &uid,
             gateway_uid: &gw.uid,
+            decoration: &gw.context.decoration,
         },
         live: &live,
         scopes: snap.scopes(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::readiness::{self, Readiness};
-use crate::render::context::with_resources;
+use crate::render::context::{ResourceValues, with_resource_values};
 use crate::render::labels::{self, Owner};
 use crate::render::output::{Placement, check_scopes};
 use crate::render::prepared::Prepared;
@@ -254,6 +254,8 @@ pub(crate) fn render_set(
         .map(|v| (ObjectKey::of(v), v.as_ref()))
         .collect();
     let mut out = SetResult::default();
+    let decoration = labels::Decoration::new(&input.owner);
+    let mut resource_values = ResourceValues::default();
     for name in &prepared.graph(input.set).order {
         if prepared
             .entry(input.set, name)
@@ -288,7 +290,12 @@ pub(crate) fn render_set(
             continue;
         };
         let rollout = entry.rollout.as_ref().filter(|r| r.make_before_break());
-        let ctx = with_resources(base, route, &out.resources, &out.pending);
+        let ctx = with_resource_values(
+            base,
+            route,
+            resource_values.value(&out.resources),
+            &out.pending,
+        );
         let ctx = minijinja::context! {
             version => if rollout.is_some() { VERSION_PLACEHOLDER } else { "" },
             ..ctx
@@ -359,7 +366,7 @@ pub(crate) fn render_set(
         let mut complete = true;
         let mut held_elsewhere = false;
         for mut obj in objects {
-            labels::decorate(&mut obj, &input.owner, name);
+            decoration.apply(&mut obj, name);
             if !obj["metadata"]["annotations"].is_object() {
                 obj["metadata"]["annotations"] = serde_json::json!({});
             }

@@ -209,6 +209,35 @@ fn plan_route_renders_for_an_accepted_route_and_prunes_for_one_no_longer_accepte
     assert_eq!(rp.prune[0].name, "a-copy");
 }
 
+#[test]
+fn accepted_routes_are_sorted_and_children_of_dropped_routes_are_orphans() {
+    let mut w = World::new();
+    let key = w.gateway("gw", "c", &[("http", Some("*.example.com"))]);
+    // Inserted out of order; one never accepted.
+    let c = w.route("c", &["c.example.com"], &["gw"]);
+    let a = w.route("a", &["a.example.com"], &["gw"]);
+    let b = w.route("b", &["b.other.org"], &["gw"]);
+    let gp = plan_gateway(&w.snap, &key).unwrap();
+    assert_eq!(gp.context.routes, [a.clone(), c.clone()]);
+    assert!(gp.context.accepts(&a) && gp.context.accepts(&c) && !gp.context.accepts(&b));
+    assert!(gp.orphaned_route_children.is_empty());
+    // Every child live: none is an orphan while its route is accepted.
+    w.make_live(&key);
+    let gp = plan_gateway(&w.snap, &key).unwrap();
+    assert!(gp.orphaned_route_children.is_empty());
+    // Route c moves away: its child is an orphan of the Gateway (its own plan is not
+    // made any more), a's is not.
+    w.route("c", &["c.other.org"], &["gw"]);
+    let gp = plan_gateway(&w.snap, &key).unwrap();
+    assert_eq!(gp.context.routes, [a]);
+    let orphans: Vec<&str> = gp
+        .orphaned_route_children
+        .iter()
+        .map(|k| k.name.as_str())
+        .collect();
+    assert_eq!(orphans, ["c-copy"]);
+}
+
 /// One row of the Gateway status table: a world, and the Programmed it must give.
 struct Row {
     name: &'static str,

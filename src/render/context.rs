@@ -96,6 +96,50 @@ impl TemplateContext<'_> {
     }
 }
 
+/// The objects of each template, as template values, converted once per template and
+/// pass rather than once per template that reads them ([`ResourceValues::value`]).
+#[derive(Debug, Default)]
+pub struct ResourceValues {
+    converted: BTreeMap<String, Value>,
+}
+
+impl ResourceValues {
+    /// `resources` as a template value. The objects of a template are converted the first
+    /// time it is seen; a template's objects must not change once given (a template set
+    /// is rendered in order, each template's objects set once).
+    pub fn value(&mut self, resources: &BTreeMap<String, Vec<serde_json::Value>>) -> Value {
+        for (name, objects) in resources {
+            if !self.converted.contains_key(name) {
+                self.converted
+                    .insert(name.clone(), Value::from(minijinja::value::Serde(objects)));
+            }
+        }
+        resources
+            .keys()
+            .filter_map(|k| self.converted.get(k).map(|v| (k.clone(), v.clone())))
+            .collect::<BTreeMap<String, Value>>()
+            .into()
+    }
+}
+
+/// `base` with `resources` (given as a template value, see [`ResourceValues`]), `pending`
+/// (and, for route templates, `route`) added.
+#[must_use]
+pub fn with_resource_values(
+    base: &Value,
+    route: Option<&Value>,
+    resources: Value,
+    pending: &BTreeMap<String, Vec<serde_json::Value>>,
+) -> Value {
+    let pending = Value::from(minijinja::value::Serde(pending));
+    match route {
+        Some(r) => minijinja::context! {
+            route => r.clone(), resources => resources, pending => pending, ..base.clone()
+        },
+        None => minijinja::context! { resources => resources, pending => pending, ..base.clone() },
+    }
+}
+
 /// `base` with `resources` (and, for route templates, `route`) added.
 #[must_use]
 pub fn with_resources(
@@ -111,5 +155,33 @@ pub fn with_resources(
             route => r.clone(), resources => resources, pending => pending, ..base.clone()
         },
         None => minijinja::context! { resources => resources, pending => pending, ..base.clone() },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn resources_converted_once_read_as_converted_each_time() {
+        let mut resources = BTreeMap::new();
+        resources.insert("a".to_owned(), vec![json!({"metadata": {"name": "x"}})]);
+        let mut values = ResourceValues::default();
+        let direct = Value::from(minijinja::value::Serde(&resources));
+        assert_eq!(values.value(&resources), direct);
+        resources.insert("b".to_owned(), vec![json!({"n": 1}), json!({"n": 2.5})]);
+        let direct = Value::from(minijinja::value::Serde(&resources));
+        let once = values.value(&resources);
+        assert_eq!(once, direct);
+        assert_eq!(once.to_string(), direct.to_string());
+        let env = minijinja::Environment::new();
+        let t = "{{ resources.a[0].metadata.name }} {{ resources['b'] | map(attribute='n') | list }} {{ resources | length }} {% for k, v in resources | items %}{{ k }}{% endfor %}";
+        assert_eq!(
+            env.render_str(t, minijinja::context! { resources => once })
+                .unwrap(),
+            env.render_str(t, minijinja::context! { resources => direct })
+                .unwrap()
+        );
     }
 }

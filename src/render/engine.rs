@@ -356,14 +356,20 @@ fn has_yaml_unsafe(value: &Value, depth: usize) -> bool {
         ValueKind::Seq => value
             .try_iter()
             .is_ok_and(|mut it| it.any(|v| has_yaml_unsafe(&v, depth + 1))),
-        ValueKind::Map => value.try_iter().is_ok_and(|mut it| {
-            it.any(|k| {
-                has_yaml_unsafe(&k, depth + 1)
-                    || value
-                        .get_item(&k)
-                        .is_ok_and(|v| has_yaml_unsafe(&v, depth + 1))
-            })
-        }),
+        // Pairs, not a lookup per key: maps from JSON enumerate their entries directly.
+        ValueKind::Map => match value.as_object().and_then(|o| o.try_iter_pairs()) {
+            Some(mut pairs) => {
+                pairs.any(|(k, v)| has_yaml_unsafe(&k, depth + 1) || has_yaml_unsafe(&v, depth + 1))
+            }
+            None => value.try_iter().is_ok_and(|mut it| {
+                it.any(|k| {
+                    has_yaml_unsafe(&k, depth + 1)
+                        || value
+                            .get_item(&k)
+                            .is_ok_and(|v| has_yaml_unsafe(&v, depth + 1))
+                })
+            }),
+        },
         _ => false,
     }
 }

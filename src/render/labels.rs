@@ -134,6 +134,34 @@ pub fn template(obj: &Value) -> Option<&str> {
     obj["metadata"]["labels"][TEMPLATE].as_str()
 }
 
+/// What every child of one Gateway carries, whichever its parent (the Gateway or one of
+/// its routes): the GEP-1762 and infrastructure labels, [`MANAGED_BY`] and [`GATEWAY_UID`],
+/// and the infrastructure annotations. Computed once per Gateway plan and shared by its
+/// route plans, not once per child.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GatewayDecoration {
+    labels: BTreeMap<String, String>,
+    /// `spec.infrastructure.annotations`, when it is a map.
+    annotations: Option<serde_json::Map<String, Value>>,
+}
+
+impl GatewayDecoration {
+    /// From the Gateway as JSON and its UID.
+    #[must_use]
+    pub fn new(gateway: &Value, gateway_uid: &str) -> Self {
+        let mut labels = gateway_labels(gateway);
+        labels.insert(MANAGED_BY.into(), MANAGED_BY_VALUE.into());
+        labels.insert(GATEWAY_UID.into(), label_value(gateway_uid));
+        let annotations = gateway["spec"]["infrastructure"]["annotations"]
+            .as_object()
+            .cloned();
+        Self {
+            labels,
+            annotations,
+        }
+    }
+}
+
 /// The parent a child is decorated for.
 #[derive(Clone, Debug)]
 pub struct Owner<'a> {
@@ -145,48 +173,85 @@ pub struct Owner<'a> {
     pub parent_uid: &'a str,
     /// UID of the Gateway.
     pub gateway_uid: &'a str,
+    /// What every child of the Gateway carries ([`GatewayDecoration::new`] of `gateway`
+    /// and `gateway_uid`).
+    pub decoration: &'a GatewayDecoration,
+}
+
+/// The labels, annotations and owner reference of one parent's children, built once per
+/// template set ([`Decoration::apply`] adds them to each child).
+#[derive(Debug)]
+pub struct Decoration<'a> {
+    gateway: &'a GatewayDecoration,
+    parent_uid: String,
+    owner_reference: Value,
+}
+
+impl<'a> Decoration<'a> {
+    /// For the children of `owner`.
+    #[must_use]
+    pub fn new(owner: &Owner<'a>) -> Self {
+        Self {
+            gateway: owner.decoration,
+            parent_uid: label_value(owner.parent_uid),
+            owner_reference: json!([{
+                "apiVersion": owner.parent["apiVersion"],
+                "kind": owner.parent["kind"],
+                "name": owner.parent["metadata"]["name"],
+                "uid": owner.parent_uid,
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }]),
+        }
+    }
+
+    /// Adds our labels, the Gateway's infrastructure labels and annotations, and (for
+    /// namespaced children) a controller owner reference to the parent. Labels the
+    /// template set are kept unless ours have the same key.
+    pub fn apply(&self, obj: &mut Value, template_name: &str) {
+        let namespaced = obj["metadata"].get("namespace").is_some();
+        let meta = &mut obj["metadata"];
+        let mut merged: BTreeMap<&str, &str> = meta["labels"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.as_str(), v)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let template = label_value(template_name);
+        for (k, v) in &self.gateway.labels {
+            merged.insert(k, v);
+        }
+        merged.insert(PARENT_UID, &self.parent_uid);
+        merged.insert(TEMPLATE, &template);
+        // In key order, as a `BTreeMap` would give them.
+        let labels: serde_json::Map<String, Value> = merged
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), Value::String(v.to_owned())))
+            .collect();
+        meta["labels"] = Value::Object(labels);
+        if let Some(infra) = &self.gateway.annotations {
+            let ann = meta
+                .as_object_mut()
+                .map(|m| m.entry("annotations").or_insert_with(|| json!({})));
+            if let Some(Value::Object(ann)) = ann {
+                for (k, v) in infra {
+                    ann.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+        if namespaced {
+            meta["ownerReferences"] = self.owner_reference.clone();
+        }
+    }
 }
 
 /// Adds our labels, the Gateway's infrastructure labels and annotations, and (for
-/// namespaced children) a controller owner reference to the parent.
+/// namespaced children) a controller owner reference to the parent: [`Decoration::apply`]
+/// for one child.
 pub fn decorate(obj: &mut Value, owner: &Owner<'_>, template_name: &str) {
-    let namespaced = obj["metadata"].get("namespace").is_some();
-    let mut labels = gateway_labels(owner.gateway);
-    labels.insert(MANAGED_BY.into(), MANAGED_BY_VALUE.into());
-    labels.insert(PARENT_UID.into(), label_value(owner.parent_uid));
-    labels.insert(GATEWAY_UID.into(), label_value(owner.gateway_uid));
-    labels.insert(TEMPLATE.into(), label_value(template_name));
-    let meta = &mut obj["metadata"];
-    let mut merged: BTreeMap<String, String> = meta["labels"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default();
-    merged.extend(labels);
-    meta["labels"] = json!(merged);
-    if let Some(infra) = owner.gateway["spec"]["infrastructure"]["annotations"].as_object() {
-        let ann = meta
-            .as_object_mut()
-            .map(|m| m.entry("annotations").or_insert_with(|| json!({})));
-        if let Some(Value::Object(ann)) = ann {
-            for (k, v) in infra {
-                ann.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-        }
-    }
-    if namespaced {
-        meta["ownerReferences"] = json!([{
-            "apiVersion": owner.parent["apiVersion"],
-            "kind": owner.parent["kind"],
-            "name": owner.parent["metadata"]["name"],
-            "uid": owner.parent_uid,
-            "controller": true,
-            "blockOwnerDeletion": true,
-        }]);
-    }
+    Decoration::new(owner).apply(obj, template_name);
 }
 
 #[cfg(test)]
@@ -202,6 +267,99 @@ mod tests {
         assert_eq!(label_value("short"), "short");
     }
 
+    /// The per-child algorithm `Decoration` replaced, kept as the reference.
+    fn decorate_reference(obj: &mut Value, owner: &Owner<'_>, template_name: &str) {
+        let namespaced = obj["metadata"].get("namespace").is_some();
+        let mut labels = gateway_labels(owner.gateway);
+        labels.insert(MANAGED_BY.into(), MANAGED_BY_VALUE.into());
+        labels.insert(PARENT_UID.into(), label_value(owner.parent_uid));
+        labels.insert(GATEWAY_UID.into(), label_value(owner.gateway_uid));
+        labels.insert(TEMPLATE.into(), label_value(template_name));
+        let meta = &mut obj["metadata"];
+        let mut merged: BTreeMap<String, String> = meta["labels"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        merged.extend(labels);
+        meta["labels"] = json!(merged);
+        if let Some(infra) = owner.gateway["spec"]["infrastructure"]["annotations"].as_object() {
+            let ann = meta
+                .as_object_mut()
+                .map(|m| m.entry("annotations").or_insert_with(|| json!({})));
+            if let Some(Value::Object(ann)) = ann {
+                for (k, v) in infra {
+                    ann.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+        if namespaced {
+            meta["ownerReferences"] = json!([{
+                "apiVersion": owner.parent["apiVersion"],
+                "kind": owner.parent["kind"],
+                "name": owner.parent["metadata"]["name"],
+                "uid": owner.parent_uid,
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }]);
+        }
+    }
+
+    #[test]
+    fn a_decoration_built_once_gives_what_decorating_each_child_gave() {
+        let gateways = [
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "metadata": {"name": "gw", "namespace": "ns", "uid": "u1"},
+                "spec": {"gatewayClassName": "c"}}),
+            // Infrastructure labels that collide with ours, a non-string one, and an empty
+            // annotation map (which still adds `annotations: {}`).
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "metadata": {"name": "g".repeat(70), "namespace": "ns", "uid": "u1"},
+                "spec": {"gatewayClassName": "c", "infrastructure": {
+                    "labels": {"team": "a", TEMPLATE: "theirs", PARENT_UID: "x", "n": 1},
+                    "annotations": {}}}}),
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "metadata": {"name": "gw", "namespace": "ns", "uid": "u1"},
+                "spec": {"gatewayClassName": "c", "infrastructure": {
+                    "annotations": {"note": "x", "kept": "gw"}}}}),
+        ];
+        let route = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "r", "namespace": "team", "uid": "r1"}});
+        let children = [
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "ns",
+                "labels": {"mine": "1", MANAGED_BY: "someone", "num": 2},
+                "annotations": {"kept": "child"}}}),
+            json!({"apiVersion": "x/v1", "kind": "LB", "metadata": {"name": "lb"}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm2", "namespace": "ns", "labels": null}}),
+        ];
+        for gw in &gateways {
+            let decoration = GatewayDecoration::new(gw, "u1");
+            for (parent, parent_uid) in [(gw, "u1"), (&route, "r1")] {
+                let owner = Owner {
+                    parent,
+                    gateway: gw,
+                    parent_uid,
+                    gateway_uid: "u1",
+                    decoration: &decoration,
+                };
+                let once = Decoration::new(&owner);
+                for child in &children {
+                    for template in ["cm", "Not A Label!"] {
+                        let mut a = child.clone();
+                        once.apply(&mut a, template);
+                        let mut b = child.clone();
+                        decorate_reference(&mut b, &owner, template);
+                        assert_eq!(a, b, "{gw} {child} {template}");
+                        assert_eq!(a.to_string(), b.to_string());
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn decorate_sets_labels_owner_and_infrastructure() {
         let gw = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
@@ -215,6 +373,7 @@ mod tests {
                 gateway: &gw,
                 parent_uid: "u1",
                 gateway_uid: "u1",
+                decoration: &GatewayDecoration::new(&gw, "u1"),
             },
             "cm",
         );
@@ -233,6 +392,7 @@ mod tests {
                 gateway: &gw,
                 parent_uid: "u1",
                 gateway_uid: "u1",
+                decoration: &GatewayDecoration::new(&gw, "u1"),
             },
             "lb",
         );

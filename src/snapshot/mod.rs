@@ -85,10 +85,13 @@ pub struct BlueprintEntry {
 pub struct GatewayEntry {
     /// Typed.
     pub typed: Gateway,
-    /// As the API returns it.
-    pub json: Value,
+    /// As the API returns it; shared (not copied) by the plans that read it.
+    pub json: Arc<Value>,
     /// The same as a template value, converted once.
     pub value: minijinja::Value,
+    /// `metadata.uid`, or a stable stand-in offline (see
+    /// [`offline_uid`]), read once.
+    pub uid: String,
 }
 
 /// A route of any supported kind, as the semantics see it and as JSON.
@@ -100,6 +103,8 @@ pub struct RouteEntry {
     pub json: Value,
     /// The same as a template value, converted once.
     pub value: minijinja::Value,
+    /// `metadata.uid`, or a stable stand-in offline, read once.
+    pub uid: String,
 }
 
 /// Identity of a route: kind, namespace, name.
@@ -132,6 +137,29 @@ pub struct Snapshot {
     /// the parent that keeps each (the oldest), as the object it renders. Never set by the
     /// controller, where the live object decides.
     claimed: BTreeMap<ObjectKey, Arc<Value>>,
+}
+
+/// A stand-in UID for objects read from files, stable across runs.
+#[must_use]
+pub fn offline_uid(kind: &str, ns: &str, name: &str) -> String {
+    let h = crate::render::safe_name(&format!("{kind}/{ns}/{name}"), 253);
+    let digest = &h[h.len().saturating_sub(8)..];
+    format!("offline-{}", digest)
+}
+
+/// UID of an object, or a stable stand-in ([`offline_uid`]).
+#[must_use]
+pub fn uid_of(json: &Value, kind: &str) -> String {
+    json["metadata"]["uid"].as_str().map_or_else(
+        || {
+            offline_uid(
+                kind,
+                json["metadata"]["namespace"].as_str().unwrap_or_default(),
+                json["metadata"]["name"].as_str().unwrap_or_default(),
+            )
+        },
+        str::to_owned,
+    )
 }
 
 fn key_of(meta: &kube::api::ObjectMeta) -> Key {
@@ -232,12 +260,14 @@ impl Snapshot {
     pub fn put_gateway(&mut self, g: Gateway) {
         let json = serde_json::to_value(&g).unwrap_or(Value::Null);
         let value = minijinja::Value::from(minijinja::value::Serde(&json));
+        let uid = uid_of(&json, "Gateway");
         self.gateways.insert(
             key_of(&g.metadata),
             Arc::new(GatewayEntry {
                 typed: g,
-                json,
+                json: Arc::new(json),
                 value,
+                uid,
             }),
         );
     }
@@ -267,8 +297,16 @@ impl Snapshot {
             }
         }
         let value = minijinja::Value::from(minijinja::value::Serde(&json));
-        self.routes
-            .insert(key, Arc::new(RouteEntry { view, json, value }));
+        let uid = uid_of(&json, &key.0);
+        self.routes.insert(
+            key,
+            Arc::new(RouteEntry {
+                view,
+                json,
+                value,
+                uid,
+            }),
+        );
     }
     /// Removes a route.
     pub fn remove_route(&mut self, key: &RouteKey) {
