@@ -141,7 +141,7 @@ fn render_snapshot(
                         claims.extend(rp.children.iter().map(|c| Claim {
                             key: c.key.clone(),
                             object: c.object.clone(),
-                            rank: rank(&route.json, gw_json),
+                            rank: rank(&route.json(), gw_json),
                         }));
                     }
                     warnings.extend(rp.warnings.iter().cloned());
@@ -169,7 +169,8 @@ fn render_snapshot(
         };
         let entries: Vec<(&Key, &[ParentAttachment])> =
             entries.iter().map(|(k, e)| (*k, e.as_slice())).collect();
-        let parents = next_route_parents(&route.json, &entries, |k| in_scope(snap, k).is_ok(), now);
+        let parents =
+            next_route_parents(&route.json(), &entries, |k| in_scope(snap, k).is_ok(), now);
         statuses.push(status_doc(
             &rkey.0,
             Some(&rkey.1),

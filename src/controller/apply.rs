@@ -89,6 +89,12 @@ impl Controller {
             // Fought over by another field manager: reported and retried by the caller.
             return Ok(false);
         }
+        if live.is_none()
+            && let Verdict::Hold(_) = self.fights.on_create(&key.to_string(), Instant::now())
+        {
+            // Deleted again and again by another actor: reported and retried by the caller.
+            return Ok(false);
+        }
         let Some(api) = self.child_api(key)? else {
             return Ok(false);
         };
@@ -111,6 +117,9 @@ impl Controller {
             }
             Err(e) => return Err(Error::kube(format!("apply {key}"), e)),
         };
+        if live.is_none() {
+            self.fights.created(&key.to_string());
+        }
         // Keep the snapshot current so the next pass sees what we just wrote (unless a
         // watch event already brought something at least as new).
         let based_on = live.map(|l| {
@@ -118,8 +127,11 @@ impl Controller {
                 .as_str()
                 .unwrap_or_default()
         });
-        if let (Ok(v), Ok(mut s)) = (serde_json::to_value(&applied), self.snapshot.write()) {
-            s.put_own_write(v, based_on);
+        if let Ok(mut v) = serde_json::to_value(&applied) {
+            super::fight::keep_what_fights_read(&mut v);
+            if let Ok(mut s) = self.snapshot.write() {
+                s.put_own_write(v, based_on);
+            }
         }
         Ok(true)
     }
@@ -162,6 +174,7 @@ impl Controller {
         let same = is_subset(obj, &existing);
         if same {
             self.metrics.applies_skipped.fetch_add(1, Ordering::Relaxed);
+            super::fight::keep_what_fights_read(&mut existing);
             if let Ok(mut s) = self.snapshot.write() {
                 s.put_own_write(existing, None);
             }
@@ -176,9 +189,12 @@ impl Controller {
         };
         self.metrics.prunes.fetch_add(1, Ordering::Relaxed);
         tracing::info!(child = %key, "deleting a child that is no longer rendered");
+        let child = key.to_string();
+        self.fights.expect_delete(&child);
         match api.delete(&key.name, &DeleteParams::background()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => {
+                self.fights.forget_delete(&child);
                 // Already gone (deleted while our watch was down): the cache learns it
                 // now, so nothing waits for a deletion event that will never come.
                 if let Ok(mut snap) = self.snapshot.write() {
@@ -186,7 +202,10 @@ impl Controller {
                 }
                 Ok(())
             }
-            Err(e) => Err(Error::kube(format!("delete {key}"), e)),
+            Err(e) => {
+                self.fights.forget_delete(&child);
+                Err(Error::kube(format!("delete {key}"), e))
+            }
         }
     }
 }

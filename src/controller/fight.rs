@@ -5,6 +5,9 @@
 //! - A **revert** is a drift, seen when we are about to apply a child, on a field that
 //!   another field manager now owns (read from the live object's `managedFields`). A drift
 //!   on a field still owned by us (our own template changed, a stale cache) is not one.
+//!   Re-creating a child that another actor deleted (a deletion the watch saw that we did
+//!   not send) is a revert of the whole object, by "another actor" (a deletion names no
+//!   field manager).
 //! - [`Policy::threshold`] reverts of one child within [`Policy::window`] start a **fight**:
 //!   the child is held (not applied) for [`Policy::base`], then applied once (a probe); a
 //!   revert of the probe within the window holds it twice as long, up to [`Policy::cap`].
@@ -20,7 +23,7 @@
 //! Input: the rendered object, the live object and the clock (passed in: the logic here
 //! is pure and unit-tested); output: apply now or hold until when, and what to report.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -62,7 +65,7 @@ impl Default for Policy {
 pub struct Fight {
     /// The child, `Kind namespace/name`.
     pub child: String,
-    /// The field, dotted (`spec.hostnames[0]`).
+    /// The field, dotted (`spec.hostnames[0]`); empty when the child keeps being deleted.
     pub field: String,
     /// The other field manager (`unknown` when `managedFields` does not say).
     pub manager: String,
@@ -70,11 +73,15 @@ pub struct Fight {
 
 impl std::fmt::Display for Fight {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} field {} is being reverted by field manager {:?}",
-            self.child, self.field, self.manager
-        )
+        if self.field.is_empty() {
+            write!(f, "{} keeps being deleted by {}", self.child, self.manager)
+        } else {
+            write!(
+                f,
+                "{} field {} is being reverted by field manager {:?}",
+                self.child, self.field, self.manager
+            )
+        }
     }
 }
 
@@ -99,11 +106,22 @@ struct Entry {
     announced: bool,
 }
 
+/// Deletions of children seen by the watch: the ones we sent, and recent ones of others.
+#[derive(Debug, Default)]
+struct Deletions {
+    ours: BTreeSet<String>,
+    foreign: BTreeMap<String, Instant>,
+}
+
+/// Who deleted a child, as far as anyone can tell: a deletion names no field manager.
+pub const DELETER: &str = "another actor";
+
 /// The fight state of every child with recent reverts.
 #[derive(Debug, Default)]
 pub struct Fights {
     policy: Policy,
     entries: Mutex<BTreeMap<String, Entry>>,
+    deletions: Mutex<Deletions>,
 }
 
 impl Fights {
@@ -113,6 +131,7 @@ impl Fights {
         Self {
             policy,
             entries: Mutex::new(BTreeMap::new()),
+            deletions: Mutex::new(Deletions::default()),
         }
     }
 
@@ -134,6 +153,64 @@ impl Fights {
             // Our own field, an older value of it: not a revert.
             return self.held(child, now);
         };
+        self.on_revert(child, &dotted(&path), other, now)
+    }
+
+    /// We are about to send a deletion of `child`: its deletion event is ours.
+    pub fn expect_delete(&self, child: &str) {
+        if let Ok(mut d) = self.deletions.lock() {
+            d.ours.insert(child.to_owned());
+        }
+    }
+
+    /// A deletion we expected did not happen (the request failed): forget it.
+    pub fn forget_delete(&self, child: &str) {
+        if let Ok(mut d) = self.deletions.lock() {
+            d.ours.remove(child);
+        }
+    }
+
+    /// The watch saw `child` deleted at `now`. Unless we sent that deletion, it was
+    /// another actor's: re-creating the child will count as a revert.
+    pub fn on_deleted(&self, child: &str, now: Instant) {
+        let Ok(mut d) = self.deletions.lock() else {
+            return;
+        };
+        if d.ours.remove(child) {
+            return;
+        }
+        // Children that are never re-created (a deleted route's, collected by the garbage
+        // collector) are forgotten after a window.
+        let window = self.policy.window;
+        d.foreign
+            .retain(|_, t| now.saturating_duration_since(*t) <= window);
+        d.foreign.insert(child.to_owned(), now);
+    }
+
+    /// We are about to create `child`, which does not exist: apply or hold. Re-creating
+    /// a child another actor deleted is a revert of the whole object.
+    pub fn on_create(&self, child: &str, now: Instant) -> Verdict {
+        let deleted = self
+            .deletions
+            .lock()
+            .is_ok_and(|d| d.foreign.contains_key(child));
+        if deleted {
+            self.on_revert(child, "", DELETER, now)
+        } else {
+            self.held(child, now)
+        }
+    }
+
+    /// `child` was created: a deletion before it is settled.
+    pub fn created(&self, child: &str) {
+        if let Ok(mut d) = self.deletions.lock() {
+            d.foreign.remove(child);
+        }
+    }
+
+    /// One revert of `child` (`field` changed by `manager`, or the object deleted when
+    /// `field` is empty) at `now`: apply or hold.
+    fn on_revert(&self, child: &str, field: &str, manager: &str, now: Instant) -> Verdict {
         let Ok(mut entries) = self.entries.lock() else {
             return Verdict::Apply;
         };
@@ -150,8 +227,8 @@ impl Fights {
             },
             announced: false,
         });
-        e.fight.field = dotted(&path);
-        e.fight.manager.clone_from(other);
+        field.clone_into(&mut e.fight.field);
+        manager.clone_into(&mut e.fight.manager);
         match e.hold_until {
             Some(until) if now < until => return Verdict::Hold(until),
             Some(_) => {
@@ -249,6 +326,32 @@ impl Fights {
             })
             .min()
             .map(|t| t.saturating_duration_since(now) + Duration::from_millis(50))
+    }
+}
+
+/// Trims a child's `managedFields` to what [`Fights::on_drift`] reads: the entries of
+/// other field managers writing the object itself (not its status), each with its manager,
+/// fields and time. Ours is dropped: a field only we own is never a revert, and ours is
+/// the largest entry (we own every field we render). Most cached children are then left
+/// without any.
+pub fn keep_what_fights_read(obj: &mut Value) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let Some(entries) = meta.get_mut("managedFields").and_then(Value::as_array_mut) else {
+        return;
+    };
+    entries.retain(|e| {
+        e["manager"].as_str() != Some(super::FIELD_MANAGER)
+            && e["subresource"].as_str().is_none_or(str::is_empty)
+    });
+    for e in entries.iter_mut() {
+        if let Some(o) = e.as_object_mut() {
+            o.retain(|k, _| matches!(k.as_str(), "manager" | "fieldsV1" | "time"));
+        }
+    }
+    if entries.is_empty() {
+        meta.remove("managedFields");
     }
 }
 
@@ -477,6 +580,83 @@ mod tests {
             f.wake_in(["c"], at(last_revert + 10_001)).is_none(),
             "forgotten"
         );
+    }
+
+    #[test]
+    fn a_child_deleted_again_and_again_is_a_fight_and_our_own_deletions_are_not() {
+        let p = Policy {
+            threshold: 3,
+            window: Duration::from_secs(10),
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(4),
+        };
+        let f = Fights::new(p);
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // First creation, and re-creations after our own deletions: never a revert.
+        for i in 0..5 {
+            assert_eq!(f.on_create("c", at(i * 10)), Verdict::Apply);
+            f.created("c");
+            f.expect_delete("c");
+            f.on_deleted("c", at(i * 10 + 5));
+        }
+        assert!(f.active(["c"], at(100)).0.is_empty());
+        // Another actor deletes it three times: the third re-creation is held.
+        for (i, t) in [200u64, 300].into_iter().enumerate() {
+            f.on_deleted("c", at(t));
+            assert_eq!(
+                f.on_create("c", at(t + 10)),
+                Verdict::Apply,
+                "re-creation {i}"
+            );
+            f.created("c");
+        }
+        f.on_deleted("c", at(400));
+        assert_eq!(f.on_create("c", at(410)), Verdict::Hold(at(1410)));
+        assert_eq!(
+            f.on_create("c", at(900)),
+            Verdict::Hold(at(1410)),
+            "still held"
+        );
+        let (all, _) = f.active(["c"], at(900));
+        assert_eq!(all[0].field, "");
+        assert_eq!(all[0].manager, DELETER);
+        assert!(
+            condition(&all)
+                .unwrap()
+                .message
+                .contains("c keeps being deleted by another actor"),
+            "{:?}",
+            condition(&all)
+        );
+        // The hold ends: one probe, deleted again: held twice as long.
+        assert_eq!(f.on_create("c", at(1500)), Verdict::Apply);
+        f.created("c");
+        f.on_deleted("c", at(1600));
+        assert_eq!(f.on_create("c", at(1610)), Verdict::Hold(at(3610)));
+        // A deletion of a child never re-created is forgotten after a window.
+        f.on_deleted("gone", at(2000));
+        f.on_deleted("other", at(13_000));
+        assert_eq!(f.on_create("gone", at(13_010)), Verdict::Apply);
+        assert!(f.active(["gone"], at(13_010)).0.is_empty());
+    }
+
+    #[test]
+    fn only_other_managers_of_the_object_itself_are_kept() {
+        let mut child = json!({"metadata": {"name": "c", "managedFields": [
+            {"manager": "gatewright", "operation": "Apply", "time": "t1", "fieldsV1": {"f:spec": {}}},
+            {"manager": "simulator", "operation": "Update", "subresource": "status", "fieldsV1": {"f:status": {}}},
+            {"manager": "kubectl-edit", "operation": "Update", "apiVersion": "v1", "time": "t2", "fieldsV1": {"f:spec": {"f:x": {}}}},
+        ]}});
+        keep_what_fights_read(&mut child);
+        assert_eq!(
+            child["metadata"]["managedFields"],
+            json!([{"manager": "kubectl-edit", "time": "t2", "fieldsV1": {"f:spec": {"f:x": {}}}}])
+        );
+        let mut ours =
+            json!({"metadata": {"managedFields": [{"manager": "gatewright", "fieldsV1": {}}]}});
+        keep_what_fights_read(&mut ours);
+        assert_eq!(ours, json!({"metadata": {}}));
     }
 
     #[test]

@@ -217,9 +217,10 @@ pub struct Controller {
     failures: Mutex<HashMap<Work, u32>>,
     uid_to_gateway: RwLock<BTreeMap<String, Key>>,
     last_writes: Mutex<HashMap<Key, (u64, u64)>>,
-    /// The status we last wrote per object (`Kind/namespace/name`), normalized: a watch
-    /// event that brings exactly it (and no other change) is our own echo.
-    own_status: Mutex<HashMap<String, serde_json::Value>>,
+    /// The status we last wrote per object (`Kind/namespace/name`), as the digest of its
+    /// normalized form (a fleet's statuses would otherwise be held twice): a watch event
+    /// that brings exactly it (and no other change) is our own echo.
+    own_status: Mutex<HashMap<String, status::StatusDigest>>,
     /// Primary watches that have not listed everything once yet.
     unsynced_watches: std::sync::atomic::AtomicUsize,
     /// True once every primary watch has listed: nothing is planned before, so a plan
@@ -284,16 +285,18 @@ impl Controller {
     /// Remembers the status we are about to write on `object` (`Kind/namespace/name`), so
     /// the watch event it causes is recognised as our own echo.
     pub(crate) fn expect_own_status(&self, object: String, status: &serde_json::Value) {
+        let digest = status::status_digest(status);
         if let Ok(mut w) = self.own_status.lock() {
-            w.insert(object, status::norm_status(status));
+            w.insert(object, digest);
         }
     }
 
     /// Whether `status` on `object` is the one we last wrote.
     pub(crate) fn is_own_status(&self, object: &str, status: &serde_json::Value) -> bool {
+        let digest = status::status_digest(status);
         self.own_status
             .lock()
-            .is_ok_and(|w| w.get(object) == Some(&status::norm_status(status)))
+            .is_ok_and(|w| w.get(object) == Some(&digest))
     }
 
     /// Whether the cached `status` of `object` is at least as new as our last write to
@@ -302,10 +305,10 @@ impl Controller {
     /// a write is unneeded (that write's echo plans nothing, so a change whose status
     /// equals what the stale cache shows would never be written).
     pub(crate) fn cache_has_own_status(&self, object: &str, status: &serde_json::Value) -> bool {
-        self.own_status.lock().is_ok_and(|w| {
-            w.get(object)
-                .is_none_or(|own| *own == status::norm_status(status))
-        })
+        let digest = status::status_digest(status);
+        self.own_status
+            .lock()
+            .is_ok_and(|w| w.get(object).is_none_or(|own| *own == digest))
     }
 
     /// Forgets what we wrote on an object that is gone.

@@ -293,10 +293,8 @@ fn read_and_plan(snap: &Snapshot, key: &Key) -> Read {
             let Some(gateway) = snap.gateway(key).map(|g| g.typed.clone()) else {
                 return Read::Nothing;
             };
-            let live: Vec<Option<Arc<Value>>> = plan
-                .children()
-                .map(|c| snap.child(&c.key).cloned())
-                .collect();
+            let live: Vec<Option<Arc<Value>>> =
+                plan.children().map(|c| snap.child(&c.key)).collect();
             let g = &plan.gateway;
             let mut kinds: BTreeSet<KindKey> = plan
                 .children()
@@ -315,7 +313,7 @@ fn read_and_plan(snap: &Snapshot, key: &Key) -> Read {
                 .iter()
                 .map(|k| {
                     snap.child(k)
-                        .and_then(|c| labels::template(c).map(str::to_owned))
+                        .and_then(|c| labels::template(&c).map(str::to_owned))
                         .unwrap_or_default()
                 })
                 .collect();

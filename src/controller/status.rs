@@ -52,6 +52,17 @@ pub(crate) fn norm_status(v: &Value) -> Value {
     v
 }
 
+/// The SHA-256 of a status in its normalized form ([`norm_status`], serialized with sorted
+/// keys): what [`super::Controller`] remembers of the statuses it wrote.
+pub(crate) type StatusDigest = [u8; 32];
+
+/// See [`StatusDigest`].
+pub(crate) fn status_digest(v: &Value) -> StatusDigest {
+    use sha2::Digest as _;
+    let text = serde_json::to_string(&norm_status(v)).unwrap_or_default();
+    sha2::Sha256::digest(text.as_bytes()).into()
+}
+
 /// An Event note: at most 1 kB, cut on a UTF-8 boundary.
 fn note(s: &str) -> String {
     if s.len() <= 1024 {
@@ -152,7 +163,7 @@ impl Controller {
             .read()
             .map_err(|_| Error::SnapshotPoisoned)?
             .route(rkey)
-            .map(|r| r.json.clone());
+            .map(|r| r.json());
         let (kind, ns, name) = rkey;
         if cached.as_ref().is_some_and(|r| {
             next(r).is_none()

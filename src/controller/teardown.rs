@@ -130,7 +130,7 @@ impl Controller {
             let snap = self.snapshot.read().map_err(|_| Error::SnapshotPoisoned)?;
             let children: Vec<Value> = snap
                 .children_by_gateway(&uid)
-                .map(|c| (**c).clone())
+                .map(Arc::unwrap_or_clone)
                 .collect();
             let order = crate::plan::class::resolve_blueprint(
                 &snap,

@@ -284,17 +284,7 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
                     move |ctl, mut v, deleted| {
                         v["apiVersion"] = types.0.clone();
                         v["kind"] = types.1.clone();
-                        // Of who wrote which field, keep only what fight detection reads
-                        // (`controller::fight`): the manager, its fields and when.
-                        if let Some(entries) = v["metadata"]["managedFields"].as_array_mut() {
-                            for e in entries.iter_mut() {
-                                if let Some(o) = e.as_object_mut() {
-                                    o.retain(|k, _| {
-                                        matches!(k.as_str(), "manager" | "fieldsV1" | "time")
-                                    });
-                                }
-                            }
-                        }
+                        super::fight::keep_what_fights_read(&mut v);
                         on_child(ctl, v, deleted);
                     },
                 )
@@ -747,7 +737,8 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         let own = own_status_key(&key.0, &key.1, &key.2);
         let status_only = !deleted
             && is_own_echo(ctl, &own, &v, |s| {
-                s.route(&key).is_some_and(|e| same_but_status(&e.json, &v))
+                s.route(&key)
+                    .is_some_and(|e| same_but_status(&e.json(), &v))
             });
         if status_only {
             // The echo of our own write to the route's status: nothing to plan.
@@ -1011,6 +1002,8 @@ fn on_child(ctl: &Arc<Controller>, v: Value, deleted: bool) {
     let gw_uid = labels::gateway_uid(&v).map(str::to_owned);
     if deleted {
         let key = ObjectKey::of(&v);
+        ctl.fights
+            .on_deleted(&key.to_string(), std::time::Instant::now());
         with_snapshot(ctl, |s| s.remove_child(&key));
         for gw in ctl.waiters_of(&key) {
             ctl.enqueue(Work::Gateway(gw));

@@ -201,7 +201,7 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         params.ok(),
     );
     context.decoration = GatewayDecoration::new(&entry.json, &uid);
-    let live: Vec<Arc<Value>> = snap.children_of(&uid).cloned().collect();
+    let live: Vec<Arc<Value>> = snap.children_of(&uid).collect();
 
     let mut plan = GatewayPlan {
         key: key.clone(),
@@ -230,9 +230,10 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
     let mut address_wait: Option<String> = None;
     if let (true, Some(prepared)) = (accepted, blueprint.as_deref()) {
         let route_values: Vec<minijinja::Value> =
-            accepted_routes.iter().map(|r| r.value.clone()).collect();
+            accepted_routes.iter().map(|r| r.lazy_value()).collect();
+        let gateway_value = minijinja::Value::from(minijinja::value::Serde(&*entry.json));
         let base = TemplateContext {
-            gateway: &entry.value,
+            gateway: &gateway_value,
             class: &plan.context.class,
             values: &plan.context.values,
             listeners: &plan.context.listeners,
@@ -253,7 +254,7 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
             },
             live: &live,
             scopes: snap.scopes(),
-            all_children: &|k| snap.holder(k).cloned(),
+            all_children: &|k| snap.holder(k),
         };
         plan.context.base = base.clone();
         let result = render_set(&input, &base, None);
@@ -288,18 +289,13 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         plan.warnings = result.warnings;
         plan.conflicts = result.conflicts;
         // Route children of routes this Gateway no longer accepts.
-        let mut route_children = snap
-            .children_by_gateway(&uid)
-            .filter(|c| crate::render::labels::parent_uid(c).unwrap_or_default() != uid)
-            .peekable();
+        let mut route_children = snap.route_children_by_gateway(&uid).peekable();
         if route_children.peek().is_some() {
             let accepted: std::collections::BTreeSet<&str> =
                 accepted_routes.iter().map(|r| r.uid.as_str()).collect();
             plan.orphaned_route_children = route_children
-                .filter(|c| {
-                    !accepted.contains(crate::render::labels::parent_uid(c).unwrap_or_default())
-                })
-                .map(|c| ObjectKey::of(c))
+                .filter(|(_, parent)| !accepted.contains(parent))
+                .map(|(k, _)| k.clone())
                 .collect();
         }
     }

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::gateway::GatewayPlan;
 use super::templates::{ChildState, DesiredChild, Held, SetInput, prune_list, render_set};
-use crate::render::labels::{self, Owner};
+use crate::render::labels::Owner;
 use crate::render::{RenderError, TemplateSet};
 use crate::snapshot::{ObjectKey, RouteKey, Snapshot};
 
@@ -46,11 +46,7 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
         };
     };
     let uid = entry.uid.clone();
-    let live: Vec<Arc<Value>> = snap
-        .children_of(&uid)
-        .filter(|c| labels::gateway_uid(c) == Some(gw.uid.as_str()))
-        .cloned()
-        .collect();
+    let live: Vec<Arc<Value>> = snap.children_of_under(&uid, &gw.uid).collect();
     let mut plan = RoutePlan {
         route: route.clone(),
         uid: uid.clone(),
@@ -64,13 +60,14 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
     }
     let accepted = gw.context.accepts(route);
     let base = gw.context.base.clone();
-    let route_value = entry.value.clone();
+    let route_value = entry.value();
+    let route_json = entry.json();
     let input = SetInput {
         prepared,
         set: TemplateSet::Route,
         namespace: &route.1,
         owner: Owner {
-            parent: &entry.json,
+            parent: &route_json,
             gateway: &gw.context.gateway,
             parent_uid: &uid,
             gateway_uid: &gw.uid,
@@ -78,7 +75,7 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
         },
         live: &live,
         scopes: snap.scopes(),
-        all_children: &|k| snap.holder(k).cloned(),
+        all_children: &|k| snap.holder(k),
     };
     let result = if accepted {
         render_set(&input, &base, Some(&route_value))

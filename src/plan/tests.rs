@@ -432,7 +432,7 @@ fn route_parents_keep_other_controllers_and_drop_stale_entries_of_ours() {
     let stale = json!({"parentRef": {"name": "gone", "namespace": "infra"}, "controllerName": CONTROLLER_NAME, "conditions": []});
     let old_two = json!({"parentRef": {"name": "two", "namespace": "infra"}, "controllerName": CONTROLLER_NAME,
         "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "kept", "lastTransitionTime": "2025-01-01T00:00:00Z"}]});
-    let mut route = w.snap.route(&a).unwrap().json.clone();
+    let mut route = w.snap.route(&a).unwrap().json();
     route["status"]["parents"] = json!([foreign, stale, old_two]);
     let ones = entry_for(&w, &one, &a);
     let next = next_route_parents(

@@ -6,6 +6,7 @@ pub mod context;
 pub mod engine;
 pub mod graph;
 pub mod labels;
+pub mod lazy;
 pub mod output;
 pub mod prepared;
 pub mod scope;

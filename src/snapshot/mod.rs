@@ -85,30 +85,79 @@ pub struct BlueprintEntry {
 pub struct GatewayEntry {
     /// Typed.
     pub typed: Gateway,
-    /// As the API returns it; shared (not copied) by the plans that read it.
+    /// As the API returns it; shared (not copied) by the plans that read it. (Its
+    /// template value is made by each plan: keeping it here too held every Gateway a
+    /// third time.)
     pub json: Arc<Value>,
-    /// The same as a template value, converted once.
-    pub value: minijinja::Value,
     /// `metadata.uid`, or a stable stand-in offline (see
     /// [`offline_uid`]), read once.
     pub uid: String,
 }
 
-/// A route of any supported kind, as the semantics see it and as JSON.
+/// A route of any supported kind, as the semantics see it and as JSON text (parsed when a
+/// plan reads it: see [`ChildEntry`] for why text).
 #[derive(Debug)]
 pub struct RouteEntry {
     /// Route-kind independent view.
     pub view: RouteView,
-    /// As the API returns it.
-    pub json: Value,
-    /// The same as a template value, converted once.
-    pub value: minijinja::Value,
+    /// As the API returns it, minified.
+    text: Arc<str>,
     /// `metadata.uid`, or a stable stand-in offline, read once.
     pub uid: String,
 }
 
+impl RouteEntry {
+    /// The route as the API returns it.
+    #[must_use]
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or(Value::Null)
+    }
+    /// The route as a template value.
+    #[must_use]
+    pub fn value(&self) -> minijinja::Value {
+        serde_json::from_str(&self.text).unwrap_or_default()
+    }
+    /// The route as a template value that is parsed only if a template reads it.
+    #[must_use]
+    pub fn lazy_value(&self) -> minijinja::Value {
+        crate::render::lazy::LazyJson::value(Arc::clone(&self.text))
+    }
+}
+
 /// Identity of a route: kind, namespace, name.
 pub type RouteKey = (String, String, String);
+
+/// A live child as the snapshot keeps it: its minified JSON text, and what the indexes
+/// and the write path read without parsing it. A parsed `serde_json::Value` of a
+/// Kubernetes object takes 8 to 20 times its text (every map is a B-tree node of 11
+/// slots), and a fleet's children are most of what the controller holds; a plan parses
+/// the few it reads (see "Memory" in the README).
+#[derive(Debug)]
+struct ChildEntry {
+    text: Box<str>,
+    parent_uid: Option<String>,
+    gateway_uid: Option<String>,
+    resource_version: Option<String>,
+}
+
+impl ChildEntry {
+    fn new(obj: &Value) -> Self {
+        let s = |v: Option<&str>| v.map(str::to_owned);
+        Self {
+            text: serde_json::to_string(obj)
+                .unwrap_or_default()
+                .into_boxed_str(),
+            parent_uid: s(labels::parent_uid(obj)),
+            gateway_uid: s(labels::gateway_uid(obj)),
+            resource_version: s(obj["metadata"]["resourceVersion"].as_str()),
+        }
+    }
+
+    /// The object, parsed (it was serialized from a `Value`, so it parses).
+    fn object(&self) -> Arc<Value> {
+        Arc::new(serde_json::from_str(&self.text).unwrap_or(Value::Null))
+    }
+}
 
 /// See the module docs.
 #[derive(Debug, Default)]
@@ -129,7 +178,7 @@ pub struct Snapshot {
     /// until a Gateway names one and its type is fetched.
     other_secrets: BTreeMap<Key, SecretInfo>,
     services: Option<BTreeSet<Key>>,
-    children: BTreeMap<ObjectKey, Arc<Value>>,
+    children: BTreeMap<ObjectKey, ChildEntry>,
     children_by_parent: BTreeMap<String, BTreeSet<ObjectKey>>,
     children_by_gateway: BTreeMap<String, BTreeSet<ObjectKey>>,
     scopes: crate::render::scope::KindScopes,
@@ -259,14 +308,12 @@ impl Snapshot {
     /// Inserts or replaces a Gateway.
     pub fn put_gateway(&mut self, g: Gateway) {
         let json = serde_json::to_value(&g).unwrap_or(Value::Null);
-        let value = minijinja::Value::from(minijinja::value::Serde(&json));
         let uid = uid_of(&json, "Gateway");
         self.gateways.insert(
             key_of(&g.metadata),
             Arc::new(GatewayEntry {
                 typed: g,
                 json: Arc::new(json),
-                value,
                 uid,
             }),
         );
@@ -296,17 +343,10 @@ impl Snapshot {
                     .insert(key.clone());
             }
         }
-        let value = minijinja::Value::from(minijinja::value::Serde(&json));
         let uid = uid_of(&json, &key.0);
-        self.routes.insert(
-            key,
-            Arc::new(RouteEntry {
-                view,
-                json,
-                value,
-                uid,
-            }),
-        );
+        let text = serde_json::to_string(&json).unwrap_or_default().into();
+        self.routes
+            .insert(key, Arc::new(RouteEntry { view, text, uid }));
     }
     /// Removes a route.
     pub fn remove_route(&mut self, key: &RouteKey) {
@@ -390,19 +430,20 @@ impl Snapshot {
     pub fn put_child(&mut self, obj: Value) {
         let key = ObjectKey::of(&obj);
         self.remove_child(&key);
-        if let Some(uid) = labels::parent_uid(&obj) {
+        let entry = ChildEntry::new(&obj);
+        if let Some(uid) = &entry.parent_uid {
             self.children_by_parent
-                .entry(uid.to_owned())
+                .entry(uid.clone())
                 .or_default()
                 .insert(key.clone());
         }
-        if let Some(uid) = labels::gateway_uid(&obj) {
+        if let Some(uid) = &entry.gateway_uid {
             self.children_by_gateway
-                .entry(uid.to_owned())
+                .entry(uid.clone())
                 .or_default()
                 .insert(key.clone());
         }
-        self.children.insert(key, Arc::new(obj));
+        self.children.insert(key, entry);
     }
     /// Stores the answer to our own write of a child, unless the cache moved on since the
     /// version the write was based on (`based_on`: its resourceVersion, `None` when the
@@ -412,11 +453,10 @@ impl Snapshot {
     /// Returns whether it was stored.
     pub fn put_own_write(&mut self, obj: Value, based_on: Option<&str>) -> bool {
         let key = ObjectKey::of(&obj);
-        let now = self.children.get(&key).map(|c| {
-            c["metadata"]["resourceVersion"]
-                .as_str()
-                .unwrap_or_default()
-        });
+        let now = self
+            .children
+            .get(&key)
+            .map(|c| c.resource_version.as_deref().unwrap_or_default());
         if now != based_on {
             return false;
         }
@@ -427,7 +467,7 @@ impl Snapshot {
     /// Removes a live child.
     pub fn remove_child(&mut self, key: &ObjectKey) {
         if let Some(old) = self.children.remove(key) {
-            if let Some(uid) = labels::parent_uid(&old)
+            if let Some(uid) = old.parent_uid.as_deref()
                 && let Some(set) = self.children_by_parent.get_mut(uid)
             {
                 set.remove(key);
@@ -435,7 +475,7 @@ impl Snapshot {
                     self.children_by_parent.remove(uid);
                 }
             }
-            if let Some(uid) = labels::gateway_uid(&old)
+            if let Some(uid) = old.gateway_uid.as_deref()
                 && let Some(set) = self.children_by_gateway.get_mut(uid)
             {
                 set.remove(key);
@@ -602,27 +642,59 @@ impl Snapshot {
             .flatten()
             .filter_map(|k| self.routes.get(k).map(|r| (k, r)))
     }
-    /// Live children labelled with this parent uid.
-    pub fn children_of<'a>(
+    /// Live children labelled with this parent uid, parsed.
+    pub fn children_of<'a>(&'a self, parent_uid: &str) -> impl Iterator<Item = Arc<Value>> + 'a {
+        self.children_by_parent
+            .get(parent_uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.children.get(k).map(ChildEntry::object))
+    }
+    /// Live children labelled with this parent uid and this Gateway uid (a route's
+    /// children under one of its Gateways), parsed.
+    pub fn children_of_under<'a>(
         &'a self,
         parent_uid: &str,
-    ) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
+        gateway_uid: &'a str,
+    ) -> impl Iterator<Item = Arc<Value>> + 'a {
         self.children_by_parent
             .get(parent_uid)
             .into_iter()
             .flatten()
             .filter_map(|k| self.children.get(k))
+            .filter(move |c| c.gateway_uid.as_deref() == Some(gateway_uid))
+            .map(ChildEntry::object)
     }
-    /// Live children labelled with this Gateway uid (its own and its routes').
+    /// Live children labelled with this Gateway uid (its own and its routes'), parsed.
     pub fn children_by_gateway<'a>(
         &'a self,
         gateway_uid: &str,
-    ) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
+    ) -> impl Iterator<Item = Arc<Value>> + 'a {
         self.children_by_gateway
             .get(gateway_uid)
             .into_iter()
             .flatten()
-            .filter_map(|k| self.children.get(k))
+            .filter_map(|k| self.children.get(k).map(ChildEntry::object))
+    }
+    /// The parent uids of the live children labelled with this Gateway uid whose parent is
+    /// not the Gateway itself (its routes' children), without parsing them.
+    pub fn route_children_by_gateway<'a>(
+        &'a self,
+        gateway_uid: &'a str,
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a str)> + 'a {
+        self.children_by_gateway
+            .get(gateway_uid)
+            .into_iter()
+            .flatten()
+            .filter_map(move |k| {
+                let p = self
+                    .children
+                    .get(k)?
+                    .parent_uid
+                    .as_deref()
+                    .unwrap_or_default();
+                (p != gateway_uid).then_some((k, p))
+            })
     }
     /// The (apiVersion, kind) of every live child labelled with this Gateway uid.
     pub fn child_kinds_by_gateway<'a>(
@@ -635,25 +707,30 @@ impl Snapshot {
             .flatten()
             .map(|k| (k.api_version.clone(), k.kind.clone()))
     }
-    /// A live child by key.
+    /// A live child by key, parsed.
     #[must_use]
-    pub fn child(&self, key: &ObjectKey) -> Option<&Arc<Value>> {
-        self.children.get(key)
+    pub fn child(&self, key: &ObjectKey) -> Option<Arc<Value>> {
+        self.children.get(key).map(ChildEntry::object)
+    }
+    /// Whether a live child of that key exists.
+    #[must_use]
+    pub fn has_child(&self, key: &ObjectKey) -> bool {
+        self.children.contains_key(key)
     }
     /// The object that holds `key`: the live child, else the object a parent claimed
     /// (offline arbitration, see [`Snapshot::claim`]).
     #[must_use]
-    pub fn holder(&self, key: &ObjectKey) -> Option<&Arc<Value>> {
-        self.children.get(key).or_else(|| self.claimed.get(key))
+    pub fn holder(&self, key: &ObjectKey) -> Option<Arc<Value>> {
+        self.child(key).or_else(|| self.claimed.get(key).cloned())
     }
     /// Records that the parent of `object` (its labels say which) keeps `key` although it
     /// does not exist yet: `render` arbitrates between parents rendering the same object.
     pub fn claim(&mut self, key: ObjectKey, object: Value) {
         self.claimed.insert(key, Arc::new(object));
     }
-    /// Every live child.
-    pub fn children(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<Value>)> {
-        self.children.iter()
+    /// The keys of every live child.
+    pub fn child_keys(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.children.keys()
     }
 }
 

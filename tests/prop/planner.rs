@@ -325,7 +325,7 @@ pub fn check_world(w: &World) -> Result<Stats, String> {
     // Converged: the status invariants hold on the converged world too.
     let plans = plan_all(&snap);
     check_status(&snap, &plans)?;
-    stats.children = snap.children().count();
+    stats.children = snap.child_keys().count();
     stats.programmed = plans
         .iter()
         .filter(|p| {

@@ -271,7 +271,7 @@ fn round_trip_case(s: &str, v: &Value, deep: &Value, path: &str) -> Result<(), T
     let route_rules = snap
         .route(&("HTTPRoute".into(), NS.into(), "r".into()))
         .unwrap()
-        .json["spec"]["rules"]
+        .json()["spec"]["rules"]
         .clone();
     let expect = [
         ("plain", json!(s)),

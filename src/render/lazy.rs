@@ -1,0 +1,79 @@
+//! A JSON object handed to templates as its text and parsed on first read. The snapshot
+//! keeps routes as text (a parsed object takes many times its text in memory); a Gateway
+//! template sees every accepted route in `routes`, and most templates never read it, so
+//! converting each route for every Gateway plan would be wasted work.
+
+use std::sync::{Arc, OnceLock};
+
+use minijinja::Value;
+use minijinja::value::{Enumerator, Object, ObjectRepr};
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct LazyJson {
+    text: Arc<str>,
+    parsed: OnceLock<Value>,
+}
+
+impl LazyJson {
+    /// A template value over `text` (a JSON object), parsed when first read.
+    #[must_use]
+    pub fn value(text: Arc<str>) -> Value {
+        Value::from_object(Self {
+            text,
+            parsed: OnceLock::new(),
+        })
+    }
+
+    fn parsed(&self) -> &Value {
+        self.parsed
+            .get_or_init(|| serde_json::from_str(&self.text).unwrap_or_default())
+    }
+}
+
+impl Object for LazyJson {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        self.parsed()
+            .get_item(key)
+            .ok()
+            .filter(|v| !v.is_undefined())
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        match self.parsed().try_iter() {
+            Ok(keys) => Enumerator::Values(keys.collect()),
+            Err(_) => Enumerator::Empty,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_like_the_parsed_object() {
+        let text = r#"{"metadata":{"name":"r","labels":{"a":"1"}},"spec":{"hostnames":["x.example.com"]}}"#;
+        let lazy = LazyJson::value(Arc::from(text));
+        let eager: Value = serde_json::from_str(text).unwrap();
+        let env = minijinja::Environment::new();
+        for expr in [
+            "r.metadata.name",
+            "r.spec.hostnames | first",
+            "r | length",
+            "r.metadata.labels | items | list",
+            "r | tojson",
+            "r.missing is defined",
+            "r | list",
+        ] {
+            let e = env.compile_expression(expr).unwrap();
+            let a = e.eval(minijinja::context! { r => lazy.clone() }).unwrap();
+            let b = e.eval(minijinja::context! { r => eager.clone() }).unwrap();
+            assert_eq!(a.to_string(), b.to_string(), "{expr}");
+        }
+    }
+}
