@@ -676,7 +676,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         let status_only = !deleted
             && is_own_echo(ctl, &own, &v, |s| {
                 s.gateway(&key)
-                    .is_some_and(|e| same_but_status(&e.json, &v))
+                    .is_some_and(|e| same_but_status(&e.json(), &v))
             });
         if deleted {
             ctl.forget_own_status(&own);
@@ -740,10 +740,11 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
                 s.route(&key)
                     .is_some_and(|e| same_but_status(&e.json(), &v))
             });
+        let raw_status = v.get("status").cloned();
         if status_only {
             // The echo of our own write to the route's status: nothing to plan.
             if let Some(r) = decode::<HttpRoute>(v) {
-                with_snapshot(ctl, |s| s.put_http_route(&r));
+                with_snapshot(ctl, |s| s.put_http_route_seen(&r, raw_status.as_ref()));
             }
             return;
         }
@@ -757,7 +758,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
                     .iter()
                     .map(|p| (p.namespace.clone(), p.name.clone())),
             );
-            with_snapshot(ctl, |s| s.put_http_route(&r));
+            with_snapshot(ctl, |s| s.put_http_route_seen(&r, raw_status.as_ref()));
             ctl.enqueue(Work::Route(key));
         }
         parents.sort();

@@ -192,15 +192,16 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
     };
     let accepted = accepted_cond.status.is_true();
 
+    let gateway_json = Arc::new(entry.json());
     let (mut context, accepted_routes) = build_context(
-        Arc::clone(&entry.json),
+        Arc::clone(&gateway_json),
         class_json,
         &eval,
         &attachments,
         &attached,
         params.ok(),
     );
-    context.decoration = GatewayDecoration::new(&entry.json, &uid);
+    context.decoration = GatewayDecoration::new(&gateway_json, &uid);
     let live: Vec<Arc<Value>> = snap.children_of(&uid).collect();
 
     let mut plan = GatewayPlan {
@@ -231,7 +232,7 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
     if let (true, Some(prepared)) = (accepted, blueprint.as_deref()) {
         let route_values: Vec<minijinja::Value> =
             accepted_routes.iter().map(|r| r.lazy_value()).collect();
-        let gateway_value = minijinja::Value::from(minijinja::value::Serde(&*entry.json));
+        let gateway_value = minijinja::Value::from(minijinja::value::Serde(&*gateway_json));
         let base = TemplateContext {
             gateway: &gateway_value,
             class: &plan.context.class,

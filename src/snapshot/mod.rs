@@ -80,18 +80,25 @@ pub struct BlueprintEntry {
     pub prepared: Result<Arc<Prepared>, Vec<RenderError>>,
 }
 
-/// A Gateway, typed and as JSON (templates read the JSON).
+/// A Gateway, typed and as JSON text (templates read the JSON; a plan parses it once:
+/// see [`ChildEntry`] for why text).
 #[derive(Debug)]
 pub struct GatewayEntry {
     /// Typed.
     pub typed: Gateway,
-    /// As the API returns it; shared (not copied) by the plans that read it. (Its
-    /// template value is made by each plan: keeping it here too held every Gateway a
-    /// third time.)
-    pub json: Arc<Value>,
+    /// As the API returns it, minified.
+    text: Box<str>,
     /// `metadata.uid`, or a stable stand-in offline (see
     /// [`offline_uid`]), read once.
     pub uid: String,
+}
+
+impl GatewayEntry {
+    /// The Gateway as the API returns it.
+    #[must_use]
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or(Value::Null)
+    }
 }
 
 /// A route of any supported kind, as the semantics see it and as JSON text (parsed when a
@@ -104,6 +111,9 @@ pub struct RouteEntry {
     text: Arc<str>,
     /// `metadata.uid`, or a stable stand-in offline, read once.
     pub uid: String,
+    /// Whether the text holds the route's `status` exactly as the API server sent it (the
+    /// typed model dropped no field of it), so a status write may start from it.
+    pub status_exact: bool,
 }
 
 impl RouteEntry {
@@ -309,11 +319,14 @@ impl Snapshot {
     pub fn put_gateway(&mut self, g: Gateway) {
         let json = serde_json::to_value(&g).unwrap_or(Value::Null);
         let uid = uid_of(&json, "Gateway");
+        let text = serde_json::to_string(&json)
+            .unwrap_or_default()
+            .into_boxed_str();
         self.gateways.insert(
             key_of(&g.metadata),
             Arc::new(GatewayEntry {
                 typed: g,
-                json: Arc::new(json),
+                text,
                 uid,
             }),
         );
@@ -326,9 +339,17 @@ impl Snapshot {
     pub fn put_http_route(&mut self, r: &HttpRoute) {
         let json = serde_json::to_value(r).unwrap_or(Value::Null);
         let view = RouteView::from_http_route(r);
-        self.put_route(view, json);
+        self.put_route(view, json, false);
     }
-    fn put_route(&mut self, view: RouteView, json: Value) {
+    /// Inserts or replaces an HTTPRoute whose `status`, as the API server sent it, was
+    /// `raw_status` (see [`RouteEntry::status_exact`]).
+    pub fn put_http_route_seen(&mut self, r: &HttpRoute, raw_status: Option<&Value>) {
+        let json = serde_json::to_value(r).unwrap_or(Value::Null);
+        let exact = json.get("status") == raw_status;
+        let view = RouteView::from_http_route(r);
+        self.put_route(view, json, exact);
+    }
+    fn put_route(&mut self, view: RouteView, json: Value, status_exact: bool) {
         let key: RouteKey = (
             view.kind.kind.clone(),
             view.namespace.clone(),
@@ -345,8 +366,15 @@ impl Snapshot {
         }
         let uid = uid_of(&json, &key.0);
         let text = serde_json::to_string(&json).unwrap_or_default().into();
-        self.routes
-            .insert(key, Arc::new(RouteEntry { view, text, uid }));
+        self.routes.insert(
+            key,
+            Arc::new(RouteEntry {
+                view,
+                text,
+                uid,
+                status_exact,
+            }),
+        );
     }
     /// Removes a route.
     pub fn remove_route(&mut self, key: &RouteKey) {

@@ -651,124 +651,239 @@ fn api_server_and_etcd_restarts_lose_nothing() {
     });
 }
 
+/// One Gateway with one route, its controller under a fast fight policy (3 reverts in
+/// 4 s, holds of 1 s doubling to 4 s), and the route's child (an HTTPRoute) applied.
+struct FightWorld {
+    trt: tokio::runtime::Runtime,
+    client: Client,
+    ns: TestNamespace,
+    run: Running,
+    routes: Api<kube::api::DynamicObject>,
+    gws: Api<Gateway>,
+}
+
+/// The route child another actor fights over.
+const FOUGHT: &str = "gw0-r0-gw0-istio";
+
+impl FightWorld {
+    fn start(prefix: &str) -> Self {
+        let trt = tokio::runtime::Runtime::new().unwrap();
+        let client = trt.block_on(admin());
+        let class = unique_name(prefix);
+        trt.block_on(install_class(&client, &class));
+        let ns = trt.block_on(TestNamespace::new(&client, prefix));
+        let mut opts = options(&unique_name(&format!("{prefix}-ctl")));
+        opts.fights = gatewright::controller::fight::Policy {
+            threshold: 3,
+            window: Duration::from_secs(4),
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(4),
+        };
+        let run = Running::start(opts, admin);
+        trt.block_on(apply_yaml(
+            &client,
+            &world_yaml(&ns.name, &class, 1, 1, "example.com"),
+        ));
+        let routes: Api<kube::api::DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            &ns.name,
+            &kube::api::ApiResource::from_gvk_with_plural(
+                &kube::api::GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute"),
+                "httproutes",
+            ),
+        );
+        trt.block_on(wait_for("the route child", CONVERGE, || async {
+            routes.get_opt(FOUGHT).await.unwrap().map(|_| ())
+        }));
+        std::thread::sleep(Duration::from_secs(1));
+        let gws = Api::namespaced(client.clone(), &ns.name);
+        Self {
+            trt,
+            client,
+            ns,
+            run,
+            routes,
+            gws,
+        }
+    }
+
+    /// The Gateway's fight condition, if it has one.
+    fn condition(&self) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+        let g = self.trt.block_on(self.gws.get("gw0")).unwrap();
+        g.status.and_then(|s| s.conditions).and_then(|cs| {
+            cs.into_iter()
+                .find(|c| c.type_ == "gatewright.dev/FieldConflict")
+        })
+    }
+
+    /// Runs `revert` every 100 ms for `fighting`; returns how many took effect, the
+    /// controller's writes in the namespace meanwhile, and the fight condition with when
+    /// it first appeared.
+    fn fight(
+        &self,
+        fighting: Duration,
+        revert: impl Fn() -> bool,
+    ) -> (
+        u32,
+        u64,
+        Option<(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition,
+            Duration,
+        )>,
+    ) {
+        let m = self.run.ctl.metrics().clone();
+        let before = m.writes_in_namespace(&self.ns.name);
+        let began = Instant::now();
+        let mut reverts = 0u32;
+        let mut seen = None;
+        while began.elapsed() < fighting {
+            if revert() {
+                reverts += 1;
+            }
+            if seen.is_none()
+                && let Some(c) = self.condition()
+            {
+                seen = Some((c, began.elapsed()));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (reverts, m.writes_in_namespace(&self.ns.name) - before, seen)
+    }
+
+    /// Asserts one Event with the fight's reason in the namespace.
+    fn assert_event(&self) {
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(self.client.clone(), &self.ns.name);
+        let evs = self
+            .trt
+            .block_on(events.list(&ListParams::default()))
+            .unwrap();
+        assert!(
+            evs.items
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("FieldFight")),
+            "no FieldFight Event"
+        );
+    }
+
+    /// Waits until the child holds our value again and the condition is gone; how long.
+    fn wait_for_peace(&self) -> Duration {
+        let stopped = Instant::now();
+        self.trt.block_on(wait_for(
+            "the fight to end",
+            Duration::from_secs(30),
+            || async {
+                let ours = self
+                    .routes
+                    .get_opt(FOUGHT)
+                    .await
+                    .unwrap()
+                    .is_some_and(|r| r.data["spec"]["hostnames"][0] == "r0.g0.example.com");
+                let g = self.gws.get("gw0").await.unwrap();
+                let calm = g
+                    .status
+                    .and_then(|s| s.conditions)
+                    .is_none_or(|cs| !cs.iter().any(|c| c.type_ == "gatewright.dev/FieldConflict"));
+                (ours && calm).then_some(())
+            },
+        ));
+        stopped.elapsed()
+    }
+
+    fn stop(self) {
+        assert!(
+            self.run.stop(Duration::from_secs(10)),
+            "shutdown did not drain"
+        );
+        self.trt.block_on(self.ns.delete());
+    }
+}
+
+/// Writes allowed during `fighting` with backoff: 3 reverts, then one probe per hold (1, 2,
+/// 4, 4, ... s), plus status writes and the Event. Without backoff: one per revert (~120).
+fn fight_ceiling(fighting: Duration) -> u64 {
+    3 + 2 * (fighting.as_secs() + 1) + 6
+}
+
 #[test]
 fn a_fight_over_a_field_backs_off_and_is_reported() {
     let _serial = serial();
-    let trt = tokio::runtime::Runtime::new().unwrap();
-    let client = trt.block_on(admin());
-    let class = unique_name("ffight");
-    trt.block_on(install_class(&client, &class));
-    let ns = trt.block_on(TestNamespace::new(&client, "ffight"));
-    let n = ns.name.clone();
-    let mut opts = options(&unique_name("ffight-ctl"));
-    opts.fights = gatewright::controller::fight::Policy {
-        threshold: 3,
-        window: Duration::from_secs(4),
-        base: Duration::from_secs(1),
-        cap: Duration::from_secs(4),
-    };
-    let run = Running::start(opts, admin);
-    let m = run.ctl.metrics().clone();
-    trt.block_on(apply_yaml(
-        &client,
-        &world_yaml(&n, &class, 1, 1, "example.com"),
-    ));
-    let child = "gw0-r0-gw0-istio";
-    let routes: Api<kube::api::DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &n,
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute"),
-            "httproutes",
-        ),
-    );
-    trt.block_on(wait_for("the route child", CONVERGE, || async {
-        routes.get_opt(child).await.unwrap().map(|_| ())
-    }));
-    std::thread::sleep(Duration::from_secs(1));
-    let gws: Api<Gateway> = Api::namespaced(client.clone(), &n);
-    let fight_cond = |g: &Gateway| {
-        g.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| {
-                cs.iter()
-                    .find(|c| c.type_ == "gatewright.dev/FieldConflict")
-                    .cloned()
-            })
-    };
-
+    let w = FightWorld::start("ffight");
     // Another actor reverts spec.hostnames every 100 ms for 12 s.
     let fighting = Duration::from_secs(12);
-    let before = m.writes_in_namespace(&n);
-    let began = Instant::now();
-    let mut reverts = 0u32;
-    let mut seen_cond = None;
-    while began.elapsed() < fighting {
-        let r = trt.block_on(routes.patch(
-            child,
-            &PatchParams {
-                field_manager: Some("fighter".into()),
-                ..PatchParams::default()
-            },
-            &Patch::Merge(&json!({"spec": {"hostnames": ["theirs.example.com"]}})),
-        ));
-        if r.is_ok() {
-            reverts += 1;
-        }
-        if seen_cond.is_none()
-            && let Some(c) = fight_cond(&trt.block_on(gws.get("gw0")).unwrap())
-        {
-            seen_cond = Some((c, began.elapsed()));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let writes = m.writes_in_namespace(&n) - before;
-    let (cond, after) = seen_cond.expect("the fight condition appeared on the Gateway");
+    let (reverts, writes, seen) = w.fight(fighting, || {
+        w.trt
+            .block_on(w.routes.patch(
+                FOUGHT,
+                &PatchParams {
+                    field_manager: Some("fighter".into()),
+                    ..PatchParams::default()
+                },
+                &Patch::Merge(&json!({"spec": {"hostnames": ["theirs.example.com"]}})),
+            ))
+            .is_ok()
+    });
+    let (cond, after) = seen.expect("the fight condition appeared on the Gateway");
     assert_eq!(cond.status, "True");
     assert_eq!(cond.reason, "FieldFight");
     assert!(
-        cond.message.contains(child)
+        cond.message.contains(FOUGHT)
             && cond.message.contains("spec.hostnames")
             && cond.message.contains("fighter"),
         "{}",
         cond.message
     );
-    // Without backoff: one apply per revert (~120). With it: 3 reverts, then one probe per
-    // hold (1, 2, 4, 4, ... s), plus status writes and the Event.
-    let ceiling = 3 + 2 * (fighting.as_secs() + 1) + 6;
+    let ceiling = fight_ceiling(fighting);
     assert!(
         writes <= ceiling,
         "{writes} writes in {fighting:?} of fighting ({reverts} reverts); ceiling {ceiling}"
     );
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &n);
-    let evs = trt.block_on(events.list(&ListParams::default())).unwrap();
-    assert!(
-        evs.items
-            .iter()
-            .any(|e| e.reason.as_deref() == Some("FieldFight")),
-        "no FieldFight Event"
-    );
+    w.assert_event();
     // The other side stops: our value comes back and the condition clears.
-    let stopped = Instant::now();
-    trt.block_on(wait_for(
-        "the fight to end",
-        Duration::from_secs(30),
-        || async {
-            let r = routes.get(child).await.unwrap();
-            let g = gws.get("gw0").await.unwrap();
-            (r.data["spec"]["hostnames"][0] == "r0.g0.example.com" && fight_cond(&g).is_none())
-                .then_some(())
-        },
-    ));
+    let cleared = w.wait_for_peace();
     figure(&format!(
         "FAULTS | fight over a field | spec.hostnames of a child reverted every 100 ms for {}s ({reverts} reverts) | condition after {:.1}s, cleared {:.1}s after the reverts stopped | {writes} writes during the fight (ceiling {ceiling}) | ok",
         fighting.as_secs(),
         after.as_secs_f64(),
-        stopped.elapsed().as_secs_f64()
+        cleared.as_secs_f64()
     ));
-    assert!(run.stop(Duration::from_secs(10)), "shutdown did not drain");
-    trt.block_on(ns.delete());
+    w.stop();
+}
+
+#[test]
+fn a_child_deleted_again_and_again_is_a_fight_too() {
+    let _serial = serial();
+    let w = FightWorld::start("dfight");
+    // Another actor deletes the child whenever it exists, every 100 ms for 12 s.
+    let fighting = Duration::from_secs(12);
+    let (deletions, writes, seen) = w.fight(fighting, || {
+        w.trt
+            .block_on(w.routes.delete(FOUGHT, &DeleteParams::default()))
+            .is_ok()
+    });
+    let (cond, after) = seen.expect("the fight condition appeared on the Gateway");
+    assert_eq!(cond.status, "True");
+    assert_eq!(cond.reason, "FieldFight");
+    assert!(
+        cond.message.contains(FOUGHT) && cond.message.contains("keeps being deleted"),
+        "{}",
+        cond.message
+    );
+    let ceiling = fight_ceiling(fighting);
+    assert!(
+        writes <= ceiling,
+        "{writes} writes in {fighting:?} of deleting ({deletions} deletions); ceiling {ceiling}"
+    );
+    w.assert_event();
+    // The other side stops: the child is created again and the condition clears.
+    let cleared = w.wait_for_peace();
+    figure(&format!(
+        "FAULTS | fight over a child's existence | a child deleted every 100 ms (whenever it existed) for {}s ({deletions} deletions) | condition after {:.1}s, cleared {:.1}s after the deletions stopped | {writes} writes during the fight (ceiling {ceiling}) | ok",
+        fighting.as_secs(),
+        after.as_secs_f64(),
+        cleared.as_secs_f64()
+    ));
+    w.stop();
 }
 
 /// What a replica's writes (not to a Lease) did, as seen on the wire below its write
