@@ -188,6 +188,24 @@ fn writes_between(before: &Counts, after: &Counts) -> BTreeMap<(String, String),
         .collect()
 }
 
+/// Single-object reads (GET, not LIST or WATCH) between two readings, by resource.
+fn gets_between(before: &Counts, after: &Counts) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for ((verb, resource), v) in after {
+        if verb == "GET" && !resource.starts_with("leases") {
+            let d = (v - before
+                .get(&(verb.clone(), resource.clone()))
+                .copied()
+                .unwrap_or(0.0))
+            .round() as u64;
+            if d > 0 {
+                *out.entry(resource.clone()).or_default() += d;
+            }
+        }
+    }
+    out
+}
+
 fn print_writes(title: &str, w: &BTreeMap<(String, String), u64>) {
     let total: u64 = w.values().sum();
     println!("  {title}: {total} write requests (leases left out)");
@@ -697,6 +715,15 @@ async fn main() {
     print_writes(
         "cold phase (workload creates + simulator status writes + controller)",
         &writes_between(&before, &after),
+    );
+    let gets = gets_between(&before, &after);
+    println!(
+        "  cold phase: {} single-object reads (GET): {}",
+        gets.values().sum::<u64>(),
+        gets.iter()
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     tokio::time::sleep(Duration::from_secs(5)).await;
     let (steady, peak) = p.rss();
