@@ -1,5 +1,5 @@
 //! Reconciling one Gateway, step by step: read and plan (under the snapshot lock, pure),
-//! add our finalizer, apply the children in dependency order, prune what is no longer
+//! add our finalizer, apply the children (several at once), prune what is no longer
 //! rendered, write the planned status (with what applying found out) and the routes'
 //! entries of ours, announce transitions as Events, and say when to look again.
 //! A deleting Gateway goes to the teardown instead.
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -26,6 +27,10 @@ use crate::snapshot::{Key, ObjectKey, Snapshot};
 
 /// A child kind: (apiVersion, kind).
 type KindKey = (String, String);
+
+/// Requests one reconcile sends at the same time (child applies, then route status
+/// writes): a Gateway with many routes is not one request after the other.
+const REQUESTS_IN_FLIGHT: usize = 8;
 
 /// What reading the snapshot gave for one Gateway.
 enum Read {
@@ -155,10 +160,18 @@ impl Controller {
         self.write_gateway_status(key, &p.gateway, &outcome.status)
             .await?;
         // Route status, after the route's children were applied (Flagger waits on it).
-        for r in &p.plan.status.routes {
-            self.write_route_status(&r.route, Some((key, r.entries.as_slice())))
-                .await?;
-        }
+        let writes: Vec<_> = p
+            .plan
+            .status
+            .routes
+            .iter()
+            .map(|r| self.write_route_status(&r.route, Some((key, r.entries.as_slice()))))
+            .collect();
+        let written: Vec<Result<(), Error>> = futures::stream::iter(writes)
+            .buffered(REQUESTS_IN_FLIGHT)
+            .collect()
+            .await;
+        written.into_iter().collect::<Result<(), Error>>()?;
         self.announce(key, &p, &outcome, &applied).await;
         for f in &new_fights {
             self.event(
@@ -196,23 +209,33 @@ impl Controller {
         Ok(())
     }
 
-    /// Applies every child in dependency order: the Gateway's, then each route's. A
-    /// failure is recorded and the others are still applied.
+    /// Applies every child, [`REQUESTS_IN_FLIGHT`] at a time; failures are reported in
+    /// dependency order (the Gateway's children, then each route's) and do not stop the
+    /// others. Order among the applies themselves does not matter: a dependent is only
+    /// rendered once what it reads exists, and it was rendered from the snapshot before
+    /// any of these writes.
     async fn apply_children(self: &Arc<Self>, p: &Planned) -> Applied {
         let mut out = Applied::default();
+        let mut todo = Vec::new();
         for (c, live) in p.plan.children().zip(&p.live) {
             match self.kinds.ensure(self, &c.key.api_version, &c.key.kind) {
                 KindState::Missing(msg) => {
                     out.missing.insert(msg);
-                    continue;
                 }
-                KindState::Pending => {
-                    out.pending_kinds = true;
-                    continue;
-                }
-                KindState::Served { .. } => {}
+                KindState::Pending => out.pending_kinds = true,
+                KindState::Served { .. } => todo.push((c, live)),
             }
-            match self.apply_child(&c.key, &c.object, live.as_deref()).await {
+        }
+        let applies: Vec<_> = todo
+            .into_iter()
+            .map(|(c, live)| self.apply_child(&c.key, &c.object, live.as_deref()))
+            .collect();
+        let results: Vec<_> = futures::stream::iter(applies)
+            .buffered(REQUESTS_IN_FLIGHT)
+            .collect()
+            .await;
+        for r in results {
+            match r {
                 Ok(sent) => out.changed |= sent,
                 Err(e) => out.errors.push(e.to_string()),
             }
