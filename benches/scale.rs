@@ -206,6 +206,52 @@ fn gets_between(before: &Counts, after: &Counts) -> BTreeMap<String, u64> {
     out
 }
 
+/// The controller's reconciles so far, by kind: how many, and their mean duration (from
+/// its own `/metrics`): where a cold start's time went.
+async fn print_reconciles(p: &Proc) {
+    let Some(text) = p.get("/metrics").await else {
+        return;
+    };
+    // kind -> (count, seconds)
+    let mut by: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for line in text.lines() {
+        let (sum, rest) = if let Some(r) =
+            line.strip_prefix("gatewright_reconcile_duration_seconds_sum{")
+        {
+            (true, r)
+        } else if let Some(r) = line.strip_prefix("gatewright_reconcile_duration_seconds_count{") {
+            (false, r)
+        } else {
+            continue;
+        };
+        let Some((labels, value)) = rest.split_once("} ") else {
+            continue;
+        };
+        let kind = labels
+            .split(',')
+            .find_map(|l| l.strip_prefix("kind=\""))
+            .map(|k| k.trim_end_matches('"').to_owned())
+            .unwrap_or_default();
+        let v: f64 = value.trim().parse().unwrap_or(0.0);
+        let e = by.entry(kind).or_default();
+        if sum {
+            e.1 += v;
+        } else {
+            e.0 += v;
+        }
+    }
+    let line: Vec<String> = by
+        .iter()
+        .map(|(k, (n, secs))| {
+            format!(
+                "{k} {n:.0} (mean {:.1} ms)",
+                if *n > 0.0 { secs / n * 1000.0 } else { 0.0 }
+            )
+        })
+        .collect();
+    println!("  controller reconciles to converge: {}", line.join(", "));
+}
+
 fn print_writes(title: &str, w: &BTreeMap<(String, String), u64>) {
     let total: u64 = w.values().sum();
     println!("  {title}: {total} write requests (leases left out)");
@@ -716,6 +762,7 @@ async fn main() {
         "cold phase (workload creates + simulator status writes + controller)",
         &writes_between(&before, &after),
     );
+    print_reconciles(&p).await;
     let gets = gets_between(&before, &after);
     println!(
         "  cold phase: {} single-object reads (GET): {}",
