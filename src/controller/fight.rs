@@ -470,6 +470,16 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    /// 3 reverts within 10 s start a fight; holds of 1 s doubling up to 4 s.
+    fn quick() -> Policy {
+        Policy {
+            threshold: 3,
+            window: Duration::from_secs(10),
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(4),
+        }
+    }
+
     #[test]
     fn drift_path_names_the_first_differing_field() {
         assert_eq!(drift_path(&desired(), &live("a.example.com", "x")), None);
@@ -514,13 +524,7 @@ mod tests {
 
     #[test]
     fn repeated_reverts_start_a_fight_that_backs_off_and_ends() {
-        let p = Policy {
-            threshold: 3,
-            window: Duration::from_secs(10),
-            base: Duration::from_secs(1),
-            cap: Duration::from_secs(4),
-        };
-        let f = Fights::new(p);
+        let f = Fights::new(quick());
         let l = live("b", "argocd");
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
@@ -584,13 +588,7 @@ mod tests {
 
     #[test]
     fn a_child_deleted_again_and_again_is_a_fight_and_our_own_deletions_are_not() {
-        let p = Policy {
-            threshold: 3,
-            window: Duration::from_secs(10),
-            base: Duration::from_secs(1),
-            cap: Duration::from_secs(4),
-        };
-        let f = Fights::new(p);
+        let f = Fights::new(quick());
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         // First creation, and re-creations after our own deletions: never a revert.
@@ -661,13 +659,7 @@ mod tests {
 
     #[test]
     fn a_slow_actor_is_not_a_fight() {
-        let p = Policy {
-            threshold: 3,
-            window: Duration::from_secs(10),
-            base: Duration::from_secs(1),
-            cap: Duration::from_secs(4),
-        };
-        let f = Fights::new(p);
+        let f = Fights::new(quick());
         let l = live("b", "someone");
         let t0 = Instant::now();
         for i in 0..5u64 {
