@@ -60,8 +60,9 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
     }
     let accepted = gw.context.accepts(route);
     let base = gw.context.base.clone();
-    let route_value = entry.value();
+    // Parsed once: the template value is made from the same JSON.
     let route_json = entry.json();
+    let route_value = minijinja::Value::from(minijinja::value::Serde(&route_json));
     let input = SetInput {
         prepared,
         set: TemplateSet::Route,

@@ -97,7 +97,7 @@ impl GatewayEntry {
     /// The Gateway as the API returns it.
     #[must_use]
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.text).unwrap_or(Value::Null)
+        parse(&self.text)
     }
 }
 
@@ -120,12 +120,7 @@ impl RouteEntry {
     /// The route as the API returns it.
     #[must_use]
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.text).unwrap_or(Value::Null)
-    }
-    /// The route as a template value.
-    #[must_use]
-    pub fn value(&self) -> minijinja::Value {
-        serde_json::from_str(&self.text).unwrap_or_default()
+        parse(&self.text)
     }
     /// The route as a template value that is parsed only if a template reads it.
     #[must_use]
@@ -136,6 +131,12 @@ impl RouteEntry {
 
 /// Identity of a route: kind, namespace, name.
 pub type RouteKey = (String, String, String);
+
+/// An object the snapshot keeps as text, parsed. It was serialized from a `Value`, so it
+/// parses; `Null` stands for the impossible.
+fn parse(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
+}
 
 /// A live child as the snapshot keeps it: its minified JSON text, and what the indexes
 /// and the write path read without parsing it. A parsed `serde_json::Value` of a
@@ -165,7 +166,7 @@ impl ChildEntry {
 
     /// The object, parsed (it was serialized from a `Value`, so it parses).
     fn object(&self) -> Arc<Value> {
-        Arc::new(serde_json::from_str(&self.text).unwrap_or(Value::Null))
+        Arc::new(parse(&self.text))
     }
 }
 
