@@ -35,7 +35,10 @@ case "$source" in https://*) ;; *) source=unknown ;; esac
 log "cargo build --release --target $target (static)"
 start=$(date +%s)
 # --target keeps RUSTFLAGS off build scripts and proc macros, which run on the host.
-RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked --target "$target" --bin gatewright >&2
+# getrandom_backend: in a static binary getrandom's default Linux backend cannot find
+# glibc's getrandom(3) (it looks it up with dlsym) and reads /dev/urandom instead, which a
+# scratch image run without /dev lacks; the getrandom(2) syscall needs no file.
+RUSTFLAGS="-C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrandom\"" cargo build --release --locked --target "$target" --bin gatewright >&2
 bin="target/$target/release/gatewright"
 log "built in $(( $(date +%s) - start ))s: $bin"
 # Static means no interpreter and no NEEDED libraries.
