@@ -42,7 +42,9 @@ RUSTFLAGS="-C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrand
 bin="target/$target/release/gatewright"
 log "built in $(( $(date +%s) - start ))s: $bin"
 # Static means no interpreter and no NEEDED libraries.
-if readelf -lW "$bin" | grep -q 'Requesting program interpreter' || readelf -dW "$bin" | grep -q NEEDED; then
+# (grep reads a string, not a pipe: under pipefail a `readelf | grep -q` that matches early
+# can fail by readelf's SIGPIPE.)
+if grep -q 'Requesting program interpreter' <<<"$(readelf -lW "$bin")" || grep -q NEEDED <<<"$(readelf -dW "$bin")"; then
   log "error: $bin is not statically linked"
   exit 1
 fi
