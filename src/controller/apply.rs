@@ -149,6 +149,19 @@ impl Controller {
         key: &ObjectKey,
         obj: &Value,
     ) -> Result<bool, Error> {
+        // Gateways and HTTPRoutes are watched in full (and the kind's child watch has
+        // listed before anything of it is applied): when neither cache knows the name,
+        // nothing of it exists, and the read is saved (a fleet's cold start makes one per
+        // child otherwise). A create racing ours is as possible as after a read.
+        if self
+            .snapshot
+            .read()
+            .ok()
+            .and_then(|s| s.foreign_object_exists(key))
+            == Some(false)
+        {
+            return Ok(true);
+        }
         let existing = match api.get_opt(&key.name).await {
             Ok(Some(e)) => e,
             Ok(None) => return Ok(true),

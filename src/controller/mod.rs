@@ -220,7 +220,7 @@ pub struct Controller {
     /// The status we last wrote per object (`Kind/namespace/name`), as the digest of its
     /// normalized form (a fleet's statuses would otherwise be held twice): a watch event
     /// that brings exactly it (and no other change) is our own echo.
-    own_status: Mutex<HashMap<String, status::StatusDigest>>,
+    own_status: Mutex<HashMap<String, (status::StatusDigest, Instant)>>,
     /// Primary watches that have not listed everything once yet.
     unsynced_watches: std::sync::atomic::AtomicUsize,
     /// True once every primary watch has listed: nothing is planned before, so a plan
@@ -287,8 +287,16 @@ impl Controller {
     pub(crate) fn expect_own_status(&self, object: String, status: &serde_json::Value) {
         let digest = status::status_digest(status);
         if let Ok(mut w) = self.own_status.lock() {
-            w.insert(object, digest);
+            w.insert(object, (digest, Instant::now()));
         }
+    }
+
+    /// When we last wrote a status on `object`, if we did.
+    pub(crate) fn own_status_written_at(&self, object: &str) -> Option<Instant> {
+        self.own_status
+            .lock()
+            .ok()
+            .and_then(|w| w.get(object).map(|(_, at)| *at))
     }
 
     /// Whether `status` on `object` is the one we last wrote.
@@ -296,7 +304,7 @@ impl Controller {
         let digest = status::status_digest(status);
         self.own_status
             .lock()
-            .is_ok_and(|w| w.get(object) == Some(&digest))
+            .is_ok_and(|w| w.get(object).is_some_and(|(own, _)| *own == digest))
     }
 
     /// Whether the cached `status` of `object` is at least as new as our last write to
@@ -308,7 +316,7 @@ impl Controller {
         let digest = status::status_digest(status);
         self.own_status
             .lock()
-            .is_ok_and(|w| w.get(object).is_none_or(|own| *own == digest))
+            .is_ok_and(|w| w.get(object).is_none_or(|(own, _)| *own == digest))
     }
 
     /// Forgets what we wrote on an object that is gone.

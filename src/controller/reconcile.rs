@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::watch::KindState;
 use super::{Controller, Error, GATEWAY_FINALIZER, Reported};
-use crate::gateway::conditions::types;
+use crate::gateway::conditions::{reasons, types};
 use crate::plan::gateway::OutOfScope;
 use crate::plan::rollout::{self, Progress};
 use crate::plan::{GatewayStatusPlan, Plan, RolloutState};
@@ -157,7 +157,8 @@ impl Controller {
         if let Some(c) = super::fight::condition(&fights) {
             outcome.status.conditions.push(c);
         }
-        self.write_gateway_status(key, &p.gateway, &outcome.status)
+        let status_wait = self
+            .write_gateway_status(key, &p.gateway, &outcome.status)
             .await?;
         // Route status, after the route's children were applied (Flagger waits on it).
         let writes: Vec<_> = p
@@ -189,7 +190,12 @@ impl Controller {
         {
             self.enqueue_after(super::Work::Gateway(key.clone()), d);
         }
-        requeue_after(&applied, prune_left, outcome.rollout_requeue)
+        // A status change that waits to settle is written by a later pass.
+        let next = requeue_after(&applied, prune_left, outcome.rollout_requeue)?;
+        Ok(match (next, status_wait) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
     }
 
     /// Adds our finalizer, so the children are torn down before the Gateway goes.
@@ -295,7 +301,14 @@ impl Controller {
         for m in now_reported.missing.difference(&before.missing) {
             self.event(gw, true, "KindNotServed", "Apply", m).await;
         }
+        // A Gateway that was not Programmed and is (still) waiting for its children is
+        // not news: every new Gateway starts so, and a fleet's cold start would announce a
+        // warning for each. Leaving `Programmed=True`, reaching it, and failing are.
+        let still_waiting = programmed.as_ref().is_some_and(|c| {
+            !c.status.is_true() && c.reason == reasons::PENDING
+        }) && !before.programmed.starts_with("True/");
         if before.programmed != now_reported.programmed
+            && !still_waiting
             && let Some(c) = &programmed
         {
             let ok = c.status.is_true();

@@ -699,7 +699,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
                 .snapshot
                 .read()
                 .map(|s| {
-                    secret_refs(&g)
+                    crate::gateway::refs::secret_refs(&g)
                         .filter(|k| s.secret_type_unknown(k))
                         .collect()
                 })
@@ -836,7 +836,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             } else if let Some(sec) = decode::<Secret>(v) {
                 with_snapshot(ctl, |s| s.put_secret(&sec));
             }
-            enqueue_gateways(ctl, gateways_where(ctl, |g| references_secret(g, &key)));
+            enqueue_gateways(ctl, gateways_naming_secret(ctl, &key));
         }
     );
     primary!(
@@ -853,7 +853,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             } else {
                 with_snapshot(ctl, |s| s.put_secret_metadata(key.clone()));
             }
-            let users = gateways_where(ctl, |g| references_secret(g, &key));
+            let users = gateways_naming_secret(ctl, &key);
             if !deleted && !users.is_empty() {
                 fetch_secret_type(ctl, key);
             } else {
@@ -883,14 +883,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             // Only existence matters: a Service that keeps existing changes nothing. It
             // changes the routes naming it (ResolvedRefs) and their parents' plans.
             if known != Some(!deleted) && ctl.metrics.ready.load(Ordering::Relaxed) {
-                enqueue_routes_and_parents(ctl, |r| {
-                    r.backend_refs.iter().any(|b| {
-                        b.group.is_empty()
-                            && b.kind == "Service"
-                            && b.namespace == key.0
-                            && b.name == key.1
-                    })
-                });
+                enqueue_routes_and_parents_of(ctl, |s| s.routes_naming_service(&key));
             }
         }
     );
@@ -924,14 +917,28 @@ fn certificate_namespaces(g: &Gateway) -> impl Iterator<Item = &str> {
 
 /// Enqueues every route `pred` selects, and the Gateways its parentRefs name.
 fn enqueue_routes_and_parents(ctl: &Controller, pred: impl Fn(&crate::gateway::RouteView) -> bool) {
+    enqueue_routes_and_parents_of(ctl, |s| {
+        s.routes()
+            .filter(|(_, r)| pred(&r.view))
+            .map(|(k, _)| k.clone())
+            .collect()
+    });
+}
+
+/// Enqueues the routes `which` picks from the snapshot, and the Gateways their
+/// parentRefs name.
+fn enqueue_routes_and_parents_of(
+    ctl: &Controller,
+    which: impl FnOnce(&crate::snapshot::Snapshot) -> Vec<crate::snapshot::RouteKey>,
+) {
     let (routes, mut parents): (Vec<_>, Vec<Key>) = ctl
         .snapshot
         .read()
         .map(|s| {
             let mut parents = Vec::new();
-            let routes = s
-                .routes()
-                .filter(|(_, r)| pred(&r.view))
+            let routes = which(&s)
+                .into_iter()
+                .filter_map(|k| s.route(&k).map(|r| (k, r)))
                 .map(|(k, r)| {
                     parents.extend(
                         r.view
@@ -939,7 +946,7 @@ fn enqueue_routes_and_parents(ctl: &Controller, pred: impl Fn(&crate::gateway::R
                             .iter()
                             .map(|p| (p.namespace.clone(), p.name.clone())),
                     );
-                    k.clone()
+                    k
                 })
                 .collect();
             (routes, parents)
@@ -953,34 +960,12 @@ fn enqueue_routes_and_parents(ctl: &Controller, pred: impl Fn(&crate::gateway::R
     enqueue_gateways(ctl, parents);
 }
 
-/// The Secrets a Gateway's listeners name (core group; other kinds are not Secrets).
-fn secret_refs(g: &Gateway) -> impl Iterator<Item = Key> + '_ {
-    let ns = g.metadata.namespace.as_deref().unwrap_or_default();
-    g.spec
-        .listeners
-        .iter()
-        .filter_map(|l| l.tls.as_ref())
-        .flat_map(|t| t.certificate_refs.iter().flatten())
-        .filter(|r| {
-            r.group.as_deref().unwrap_or_default().is_empty()
-                && r.kind.as_deref().unwrap_or("Secret") == "Secret"
-        })
-        .map(move |r| {
-            (
-                r.namespace.as_deref().unwrap_or(ns).to_owned(),
-                r.name.clone(),
-            )
-        })
-}
-
-fn references_secret(g: &Gateway, key: &Key) -> bool {
-    let ns = g.metadata.namespace.as_deref().unwrap_or_default();
-    g.spec
-        .listeners
-        .iter()
-        .filter_map(|l| l.tls.as_ref())
-        .flat_map(|t| t.certificate_refs.iter().flatten())
-        .any(|r| r.name == key.1 && r.namespace.as_deref().unwrap_or(ns) == key.0)
+/// The Gateways whose listeners name the Secret `key`.
+fn gateways_naming_secret(ctl: &Controller, key: &Key) -> Vec<Key> {
+    ctl.snapshot
+        .read()
+        .map(|s| s.gateways_naming_secret(key))
+        .unwrap_or_default()
 }
 
 /// Reads a Secret that is not of type `kubernetes.io/tls` but that a Gateway names, once
@@ -1004,7 +989,7 @@ fn fetch_secret_type(ctl: &Arc<Controller>, key: Key) {
                 tracing::warn!(secret = %format!("{}/{}", key.0, key.1), error = %e, "failed to read the type of a Secret a Gateway names");
             }
         }
-        enqueue_gateways(&ctl, gateways_where(&ctl, |g| references_secret(g, &key)));
+        enqueue_gateways(&ctl, gateways_naming_secret(&ctl, &key));
     });
 }
 

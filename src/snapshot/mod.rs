@@ -132,6 +132,24 @@ impl RouteEntry {
 /// Identity of a route: kind, namespace, name.
 pub type RouteKey = (String, String, String);
 
+/// Removes `item` from the set at `key` of a reverse index, and the set once empty.
+fn remove_from<K: Ord, T: Ord>(index: &mut BTreeMap<K, BTreeSet<T>>, key: &K, item: &T) {
+    if let Some(set) = index.get_mut(key) {
+        set.remove(item);
+        if set.is_empty() {
+            index.remove(key);
+        }
+    }
+}
+
+/// The Services a route's backendRefs name, as `(namespace, name)`.
+fn services_of(view: &RouteView) -> impl Iterator<Item = Key> + '_ {
+    view.backend_refs
+        .iter()
+        .filter(|b| b.group.is_empty() && b.kind == "Service")
+        .map(|b| (b.namespace.clone(), b.name.clone()))
+}
+
 /// An object the snapshot keeps as text, parsed. It was serialized from a `Value`, so it
 /// parses; `Null` stands for the impossible.
 fn parse(text: &str) -> Value {
@@ -181,6 +199,10 @@ pub struct Snapshot {
     gateways: BTreeMap<Key, Arc<GatewayEntry>>,
     routes: BTreeMap<RouteKey, Arc<RouteEntry>>,
     routes_by_gateway: BTreeMap<Key, BTreeSet<RouteKey>>,
+    /// Reverse index: the Gateways whose listeners name a Secret.
+    gateways_by_secret: BTreeMap<Key, BTreeSet<Key>>,
+    /// Reverse index: the routes whose backendRefs name a Service.
+    routes_by_service: BTreeMap<Key, BTreeSet<RouteKey>>,
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
     grants: BTreeMap<String, BTreeMap<String, ReferenceGrant>>,
     /// Secrets of type `kubernetes.io/tls`: what TLS validation needs, never the data.
@@ -323,8 +345,16 @@ impl Snapshot {
         let text = serde_json::to_string(&json)
             .unwrap_or_default()
             .into_boxed_str();
+        let key = key_of(&g.metadata);
+        self.unindex_gateway(&key);
+        for secret in crate::gateway::refs::secret_refs(&g) {
+            self.gateways_by_secret
+                .entry(secret)
+                .or_default()
+                .insert(key.clone());
+        }
         self.gateways.insert(
-            key_of(&g.metadata),
+            key,
             Arc::new(GatewayEntry {
                 typed: g,
                 text,
@@ -334,7 +364,15 @@ impl Snapshot {
     }
     /// Removes a Gateway.
     pub fn remove_gateway(&mut self, key: &Key) {
+        self.unindex_gateway(key);
         self.gateways.remove(key);
+    }
+    fn unindex_gateway(&mut self, key: &Key) {
+        if let Some(old) = self.gateways.get(key) {
+            for secret in crate::gateway::refs::secret_refs(&old.typed) {
+                remove_from(&mut self.gateways_by_secret, &secret, key);
+            }
+        }
     }
     /// Inserts or replaces an HTTPRoute.
     pub fn put_http_route(&mut self, r: &HttpRoute) {
@@ -365,6 +403,12 @@ impl Snapshot {
                     .insert(key.clone());
             }
         }
+        for service in services_of(&view) {
+            self.routes_by_service
+                .entry(service)
+                .or_default()
+                .insert(key.clone());
+        }
         let uid = uid_of(&json, &key.0);
         let text = serde_json::to_string(&json).unwrap_or_default().into();
         self.routes.insert(
@@ -381,13 +425,14 @@ impl Snapshot {
     pub fn remove_route(&mut self, key: &RouteKey) {
         if let Some(old) = self.routes.remove(key) {
             for p in &old.view.parent_refs {
-                let gk = (p.namespace.clone(), p.name.clone());
-                if let Some(set) = self.routes_by_gateway.get_mut(&gk) {
-                    set.remove(key);
-                    if set.is_empty() {
-                        self.routes_by_gateway.remove(&gk);
-                    }
-                }
+                remove_from(
+                    &mut self.routes_by_gateway,
+                    &(p.namespace.clone(), p.name.clone()),
+                    key,
+                );
+            }
+            for service in services_of(&old.view) {
+                remove_from(&mut self.routes_by_service, &service, key);
             }
         }
     }
@@ -660,6 +705,22 @@ impl Snapshot {
     pub fn routes(&self) -> impl Iterator<Item = (&RouteKey, &Arc<RouteEntry>)> {
         self.routes.iter()
     }
+    /// The Gateways whose listeners name the Secret `key` (a reverse index, not a scan).
+    #[must_use]
+    pub fn gateways_naming_secret(&self, key: &Key) -> Vec<Key> {
+        self.gateways_by_secret
+            .get(key)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+    /// The routes whose backendRefs name the Service `key` (a reverse index, not a scan).
+    #[must_use]
+    pub fn routes_naming_service(&self, key: &Key) -> Vec<RouteKey> {
+        self.routes_by_service
+            .get(key)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
     /// Routes with a parentRef naming this Gateway, in (kind, namespace, name) order.
     pub fn routes_referencing<'a>(
         &'a self,
@@ -746,6 +807,26 @@ impl Snapshot {
     pub fn has_child(&self, key: &ObjectKey) -> bool {
         self.children.contains_key(key)
     }
+    /// For the kinds the snapshot watches in full (Gateways and HTTPRoutes, every one in
+    /// the cluster), whether an object of `key`'s name exists that is not a child of
+    /// ours: the only kind of object a create would have to refuse to adopt. `None` for
+    /// the other kinds, which only a read of the API server can tell.
+    #[must_use]
+    pub fn foreign_object_exists(&self, key: &ObjectKey) -> Option<bool> {
+        if key.api_version.split('/').next() != Some(crate::gateway::GATEWAY_API_GROUP) {
+            return None;
+        }
+        let nn = || (key.namespace.clone(), key.name.clone());
+        match key.kind.as_str() {
+            "Gateway" => Some(self.gateways.contains_key(&nn())),
+            "HTTPRoute" => Some(self.routes.contains_key(&(
+                key.kind.clone(),
+                key.namespace.clone(),
+                key.name.clone(),
+            ))),
+            _ => None,
+        }
+    }
     /// The object that holds `key`: the live child, else the object a parent claimed
     /// (offline arbitration, see [`Snapshot::claim`]).
     #[must_use]
@@ -811,6 +892,45 @@ mod tests {
         s.put_child(cm("6", true));
         assert!(!s.put_own_write(cm("5", false), None));
         assert_eq!(s.child(&key).unwrap()["metadata"]["resourceVersion"], "6");
+    }
+
+    #[test]
+    fn reverse_indexes_follow_every_change() {
+        let gw = |secret: &str| -> Gateway {
+            serde_json::from_value(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "metadata": {"name": "g", "namespace": "a"},
+                "spec": {"gatewayClassName": "c", "listeners": [{"name": "https", "port": 443, "protocol": "HTTPS",
+                    "tls": {"certificateRefs": [{"name": secret}, {"name": "x", "namespace": "other"}, {"name": "y", "kind": "ConfigMap"}]}}]}}))
+            .unwrap()
+        };
+        let route = |service: &str| -> HttpRoute {
+            serde_json::from_value(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                "metadata": {"name": "r", "namespace": "a"},
+                "spec": {"parentRefs": [{"name": "g"}], "rules": [{"backendRefs": [{"name": service, "port": 80}, {"name": "s3", "kind": "Bucket", "group": "example.com"}]}]}}))
+            .unwrap()
+        };
+        let k = |ns: &str, n: &str| (ns.to_owned(), n.to_owned());
+        let g = k("a", "g");
+        let rk = ("HTTPRoute".to_owned(), "a".to_owned(), "r".to_owned());
+        let mut s = Snapshot::new("sys");
+        s.put_gateway(gw("cert1"));
+        assert_eq!(s.gateways_naming_secret(&k("a", "cert1")), [g.clone()]);
+        assert_eq!(s.gateways_naming_secret(&k("other", "x")), [g.clone()], "another namespace");
+        assert!(s.gateways_naming_secret(&k("a", "y")).is_empty(), "not a Secret");
+        s.put_gateway(gw("cert2"));
+        assert!(s.gateways_naming_secret(&k("a", "cert1")).is_empty(), "replaced");
+        assert_eq!(s.gateways_naming_secret(&k("a", "cert2")), [g.clone()]);
+        s.remove_gateway(&g);
+        assert!(s.gateways_naming_secret(&k("a", "cert2")).is_empty(), "removed");
+        assert!(s.gateways_by_secret.is_empty(), "no empty sets left");
+
+        s.put_http_route(&route("svc1"));
+        assert_eq!(s.routes_naming_service(&k("a", "svc1")), [rk.clone()]);
+        assert!(s.routes_naming_service(&k("a", "s3")).is_empty(), "not a Service");
+        s.put_http_route(&route("svc2"));
+        assert!(s.routes_naming_service(&k("a", "svc1")).is_empty(), "replaced");
+        s.remove_route(&rk);
+        assert!(s.routes_by_service.is_empty(), "removed");
     }
 
     #[test]
