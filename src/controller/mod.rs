@@ -42,6 +42,16 @@ pub use client::{
 
 /// Field manager of every server-side apply.
 pub const FIELD_MANAGER: &str = "gatewright";
+
+/// How long a Gateway created while the controller runs waits before it is first
+/// planned. GitOps tools and `kubectl apply -f dir/` create a Gateway and its routes
+/// within moments of each other; planned at once, the Gateway would render its
+/// certificate for the first route or two, then replace it (make-before-break) as each
+/// further route arrives: certificates ordered for nothing (ACME rate limits count them),
+/// and several status writes and Events per Gateway. After this wait it is planned with
+/// the routes created with it. Routes, and Gateways that exist when the controller starts,
+/// never wait.
+pub const NEW_GATEWAY_SETTLE: Duration = Duration::from_secs(1);
 pub use crate::render::labels::GATEWAY_FINALIZER;
 
 /// Errors of one reconcile.
@@ -204,6 +214,16 @@ fn observed_reported(
     }
 }
 
+/// What we remember of the status we last wrote on an object.
+struct OwnStatus {
+    /// Its digest (normalized).
+    digest: status::StatusDigest,
+    /// For a Gateway, the digest of its [`status::settled_form`].
+    settled: Option<status::StatusDigest>,
+    /// When we wrote it.
+    at: Instant,
+}
+
 /// The running controller's shared state.
 pub struct Controller {
     client: Client,
@@ -220,7 +240,7 @@ pub struct Controller {
     /// The status we last wrote per object (`Kind/namespace/name`), as the digest of its
     /// normalized form (a fleet's statuses would otherwise be held twice): a watch event
     /// that brings exactly it (and no other change) is our own echo.
-    own_status: Mutex<HashMap<String, (status::StatusDigest, Instant)>>,
+    own_status: Mutex<HashMap<String, OwnStatus>>,
     /// Primary watches that have not listed everything once yet.
     unsynced_watches: std::sync::atomic::AtomicUsize,
     /// True once every primary watch has listed: nothing is planned before, so a plan
@@ -231,6 +251,9 @@ pub struct Controller {
     child_waiters: Mutex<BTreeMap<crate::snapshot::ObjectKey, BTreeSet<Key>>>,
     /// Writes are sent only while our Lease is fresh (with leader election).
     fence: Option<Arc<LeaseFence>>,
+    /// Gateways created while we watched, and when we first saw them: planned only once
+    /// [`NEW_GATEWAY_SETTLE`] has passed (see there).
+    new_gateways: Mutex<HashMap<Key, Instant>>,
     /// Set once the controller stops: asked to, or because it cannot go on.
     stop: tokio::sync::watch::Sender<Option<Stop>>,
     /// The tasks a shutdown waits for: the worker (its reconcile under way) and the
@@ -254,6 +277,25 @@ impl Controller {
     #[must_use]
     pub fn watched_kinds(&self) -> Vec<(String, String)> {
         self.kinds.watched()
+    }
+
+    /// Records that a Gateway was created just now (seen by the watch after the caches
+    /// listed, unknown to them before).
+    pub(crate) fn gateway_created(&self, key: Key) {
+        if let Ok(mut m) = self.new_gateways.lock() {
+            m.insert(key, Instant::now());
+        }
+    }
+
+    /// How long a Gateway created just now still waits before it is first planned;
+    /// `None` once it may be planned (and from then on).
+    pub(crate) fn new_gateway_wait(&self, key: &Key) -> Option<Duration> {
+        let mut m = self.new_gateways.lock().ok()?;
+        let wait = NEW_GATEWAY_SETTLE.checked_sub(m.get(key)?.elapsed());
+        if wait.is_none() {
+            m.remove(key);
+        }
+        wait
     }
 
     /// Records that `gateway` waits for `children`, held by other parents, to go.
@@ -285,18 +327,50 @@ impl Controller {
     /// Remembers the status we are about to write on `object` (`Kind/namespace/name`), so
     /// the watch event it causes is recognised as our own echo.
     pub(crate) fn expect_own_status(&self, object: String, status: &serde_json::Value) {
+        self.remember_own_status(object, status, None);
+    }
+
+    /// [`Controller::expect_own_status`] for a Gateway: also remembers the status's
+    /// [`status::settled_form`], for [`Controller::settling_gateway_status`].
+    pub(crate) fn expect_own_gateway_status(&self, object: String, status: &serde_json::Value) {
+        let settled = status::status_digest(&status::settled_form(status));
+        self.remember_own_status(object, status, Some(settled));
+    }
+
+    fn remember_own_status(
+        &self,
+        object: String,
+        status: &serde_json::Value,
+        settled: Option<status::StatusDigest>,
+    ) {
         let digest = status::status_digest(status);
         if let Ok(mut w) = self.own_status.lock() {
-            w.insert(object, (digest, Instant::now()));
+            w.insert(
+                object,
+                OwnStatus {
+                    digest,
+                    settled,
+                    at: Instant::now(),
+                },
+            );
         }
     }
 
-    /// When we last wrote a status on `object`, if we did.
-    pub(crate) fn own_status_written_at(&self, object: &str) -> Option<Instant> {
-        self.own_status
-            .lock()
-            .ok()
-            .and_then(|w| w.get(object).map(|(_, at)| *at))
+    /// Whether a Gateway status `status` differs from the one we last wrote on `object`
+    /// only in what settles ([`status::settled_form`]), and we wrote that one less than
+    /// [`status::STATUS_SETTLE`] ago: then how long is left of that time.
+    pub(crate) fn settling_gateway_status(
+        &self,
+        object: &str,
+        status: &serde_json::Value,
+    ) -> Option<Duration> {
+        let settled = status::status_digest(&status::settled_form(status));
+        let w = self.own_status.lock().ok()?;
+        let own = w.get(object)?;
+        if own.settled != Some(settled) {
+            return None;
+        }
+        status::STATUS_SETTLE.checked_sub(own.at.elapsed())
     }
 
     /// Whether `status` on `object` is the one we last wrote.
@@ -304,7 +378,7 @@ impl Controller {
         let digest = status::status_digest(status);
         self.own_status
             .lock()
-            .is_ok_and(|w| w.get(object).is_some_and(|(own, _)| *own == digest))
+            .is_ok_and(|w| w.get(object).is_some_and(|own| own.digest == digest))
     }
 
     /// Whether the cached `status` of `object` is at least as new as our last write to
@@ -316,7 +390,7 @@ impl Controller {
         let digest = status::status_digest(status);
         self.own_status
             .lock()
-            .is_ok_and(|w| w.get(object).is_none_or(|(own, _)| *own == digest))
+            .is_ok_and(|w| w.get(object).is_none_or(|own| own.digest == digest))
     }
 
     /// Forgets what we wrote on an object that is gone.
@@ -528,6 +602,7 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         unsynced_watches: std::sync::atomic::AtomicUsize::new(usize::MAX),
         caches_synced: tokio::sync::watch::Sender::new(false),
         child_waiters: Mutex::new(BTreeMap::new()),
+        new_gateways: Mutex::new(HashMap::new()),
         fence,
         stop: tokio::sync::watch::Sender::new(None),
         drain: Mutex::new(Vec::new()),

@@ -89,6 +89,10 @@ impl Controller {
         self: &Arc<Self>,
         key: &Key,
     ) -> Result<Option<Duration>, Error> {
+        // Created just now: its routes are likely on their way (see NEW_GATEWAY_SETTLE).
+        if let Some(wait) = self.new_gateway_wait(key) {
+            return Ok(Some(wait));
+        }
         let started = Instant::now();
         let listings = self.kinds.listings();
         let read = {

@@ -143,14 +143,12 @@ impl Controller {
         if compared == current && self.cache_has_own_status(&own, &current) {
             return Ok(None);
         }
-        if let Some(at) = self.own_status_written_at(&own)
-            && let Some(wait) = STATUS_SETTLE.checked_sub(at.elapsed())
-            && settled_form(&compared) == settled_form(&norm_status(&current))
-        {
+        // Compared with what we last wrote, not with the cache, which may not have it yet.
+        if let Some(wait) = self.settling_gateway_status(&own, &compared) {
             return Ok(Some(wait));
         }
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-        self.expect_own_status(own, &compared);
+        self.expect_own_gateway_status(own, &compared);
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.0);
         api.patch_status(
             &key.1,

@@ -704,7 +704,13 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
                         .collect()
                 })
                 .unwrap_or_default();
+            let created = !status_only
+                && ctl.metrics.ready.load(Ordering::Relaxed)
+                && ctl.snapshot.read().is_ok_and(|s| s.gateway(&key).is_none());
             with_snapshot(ctl, |s| s.put_gateway(g));
+            if created {
+                ctl.gateway_created(key.clone());
+            }
             for k in unknown {
                 fetch_secret_type(ctl, k);
             }
