@@ -308,9 +308,10 @@ impl Controller {
         // A Gateway that was not Programmed and is (still) waiting for its children is
         // not news: every new Gateway starts so, and a fleet's cold start would announce a
         // warning for each. Leaving `Programmed=True`, reaching it, and failing are.
-        let still_waiting = programmed.as_ref().is_some_and(|c| {
-            !c.status.is_true() && c.reason == reasons::PENDING
-        }) && !before.programmed.starts_with("True/");
+        let still_waiting = programmed
+            .as_ref()
+            .is_some_and(|c| !c.status.is_true() && c.reason == reasons::PENDING)
+            && !before.programmed.starts_with("True/");
         if before.programmed != now_reported.programmed
             && !still_waiting
             && let Some(c) = &programmed

@@ -110,6 +110,29 @@ pub fn grant_allows(
     })
 }
 
+/// The Secrets a Gateway's listeners name as `(namespace, name)` (core group, kind
+/// `Secret`; a certificateRef of another kind is not a Secret).
+pub fn secret_refs(
+    g: &gateway_api::apis::standard::gateways::Gateway,
+) -> impl Iterator<Item = (String, String)> + '_ {
+    let ns = g.metadata.namespace.as_deref().unwrap_or_default();
+    g.spec
+        .listeners
+        .iter()
+        .filter_map(|l| l.tls.as_ref())
+        .flat_map(|t| t.certificate_refs.iter().flatten())
+        .filter(|r| {
+            r.group.as_deref().unwrap_or_default().is_empty()
+                && r.kind.as_deref().unwrap_or("Secret") == "Secret"
+        })
+        .map(move |r| {
+            (
+                r.namespace.as_deref().unwrap_or(ns).to_owned(),
+                r.name.clone(),
+            )
+        })
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -166,27 +189,4 @@ nOJ6NwCFor9zpBTSNTkh7/xXjr2hRANCAATjZtYP3OiKPOapQgYmPhry4JTWK82A
         );
         assert_eq!(SecretInfo::from_secret(&Secret::default()).type_, "Opaque");
     }
-}
-
-/// The Secrets a Gateway's listeners name as `(namespace, name)` (core group, kind
-/// `Secret`; a certificateRef of another kind is not a Secret).
-pub fn secret_refs(
-    g: &gateway_api::apis::standard::gateways::Gateway,
-) -> impl Iterator<Item = (String, String)> + '_ {
-    let ns = g.metadata.namespace.as_deref().unwrap_or_default();
-    g.spec
-        .listeners
-        .iter()
-        .filter_map(|l| l.tls.as_ref())
-        .flat_map(|t| t.certificate_refs.iter().flatten())
-        .filter(|r| {
-            r.group.as_deref().unwrap_or_default().is_empty()
-                && r.kind.as_deref().unwrap_or("Secret") == "Secret"
-        })
-        .map(move |r| {
-            (
-                r.namespace.as_deref().unwrap_or(ns).to_owned(),
-                r.name.clone(),
-            )
-        })
 }

@@ -914,21 +914,49 @@ mod tests {
         let rk = ("HTTPRoute".to_owned(), "a".to_owned(), "r".to_owned());
         let mut s = Snapshot::new("sys");
         s.put_gateway(gw("cert1"));
-        assert_eq!(s.gateways_naming_secret(&k("a", "cert1")), [g.clone()]);
-        assert_eq!(s.gateways_naming_secret(&k("other", "x")), [g.clone()], "another namespace");
-        assert!(s.gateways_naming_secret(&k("a", "y")).is_empty(), "not a Secret");
+        assert_eq!(
+            s.gateways_naming_secret(&k("a", "cert1")),
+            std::slice::from_ref(&g)
+        );
+        assert_eq!(
+            s.gateways_naming_secret(&k("other", "x")),
+            std::slice::from_ref(&g),
+            "another namespace"
+        );
+        assert!(
+            s.gateways_naming_secret(&k("a", "y")).is_empty(),
+            "not a Secret"
+        );
         s.put_gateway(gw("cert2"));
-        assert!(s.gateways_naming_secret(&k("a", "cert1")).is_empty(), "replaced");
-        assert_eq!(s.gateways_naming_secret(&k("a", "cert2")), [g.clone()]);
+        assert!(
+            s.gateways_naming_secret(&k("a", "cert1")).is_empty(),
+            "replaced"
+        );
+        assert_eq!(
+            s.gateways_naming_secret(&k("a", "cert2")),
+            std::slice::from_ref(&g)
+        );
         s.remove_gateway(&g);
-        assert!(s.gateways_naming_secret(&k("a", "cert2")).is_empty(), "removed");
+        assert!(
+            s.gateways_naming_secret(&k("a", "cert2")).is_empty(),
+            "removed"
+        );
         assert!(s.gateways_by_secret.is_empty(), "no empty sets left");
 
         s.put_http_route(&route("svc1"));
-        assert_eq!(s.routes_naming_service(&k("a", "svc1")), [rk.clone()]);
-        assert!(s.routes_naming_service(&k("a", "s3")).is_empty(), "not a Service");
+        assert_eq!(
+            s.routes_naming_service(&k("a", "svc1")),
+            std::slice::from_ref(&rk)
+        );
+        assert!(
+            s.routes_naming_service(&k("a", "s3")).is_empty(),
+            "not a Service"
+        );
         s.put_http_route(&route("svc2"));
-        assert!(s.routes_naming_service(&k("a", "svc1")).is_empty(), "replaced");
+        assert!(
+            s.routes_naming_service(&k("a", "svc1")).is_empty(),
+            "replaced"
+        );
         s.remove_route(&rk);
         assert!(s.routes_by_service.is_empty(), "removed");
     }
