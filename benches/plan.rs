@@ -100,7 +100,7 @@ fn bench_plan() {
     std::fs::write(dir.path().join("in.yaml"), input).unwrap();
     let mut loaded =
         files::load(&[class_dir(), dir.path().to_owned()], "gatewright-system").unwrap();
-    let key = ("infra".to_owned(), "big".to_owned());
+    let key = gatewright::snapshot::Key::new("infra", "big");
     let plan = gatewright::plan::plan_gateway(&loaded.snapshot, &key).unwrap();
     assert_eq!(plan.context.routes.len(), 50);
 

@@ -151,14 +151,19 @@ fn render_snapshot(
                     p.gateway.generation,
                     now,
                 );
-                statuses.push(status_doc("Gateway", Some(&key.0), &key.1, json!(status)));
+                statuses.push(status_doc(
+                    "Gateway",
+                    Some(&key.namespace),
+                    &key.name,
+                    json!(status),
+                ));
                 for r in p.status.routes {
                     written.entry(r.route).or_default().push((key, r.entries));
                 }
             }
             Err(OutOfScope::NoClass(c)) => out.stderr.push(format!(
                 "warning: Gateway {}/{}: GatewayClass {c} not found; skipped",
-                key.0, key.1
+                key.namespace, key.name
             )),
             Err(OutOfScope::NotOurs | OutOfScope::NoGateway) => {}
         }
@@ -172,9 +177,9 @@ fn render_snapshot(
         let parents =
             next_route_parents(&route.json(), &entries, |k| in_scope(snap, k).is_ok(), now);
         statuses.push(status_doc(
-            &rkey.0,
-            Some(&rkey.1),
-            &rkey.2,
+            &rkey.kind,
+            Some(&rkey.namespace),
+            &rkey.name,
             json!({ "parents": parents }),
         ));
     }
@@ -198,7 +203,7 @@ fn render_snapshot(
 /// The stderr lines of one Gateway's plan: template errors (exit code 3), templates
 /// waiting on a dependency, replacements under way, children that would be deleted.
 fn report(out: &mut Output, key: &Key, p: &Plan) {
-    let gw = format!("Gateway {}/{}", key.0, key.1);
+    let gw = format!("Gateway {}/{}", key.namespace, key.name);
     for e in &p.gateway.errors {
         out.stderr.push(format!("error: {gw}: {e}"));
         out.code = EXIT_TEMPLATE;
@@ -210,7 +215,11 @@ fn report(out: &mut Output, key: &Key, p: &Plan) {
         ));
     }
     for r in &p.routes {
-        let (kind, ns, name) = &r.route;
+        let RouteKey {
+            kind,
+            namespace: ns,
+            name,
+        } = &r.route;
         for e in &r.errors {
             out.stderr
                 .push(format!("error: {kind} {ns}/{name} ({gw}): {e}"));

@@ -207,7 +207,7 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
             b.ctl.metrics().ready.load(Ordering::Relaxed).then_some(())
         })
         .await;
-        let key = (ns.name.clone(), "gw".to_owned());
+        let key = gatewright::snapshot::Key::new(ns.name.clone(), "gw");
         // It has planned the Gateway (after its child kinds listed) ...
         wait_for("controller B to plan the Gateway", T, || async {
             (b.ctl.last_writes(&key).0 > 0).then_some(())
@@ -246,7 +246,7 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
 
     // A full resync of the converged world writes nothing either.
     test_rt.block_on(async {
-        let key = (ns.name.clone(), "gw".to_owned());
+        let key = gatewright::snapshot::Key::new(ns.name.clone(), "gw");
         let runs = b.ctl.last_writes(&key).0;
         b.ctl.enqueue_all();
         b.ctl.enqueue(Work::Gateway(key.clone()));

@@ -157,12 +157,13 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "test code")]
 
     use super::*;
+    use crate::snapshot::{Key, RouteKey};
 
     fn gw(n: &str) -> Work {
-        Work::Gateway(("ns".into(), n.into()))
+        Work::Gateway(Key::new("ns", n))
     }
     fn route(n: &str) -> Work {
-        Work::Route(("HTTPRoute".into(), "ns".into(), n.into()))
+        Work::Route(RouteKey::new("HTTPRoute", "ns", n))
     }
 
     #[tokio::test]

@@ -211,8 +211,8 @@ impl Controller {
         fins.push(GATEWAY_FINALIZER.to_owned());
         let patch =
             json!({ "metadata": { "finalizers": fins, "resourceVersion": gw.resource_version() } });
-        let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.0);
-        api.patch_metadata(&key.1, &PatchParams::default(), &Patch::Merge(&patch))
+        let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
+        api.patch_metadata(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| Error::kube("add the Gateway finalizer", e))?;
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);

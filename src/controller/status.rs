@@ -138,7 +138,7 @@ impl Controller {
         let current =
             serde_json::to_value(gw.status.clone().unwrap_or_default()).unwrap_or(Value::Null);
         let compared = norm_status(&desired_json);
-        let own = own_status_key("Gateway", &key.0, &key.1);
+        let own = own_status_key("Gateway", &key.namespace, &key.name);
         let current = strip_times(&current);
         if compared == current && self.cache_has_own_status(&own, &current) {
             return Ok(None);
@@ -149,9 +149,9 @@ impl Controller {
         }
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
         self.expect_own_gateway_status(own, &compared);
-        let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.0);
+        let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
         api.patch_status(
-            &key.1,
+            &key.name,
             &PatchParams::default(),
             &Patch::Merge(&json!({ "status": desired_json })),
         )
@@ -192,7 +192,11 @@ impl Controller {
             .map_err(|_| Error::SnapshotPoisoned)?
             .route(rkey)
             .map(|r| (r.json(), r.status_exact));
-        let (kind, ns, name) = rkey;
+        let RouteKey {
+            kind,
+            namespace: ns,
+            name,
+        } = rkey;
         if cached.as_ref().is_some_and(|(r, _)| {
             next(r).is_none()
                 && self.cache_has_own_status(&own_status_key(kind, ns, name), &r["status"])

@@ -218,11 +218,11 @@ impl Controller {
             .filter(|f| *f != GATEWAY_FINALIZER)
             .cloned()
             .collect();
-        let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.0);
+        let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
         let patch =
             json!({ "metadata": { "finalizers": fins, "resourceVersion": gw.resource_version() } });
         match api
-            .patch_metadata(&key.1, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch_metadata(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
             Ok(_) => {}
@@ -258,11 +258,11 @@ impl Controller {
         if strip(&merged) == strip(&existing) {
             return Ok(());
         }
-        let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.0);
+        let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
         match api
             .patch_status(
-                &key.1,
+                &key.name,
                 &PatchParams::default(),
                 &Patch::Merge(&json!({ "status": { "conditions": merged } })),
             )

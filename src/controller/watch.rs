@@ -26,7 +26,7 @@ use serde_json::Value;
 use super::{Controller, Work};
 use crate::api::{GatewayClassBlueprint, GatewayClassConfig, GatewayConfig};
 use crate::render::labels;
-use crate::snapshot::{Key, ObjectKey, Snapshot};
+use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot};
 
 /// What we know of a child kind.
 #[derive(Clone, Debug)]
@@ -507,7 +507,7 @@ fn decode<K: DeserializeOwned>(v: Value) -> Option<K> {
 }
 
 fn key_of(v: &Value) -> Key {
-    (
+    Key::new(
         v["metadata"]["namespace"]
             .as_str()
             .unwrap_or_default()
@@ -649,11 +649,11 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         } else if let Some(c) = decode::<GatewayClassConfig>(v) {
             with_snapshot(ctl, |s| s.put_class_config(c));
         }
-        let global = key.0 == ctl.opts.controller_namespace;
+        let global = key.namespace == ctl.opts.controller_namespace;
         enqueue_gateways(
             ctl,
             gateways_where(ctl, |g| {
-                global || g.metadata.namespace.as_deref() == Some(key.0.as_str())
+                global || g.metadata.namespace.as_deref() == Some(key.namespace.as_str())
             }),
         );
     });
@@ -667,7 +667,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         enqueue_gateways(
             ctl,
             gateways_where(ctl, |g| {
-                g.metadata.namespace.as_deref() == Some(key.0.as_str())
+                g.metadata.namespace.as_deref() == Some(key.namespace.as_str())
             }),
         );
     });
@@ -682,7 +682,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             .to_owned();
         // The echo of our own status write changes nothing we plan from: keep the fresh
         // object, plan nothing. Anyone else's status change is planned (ours is restored).
-        let own = own_status_key("Gateway", &key.0, &key.1);
+        let own = own_status_key("Gateway", &key.namespace, &key.name);
         let status_only = !deleted
             && is_own_echo(ctl, &own, &v, |s| {
                 s.gateway(&key)
@@ -699,7 +699,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
                 .snapshot
                 .read()
                 .map(|s| {
-                    crate::gateway::refs::secret_refs(&g)
+                    crate::snapshot::secrets_named_by(&g)
                         .filter(|k| s.secret_type_unknown(k))
                         .collect()
                 })
@@ -725,8 +725,8 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         if is_our_child(&v) {
             return;
         }
-        let key = (
-            "HTTPRoute".to_owned(),
+        let key = RouteKey::new(
+            "HTTPRoute",
             v["metadata"]["namespace"]
                 .as_str()
                 .unwrap_or_default()
@@ -745,12 +745,12 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
                     r.view
                         .parent_refs
                         .iter()
-                        .map(|p| (p.namespace.clone(), p.name.clone()))
+                        .map(|p| Key::new(p.namespace.clone(), p.name.clone()))
                         .collect()
                 })
             })
             .unwrap_or_default();
-        let own = own_status_key(&key.0, &key.1, &key.2);
+        let own = own_status_key(&key.kind, &key.namespace, &key.name);
         let status_only = !deleted
             && is_own_echo(ctl, &own, &v, |s| {
                 s.route(&key)
@@ -772,7 +772,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             parents.extend(
                 view.parent_refs
                     .iter()
-                    .map(|p| (p.namespace.clone(), p.name.clone())),
+                    .map(|p| Key::new(p.namespace.clone(), p.name.clone())),
             );
             with_snapshot(ctl, |s| s.put_http_route_seen(&r, raw_status.as_ref()));
             ctl.enqueue(Work::Route(key));
@@ -812,7 +812,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         }
         // A grant in namespace N matters to references into N from elsewhere: a Gateway's
         // certificateRefs and a route's backendRefs (its status and its parents' plans).
-        let ns = key.0.as_str();
+        let ns = key.namespace.as_str();
         enqueue_gateways(
             ctl,
             gateways_where(ctl, |g| {
@@ -879,7 +879,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             let key = key_of(&v);
             let known = ctl.snapshot.read().ok().map(|s| {
                 use crate::gateway::Lookup;
-                s.service_exists(&key.0, &key.1) == Some(true)
+                s.service_exists(&key.namespace, &key.name) == Some(true)
             });
             if deleted {
                 with_snapshot(ctl, |s| s.remove_service(&key));
@@ -950,7 +950,7 @@ fn enqueue_routes_and_parents_of(
                         r.view
                             .parent_refs
                             .iter()
-                            .map(|p| (p.namespace.clone(), p.name.clone())),
+                            .map(|p| Key::new(p.namespace.clone(), p.name.clone())),
                     );
                     k
                 })
@@ -980,8 +980,8 @@ fn gateways_naming_secret(ctl: &Controller, key: &Key) -> Vec<Key> {
 fn fetch_secret_type(ctl: &Arc<Controller>, key: Key) {
     let ctl = ctl.clone();
     tokio::spawn(async move {
-        let api: Api<Secret> = Api::namespaced(ctl.client.clone(), &key.0);
-        match api.get_opt(&key.1).await {
+        let api: Api<Secret> = Api::namespaced(ctl.client.clone(), &key.namespace);
+        match api.get_opt(&key.name).await {
             Ok(Some(sec)) => {
                 with_snapshot(&ctl, |s| {
                     // Unless it went meanwhile (the watch removed it).
@@ -992,7 +992,7 @@ fn fetch_secret_type(ctl: &Arc<Controller>, key: Key) {
             }
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(secret = %format!("{}/{}", key.0, key.1), error = %e, "failed to read the type of a Secret a Gateway names");
+                tracing::warn!(secret = %format!("{}/{}", key.namespace, key.name), error = %e, "failed to read the type of a Secret a Gateway names");
             }
         }
         enqueue_gateways(&ctl, gateways_naming_secret(&ctl, &key));

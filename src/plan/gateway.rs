@@ -245,7 +245,7 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         let input = SetInput {
             prepared,
             set: TemplateSet::Gateway,
-            namespace: &key.0,
+            namespace: &key.namespace,
             owner: Owner {
                 parent: &plan.context.gateway,
                 gateway: &plan.context.gateway,
@@ -371,7 +371,10 @@ fn infrastructure_values(
         .and_then(|i| i.parameters_ref.as_ref())
     {
         Some(p) if p.group == crate::api::GROUP && p.kind == GATEWAY_CONFIG_KIND => {
-            if snap.gateway_config(&(ns.clone(), p.name.clone())).is_none() {
+            if snap
+                .gateway_config(&Key::new(ns.clone(), p.name.clone()))
+                .is_none()
+            {
                 return Err(format!(
                     "spec.infrastructure.parametersRef: GatewayConfig {ns}/{} not found",
                     p.name
@@ -481,12 +484,12 @@ fn build_context<'a>(
                     // Routes are visited one after the other: this route can only be
                     // the listener's last one.
                     if !l.routes.last().is_some_and(|r| {
-                        r.kind == rkey.0 && r.namespace == rkey.1 && r.name == rkey.2
+                        r.kind == rkey.kind && r.namespace == rkey.namespace && r.name == rkey.name
                     }) {
                         l.routes.push(AttachedRouteVar {
-                            kind: rkey.0.clone(),
-                            namespace: rkey.1.clone(),
-                            name: rkey.2.clone(),
+                            kind: rkey.kind.clone(),
+                            namespace: rkey.namespace.clone(),
+                            name: rkey.name.clone(),
                             hostnames: la.hostnames.clone(),
                         });
                     }

@@ -66,7 +66,7 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
     let input = SetInput {
         prepared,
         set: TemplateSet::Route,
-        namespace: &route.1,
+        namespace: &route.namespace,
         owner: Owner {
             parent: &route_json,
             gateway: &gw.context.gateway,

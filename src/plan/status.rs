@@ -440,7 +440,7 @@ fn gateway_of(parent: &Value, route_ns: &str) -> Option<Key> {
     let group = parent["group"].as_str().unwrap_or(GATEWAY_API_GROUP);
     let kind = parent["kind"].as_str().unwrap_or("Gateway");
     (group == GATEWAY_API_GROUP && kind == "Gateway").then(|| {
-        (
+        Key::new(
             parent["namespace"].as_str().unwrap_or(route_ns).to_owned(),
             parent["name"].as_str().unwrap_or_default().to_owned(),
         )

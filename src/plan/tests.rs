@@ -85,7 +85,7 @@ impl World {
         }))
         .unwrap();
         self.snap.put_gateway(gw);
-        ("infra".into(), name.into())
+        Key::new("infra", name)
     }
 
     /// HTTPRoute `app/<name>` for `hostnames`, a child of each Gateway in `parents`.
@@ -101,7 +101,7 @@ impl World {
         }))
         .unwrap();
         self.snap.put_http_route(&r);
-        ("HTTPRoute".into(), "app".into(), name.into())
+        RouteKey::new("HTTPRoute", "app", name)
     }
 
     /// Makes every child `key`'s plan renders live, as applied (ready: no status rules).
@@ -135,7 +135,7 @@ fn a_gateway_not_ours_is_not_planned() {
     let mut w = World::new();
     let theirs = w.gateway("theirs", "theirs", &[("http", None)]);
     let lost = w.gateway("lost", "missing", &[("http", None)]);
-    let none = ("infra".to_owned(), "none".to_owned());
+    let none = Key::new("infra", "none");
     assert_eq!(
         plan_gateway(&w.snap, &theirs).err(),
         Some(OutOfScope::NotOurs)
@@ -167,7 +167,7 @@ fn plan_gateway_renders_decorated_children_from_the_accepted_routes() {
     // Only the route whose hostname intersects the listener's is accepted.
     assert_eq!(cm["data"]["hosts"], "a.example.com");
     assert_eq!(p.context.routes.len(), 1);
-    assert_eq!(p.context.routes[0].2, "a");
+    assert_eq!(p.context.routes[0].name, "a");
     let l = &cm["metadata"]["labels"];
     assert_eq!(l[labels::PARENT_UID], "uid-gw");
     assert_eq!(l[labels::GATEWAY_UID], "uid-gw");
@@ -177,7 +177,7 @@ fn plan_gateway_renders_decorated_children_from_the_accepted_routes() {
     let accepted: Vec<(String, bool)> = p
         .attachments
         .iter()
-        .map(|(k, a)| (k.2.clone(), a[0].is_accepted()))
+        .map(|(k, a)| (k.name.clone(), a[0].is_accepted()))
         .collect();
     assert_eq!(accepted, [("a".into(), true), ("b".into(), false)]);
     assert_eq!(p.listeners[0].attached_routes, 1);

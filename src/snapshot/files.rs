@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::Snapshot;
+use super::{Key, Snapshot};
 use crate::render::labels;
 use crate::render::output::{api_group, parse_documents};
 
@@ -190,7 +190,7 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
                     );
                 }
                 ("", "Secret") => snap.put_secret(&de(doc, &perr)?),
-                ("", "Service") => snap.put_service((
+                ("", "Service") => snap.put_service(Key::new(
                     doc["metadata"]["namespace"]
                         .as_str()
                         .unwrap_or_default()

@@ -25,8 +25,8 @@ use crate::render::RenderError;
 use crate::render::labels;
 use crate::render::prepared::Prepared;
 
-/// Namespace and name.
-pub type Key = (String, String);
+pub mod keys;
+pub use keys::{Key, RouteKey};
 
 /// The kind name [`Snapshot::retain_listed`] knows the metadata-only Secrets by.
 pub const SECRET_METADATA: &str = "Secret (metadata)";
@@ -129,9 +129,6 @@ impl RouteEntry {
     }
 }
 
-/// Identity of a route: kind, namespace, name.
-pub type RouteKey = (String, String, String);
-
 /// Removes `item` from the set at `key` of a reverse index, and the set once empty.
 fn remove_from<K: Ord, T: Ord>(index: &mut BTreeMap<K, BTreeSet<T>>, key: &K, item: &T) {
     if let Some(set) = index.get_mut(key) {
@@ -142,12 +139,17 @@ fn remove_from<K: Ord, T: Ord>(index: &mut BTreeMap<K, BTreeSet<T>>, key: &K, it
     }
 }
 
-/// The Services a route's backendRefs name, as `(namespace, name)`.
+/// The Services a route's backendRefs name.
 fn services_of(view: &RouteView) -> impl Iterator<Item = Key> + '_ {
     view.backend_refs
         .iter()
         .filter(|b| b.group.is_empty() && b.kind == "Service")
-        .map(|b| (b.namespace.clone(), b.name.clone()))
+        .map(|b| Key::new(b.namespace.clone(), b.name.clone()))
+}
+
+/// The Secrets a Gateway's listeners name ([`crate::gateway::refs::secret_refs`]).
+pub fn secrets_named_by(g: &Gateway) -> impl Iterator<Item = Key> + '_ {
+    crate::gateway::refs::secret_refs(g).map(|(ns, name)| Key::new(ns, name))
 }
 
 /// An object the snapshot keeps as text, parsed. It was serialized from a `Value`, so it
@@ -245,7 +247,7 @@ pub fn uid_of(json: &Value, kind: &str) -> String {
 }
 
 fn key_of(meta: &kube::api::ObjectMeta) -> Key {
-    (
+    Key::new(
         meta.namespace.clone().unwrap_or_default(),
         meta.name.clone().unwrap_or_default(),
     )
@@ -347,7 +349,7 @@ impl Snapshot {
             .into_boxed_str();
         let key = key_of(&g.metadata);
         self.unindex_gateway(&key);
-        for secret in crate::gateway::refs::secret_refs(&g) {
+        for secret in secrets_named_by(&g) {
             self.gateways_by_secret
                 .entry(secret)
                 .or_default()
@@ -369,7 +371,7 @@ impl Snapshot {
     }
     fn unindex_gateway(&mut self, key: &Key) {
         if let Some(old) = self.gateways.get(key) {
-            for secret in crate::gateway::refs::secret_refs(&old.typed) {
+            for secret in secrets_named_by(&old.typed) {
                 remove_from(&mut self.gateways_by_secret, &secret, key);
             }
         }
@@ -389,7 +391,7 @@ impl Snapshot {
         self.put_route(view, json, exact);
     }
     fn put_route(&mut self, view: RouteView, json: Value, status_exact: bool) {
-        let key: RouteKey = (
+        let key: RouteKey = RouteKey::new(
             view.kind.kind.clone(),
             view.namespace.clone(),
             view.name.clone(),
@@ -398,7 +400,7 @@ impl Snapshot {
         for p in &view.parent_refs {
             if p.group == crate::gateway::GATEWAY_API_GROUP && p.kind == "Gateway" {
                 self.routes_by_gateway
-                    .entry((p.namespace.clone(), p.name.clone()))
+                    .entry(Key::new(p.namespace.clone(), p.name.clone()))
                     .or_default()
                     .insert(key.clone());
             }
@@ -409,7 +411,7 @@ impl Snapshot {
                 .or_default()
                 .insert(key.clone());
         }
-        let uid = uid_of(&json, &key.0);
+        let uid = uid_of(&json, &key.kind);
         let text = serde_json::to_string(&json).unwrap_or_default().into();
         self.routes.insert(
             key,
@@ -427,7 +429,7 @@ impl Snapshot {
             for p in &old.view.parent_refs {
                 remove_from(
                     &mut self.routes_by_gateway,
-                    &(p.namespace.clone(), p.name.clone()),
+                    &Key::new(p.namespace.clone(), p.name.clone()),
                     key,
                 );
             }
@@ -446,13 +448,13 @@ impl Snapshot {
     }
     /// Inserts or replaces a ReferenceGrant.
     pub fn put_grant(&mut self, g: ReferenceGrant) {
-        let (ns, name) = key_of(&g.metadata);
-        self.grants.entry(ns).or_default().insert(name, g);
+        let Key { namespace, name } = key_of(&g.metadata);
+        self.grants.entry(namespace).or_default().insert(name, g);
     }
     /// Removes a ReferenceGrant.
     pub fn remove_grant(&mut self, key: &Key) {
-        if let Some(m) = self.grants.get_mut(&key.0) {
-            m.remove(&key.1);
+        if let Some(m) = self.grants.get_mut(&key.namespace) {
+            m.remove(&key.name);
         }
     }
     /// Inserts or replaces a Secret (only its type and TLS validity are kept).
@@ -569,10 +571,10 @@ impl Snapshot {
         match kind {
             "GatewayClass" => self
                 .classes
-                .retain(|n, _| keep(&(String::new(), n.clone()))),
+                .retain(|n, _| keep(&Key::new(String::new(), n.clone()))),
             "GatewayClassBlueprint" => self
                 .blueprints
-                .retain(|n, _| keep(&(String::new(), n.clone()))),
+                .retain(|n, _| keep(&Key::new(String::new(), n.clone()))),
             "GatewayClassConfig" => self.class_configs.retain(|k, _| keep(k)),
             "GatewayConfig" => self.gateway_configs.retain(|k, _| keep(k)),
             "Gateway" if api_version.is_empty() => self.gateways.retain(|k, _| keep(k)),
@@ -580,7 +582,9 @@ impl Snapshot {
                 let gone: Vec<RouteKey> = self
                     .routes
                     .keys()
-                    .filter(|k| k.0 == kind && !keep(&(k.1.clone(), k.2.clone())))
+                    .filter(|k| {
+                        k.kind == kind && !keep(&Key::new(k.namespace.clone(), k.name.clone()))
+                    })
                     .cloned()
                     .collect();
                 for k in &gone {
@@ -589,10 +593,10 @@ impl Snapshot {
             }
             "Namespace" => self
                 .namespaces
-                .retain(|n, _| keep(&(String::new(), n.clone()))),
+                .retain(|n, _| keep(&Key::new(String::new(), n.clone()))),
             "ReferenceGrant" => {
                 for (ns, m) in &mut self.grants {
-                    m.retain(|n, _| seen.contains(&(ns.clone(), n.clone())));
+                    m.retain(|n, _| seen.contains(&Key::new(ns.clone(), n.clone())));
                 }
             }
             "Secret" => self.secrets.retain(|k, _| keep(k)),
@@ -609,7 +613,7 @@ impl Snapshot {
                     .filter(|k| {
                         k.kind == kind
                             && k.api_version == api_version
-                            && !keep(&(k.namespace.clone(), k.name.clone()))
+                            && !keep(&Key::new(k.namespace.clone(), k.name.clone()))
                     })
                     .cloned()
                     .collect();
@@ -668,8 +672,8 @@ impl Snapshot {
         ns: &'a str,
     ) -> impl Iterator<Item = &'a Arc<GatewayClassConfig>> + 'a {
         self.class_configs
-            .range((ns.to_owned(), String::new())..)
-            .take_while(move |((n, _), _)| n == ns)
+            .range(Key::new(ns, String::new())..)
+            .take_while(move |(k, _)| k.namespace == ns)
             .map(|(_, v)| v)
     }
     /// GatewayConfigs of a namespace.
@@ -678,8 +682,8 @@ impl Snapshot {
         ns: &'a str,
     ) -> impl Iterator<Item = &'a Arc<GatewayConfig>> + 'a {
         self.gateway_configs
-            .range((ns.to_owned(), String::new())..)
-            .take_while(move |((n, _), _)| n == ns)
+            .range(Key::new(ns, String::new())..)
+            .take_while(move |(k, _)| k.namespace == ns)
             .map(|(_, v)| v)
     }
     /// A GatewayConfig by key.
@@ -816,10 +820,10 @@ impl Snapshot {
         if key.api_version.split('/').next() != Some(crate::gateway::GATEWAY_API_GROUP) {
             return None;
         }
-        let nn = || (key.namespace.clone(), key.name.clone());
+        let nn = || Key::new(key.namespace.clone(), key.name.clone());
         match key.kind.as_str() {
             "Gateway" => Some(self.gateways.contains_key(&nn())),
-            "HTTPRoute" => Some(self.routes.contains_key(&(
+            "HTTPRoute" => Some(self.routes.contains_key(&RouteKey::new(
                 key.kind.clone(),
                 key.namespace.clone(),
                 key.name.clone(),
@@ -849,7 +853,7 @@ impl Lookup for Snapshot {
         self.namespaces.get(namespace)
     }
     fn secret(&self, namespace: &str, name: &str) -> Option<&SecretInfo> {
-        let key = (namespace.to_owned(), name.to_owned());
+        let key = Key::new(namespace, name);
         self.secrets
             .get(&key)
             .or_else(|| self.other_secrets.get(&key))
@@ -863,7 +867,7 @@ impl Lookup for Snapshot {
     fn service_exists(&self, namespace: &str, name: &str) -> Option<bool> {
         self.services
             .as_ref()
-            .map(|s| s.contains(&(namespace.to_owned(), name.to_owned())))
+            .map(|s| s.contains(&Key::new(namespace.to_owned(), name.to_owned())))
     }
 }
 
@@ -909,9 +913,9 @@ mod tests {
                 "spec": {"parentRefs": [{"name": "g"}], "rules": [{"backendRefs": [{"name": service, "port": 80}, {"name": "s3", "kind": "Bucket", "group": "example.com"}]}]}}))
             .unwrap()
         };
-        let k = |ns: &str, n: &str| (ns.to_owned(), n.to_owned());
+        let k = Key::new;
         let g = k("a", "g");
-        let rk = ("HTTPRoute".to_owned(), "a".to_owned(), "r".to_owned());
+        let rk = RouteKey::new("HTTPRoute", "a", "r");
         let mut s = Snapshot::new("sys");
         s.put_gateway(gw("cert1"));
         assert_eq!(
@@ -969,10 +973,10 @@ mod tests {
         let child = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "a", "labels": {"gatewright.dev/parent-uid": "u", "gatewright.dev/gateway-uid": "u"}}});
         s.put_child(child("x"));
         s.put_child(child("y"));
-        let seen = BTreeSet::from([(String::new(), "a".to_owned())]);
+        let seen = BTreeSet::from([Key::new("", "a")]);
         assert_eq!(s.retain_listed("Namespace", "", &seen), 1);
         assert!(crate::gateway::Lookup::namespace_labels(&s, "b").is_none());
-        let seen = BTreeSet::from([("a".to_owned(), "x".to_owned())]);
+        let seen = BTreeSet::from([Key::new("a", "x")]);
         assert_eq!(s.retain_listed("ConfigMap", "v1", &seen), 1);
         assert_eq!(s.children_of("u").count(), 1);
         assert_eq!(s.children_by_gateway("u").count(), 1);

@@ -13,6 +13,7 @@ use kube::api::{
 use serde_json::{Value, json};
 
 use crate::common::{TestNamespace, admin, apply_yaml, controller, wait_for};
+use gatewright::snapshot::Key;
 
 const T: Duration = Duration::from_secs(60);
 
@@ -407,7 +408,7 @@ async fn a_shipped_class_end_to_end() {
     simulate(&client, &ns.name, 2).await;
     wait_programmed(&client, &ns.name, "True").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let key = (ns.name.clone(), "gw".to_owned());
+    let key = gatewright::snapshot::Key::new(ns.name.clone(), "gw");
     let (runs_before, _) = ctl.last_writes(&key);
     // Counted at the client's HTTP layer: every POST/PUT/PATCH/DELETE sent.
     let ns_writes_before = ctl.metrics().writes_in_namespace(&ns.name);
@@ -1096,7 +1097,7 @@ pub(crate) fn configmap_class(name: &str) -> String {
 
 /// Reconciles of a Gateway so far.
 fn runs(ctl: &gatewright::controller::Controller, ns: &str, name: &str) -> u64 {
-    ctl.last_writes(&(ns.to_owned(), name.to_owned())).0
+    ctl.last_writes(&Key::new(ns.to_owned(), name.to_owned())).0
 }
 
 /// Reconciles of the `tls` and `plain` Gateways once they have stopped changing for 1.5 s

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use gatewright::cli;
 use gatewright::gateway::CONTROLLER_NAME;
 use gatewright::plan::{Plan, plan};
-use gatewright::snapshot::{ObjectKey, Snapshot, files};
+use gatewright::snapshot::{Key, ObjectKey, Snapshot, files};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
@@ -75,7 +75,7 @@ fn desired_and_prune(
         let p = &whole.gateway;
         for c in &p.children {
             put(
-                &format!("Gateway {}/{}", p.key.0, p.key.1),
+                &format!("Gateway {}/{}", p.key.namespace, p.key.name),
                 &c.object,
                 &mut desired,
             )?;
@@ -88,7 +88,7 @@ fn desired_and_prune(
                 put(
                     &format!(
                         "{} {}/{} under Gateway {}/{}",
-                        rkey.0, rkey.1, rkey.2, p.key.0, p.key.1
+                        rkey.kind, rkey.namespace, rkey.name, p.key.namespace, p.key.name
                     ),
                     &c.object,
                     &mut desired,
@@ -150,12 +150,12 @@ fn check_status(snap: &Snapshot, plans: &[Plan]) -> Result<(), String> {
             if usize::try_from(l.attached_routes).ok() != Some(want) {
                 return Err(format!(
                     "Gateway {}/{} listener {}: attachedRoutes {} but {want} routes are accepted on it",
-                    p.key.0, p.key.1, l.name, l.attached_routes
+                    p.key.namespace, p.key.name, l.name, l.attached_routes
                 ));
             }
         }
     }
-    let ours: BTreeSet<(String, String)> = plans.iter().map(|p| p.gateway.key.clone()).collect();
+    let ours: BTreeSet<Key> = plans.iter().map(|p| p.gateway.key.clone()).collect();
     for (rkey, route) in snap.routes() {
         let entries: Vec<&gatewright::gateway::ParentAttachment> = plans
             .iter()
@@ -165,7 +165,7 @@ fn check_status(snap: &Snapshot, plans: &[Plan]) -> Result<(), String> {
         for (i, pr) in route.view.parent_refs.iter().enumerate() {
             let names_ours = pr.group == gatewright::gateway::GATEWAY_API_GROUP
                 && pr.kind == "Gateway"
-                && ours.contains(&(pr.namespace.clone(), pr.name.clone()));
+                && ours.contains(&Key::new(pr.namespace.clone(), pr.name.clone()));
             let n = entries.iter().filter(|e| e.parent_index == i).count();
             if names_ours && n != 1 {
                 return Err(format!(
@@ -196,7 +196,7 @@ fn check_status(snap: &Snapshot, plans: &[Plan]) -> Result<(), String> {
 fn check_printed_status(
     docs: &[Value],
     world_docs: &[Value],
-    ours: &BTreeSet<(String, String)>,
+    ours: &BTreeSet<Key>,
 ) -> Result<(), String> {
     for route in world_docs.iter().filter(|d| d["kind"] == "HTTPRoute") {
         let ns = route["metadata"]["namespace"].as_str().unwrap_or_default();
@@ -209,7 +209,7 @@ fn check_printed_status(
             let rns = r["namespace"].as_str().unwrap_or(ns);
             kind_ok
                 && group_ok
-                && ours.contains(&(
+                && ours.contains(&Key::new(
                     rns.to_owned(),
                     r["name"].as_str().unwrap_or_default().to_owned(),
                 ))
@@ -248,7 +248,7 @@ fn check_printed_status(
 }
 
 /// The Gateways of ours in a world, as the planner sees them.
-fn our_gateways(snap: &Snapshot) -> BTreeSet<(String, String)> {
+fn our_gateways(snap: &Snapshot) -> BTreeSet<Key> {
     plan_all(snap).into_iter().map(|p| p.gateway.key).collect()
 }
 

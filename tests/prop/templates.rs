@@ -131,7 +131,7 @@ pub fn plan(
     snap: &Snapshot,
 ) -> Result<(GatewayPlan, Option<gatewright::plan::RoutePlan>), TestCaseError> {
     let start = Instant::now();
-    let key = (NS.to_owned(), "gw".to_owned());
+    let key = gatewright::snapshot::Key::new(NS, "gw");
     let p =
         plan_gateway(snap, &key).map_err(|e| TestCaseError::fail(format!("not planned: {e:?}")))?;
     let rp = p.context.routes.first().map(|r| plan_route(snap, &p, r));
@@ -269,7 +269,7 @@ fn round_trip_case(s: &str, v: &Value, deep: &Value, path: &str) -> Result<(), T
     prop_assert_eq!(rp.children.len(), 1);
     let d = &rp.children[0].object["data"];
     let route_rules = snap
-        .route(&("HTTPRoute".into(), NS.into(), "r".into()))
+        .route(&gatewright::snapshot::RouteKey::new("HTTPRoute", NS, "r"))
         .unwrap()
         .json()["spec"]["rules"]
         .clone();
