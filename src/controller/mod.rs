@@ -214,16 +214,6 @@ fn observed_reported(
     }
 }
 
-/// What we remember of the status we last wrote on an object.
-struct OwnStatus {
-    /// Its digest (normalized).
-    digest: status::StatusDigest,
-    /// For a Gateway, the digest of its [`status::settled_form`].
-    settled: Option<status::StatusDigest>,
-    /// When we wrote it.
-    at: Instant,
-}
-
 /// The running controller's shared state.
 pub struct Controller {
     client: Client,
@@ -240,7 +230,7 @@ pub struct Controller {
     /// The status we last wrote per object (`Kind/namespace/name`), as the digest of its
     /// normalized form (a fleet's statuses would otherwise be held twice): a watch event
     /// that brings exactly it (and no other change) is our own echo.
-    own_status: Mutex<HashMap<String, OwnStatus>>,
+    own_status: Mutex<HashMap<String, status::StatusDigest>>,
     /// Primary watches that have not listed everything once yet.
     unsynced_watches: std::sync::atomic::AtomicUsize,
     /// True once every primary watch has listed: nothing is planned before, so a plan
@@ -327,50 +317,10 @@ impl Controller {
     /// Remembers the status we are about to write on `object` (`Kind/namespace/name`), so
     /// the watch event it causes is recognised as our own echo.
     pub(crate) fn expect_own_status(&self, object: String, status: &serde_json::Value) {
-        self.remember_own_status(object, status, None);
-    }
-
-    /// [`Controller::expect_own_status`] for a Gateway: also remembers the status's
-    /// [`status::settled_form`], for [`Controller::settling_gateway_status`].
-    pub(crate) fn expect_own_gateway_status(&self, object: String, status: &serde_json::Value) {
-        let settled = status::status_digest(&status::settled_form(status));
-        self.remember_own_status(object, status, Some(settled));
-    }
-
-    fn remember_own_status(
-        &self,
-        object: String,
-        status: &serde_json::Value,
-        settled: Option<status::StatusDigest>,
-    ) {
         let digest = status::status_digest(status);
         if let Ok(mut w) = self.own_status.lock() {
-            w.insert(
-                object,
-                OwnStatus {
-                    digest,
-                    settled,
-                    at: Instant::now(),
-                },
-            );
+            w.insert(object, digest);
         }
-    }
-
-    /// Whether a Gateway status `status` differs from the one we last wrote on `object`
-    /// only in what settles ([`status::settled_form`]), and we wrote that one less than
-    /// [`status::STATUS_SETTLE`] ago: then how long is left of that time.
-    pub(crate) fn settling_gateway_status(
-        &self,
-        object: &str,
-        status: &serde_json::Value,
-    ) -> Option<Duration> {
-        let settled = status::status_digest(&status::settled_form(status));
-        let w = self.own_status.lock().ok()?;
-        let own = w.get(object)?;
-        if own.settled != Some(settled) {
-            return None;
-        }
-        status::STATUS_SETTLE.checked_sub(own.at.elapsed())
     }
 
     /// Whether `status` on `object` is the one we last wrote.
@@ -378,7 +328,7 @@ impl Controller {
         let digest = status::status_digest(status);
         self.own_status
             .lock()
-            .is_ok_and(|w| w.get(object).is_some_and(|own| own.digest == digest))
+            .is_ok_and(|w| w.get(object) == Some(&digest))
     }
 
     /// Whether the cached `status` of `object` is at least as new as our last write to
@@ -390,7 +340,7 @@ impl Controller {
         let digest = status::status_digest(status);
         self.own_status
             .lock()
-            .is_ok_and(|w| w.get(object).is_none_or(|own| own.digest == digest))
+            .is_ok_and(|w| w.get(object).is_none_or(|own| *own == digest))
     }
 
     /// Forgets what we wrote on an object that is gone.

@@ -161,8 +161,7 @@ impl Controller {
         if let Some(c) = super::fight::condition(&fights) {
             outcome.status.conditions.push(c);
         }
-        let status_wait = self
-            .write_gateway_status(key, &p.gateway, &outcome.status)
+        self.write_gateway_status(key, &p.gateway, &outcome.status)
             .await?;
         // Route status, after the route's children were applied (Flagger waits on it).
         let writes: Vec<_> = p
@@ -194,12 +193,7 @@ impl Controller {
         {
             self.enqueue_after(super::Work::Gateway(key.clone()), d);
         }
-        // A status change that waits to settle is written by a later pass.
-        let next = requeue_after(&applied, prune_left, outcome.rollout_requeue)?;
-        Ok(match (next, status_wait) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        })
+        requeue_after(&applied, prune_left, outcome.rollout_requeue)
     }
 
     /// Adds our finalizer, so the children are torn down before the Gateway goes.

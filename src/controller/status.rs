@@ -52,25 +52,6 @@ pub(crate) fn norm_status(v: &Value) -> Value {
     v
 }
 
-/// How long after our last write to a Gateway's status a change of its messages and
-/// route counts alone waits (see `write_gateway_status`).
-pub(crate) const STATUS_SETTLE: Duration = Duration::from_secs(1);
-
-/// A Gateway status without what changes while it converges and says nothing new on its
-/// own: condition messages and listeners' `attachedRoutes`.
-pub(crate) fn settled_form(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "message" | "attachedRoutes"))
-                .map(|(k, v)| (k.clone(), settled_form(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(settled_form).collect()),
-        other => other.clone(),
-    }
-}
-
 /// The SHA-256 of a status in its normalized form ([`norm_status`], serialized with sorted
 /// keys): what [`super::Controller`] remembers of the statuses it wrote.
 pub(crate) type StatusDigest = [u8; 32];
@@ -118,17 +99,13 @@ impl Controller {
     }
 
     /// Writes a Gateway's planned status when it differs from what the Gateway holds
-    /// (timestamps aside). A change of messages and route counts alone, within
-    /// [`STATUS_SETTLE`] of our last write, waits for the rest of that time
-    /// (`Ok(Some(wait))`: plan again then): a Gateway whose routes and children arrive one
-    /// after the other gets one write for them, not one each. A change of any condition's
-    /// status or reason, of the addresses or of the listeners is written at once.
+    /// (timestamps aside).
     pub(super) async fn write_gateway_status(
         &self,
         key: &Key,
         gw: &Gateway,
         status: &GatewayStatusPlan,
-    ) -> Result<Option<Duration>, Error> {
+    ) -> Result<(), Error> {
         let desired = status.to_status(gw.status.as_ref(), gw.metadata.generation, &now());
         let mut desired_json = serde_json::to_value(&desired).unwrap_or(Value::Null);
         if desired.addresses.is_none() {
@@ -139,16 +116,11 @@ impl Controller {
             serde_json::to_value(gw.status.clone().unwrap_or_default()).unwrap_or(Value::Null);
         let compared = norm_status(&desired_json);
         let own = own_status_key("Gateway", &key.namespace, &key.name);
-        let current = strip_times(&current);
-        if compared == current && self.cache_has_own_status(&own, &current) {
-            return Ok(None);
-        }
-        // Compared with what we last wrote, not with the cache, which may not have it yet.
-        if let Some(wait) = self.settling_gateway_status(&own, &compared) {
-            return Ok(Some(wait));
+        if compared == strip_times(&current) && self.cache_has_own_status(&own, &current) {
+            return Ok(());
         }
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-        self.expect_own_gateway_status(own, &compared);
+        self.expect_own_status(own, &compared);
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
         api.patch_status(
             &key.name,
@@ -157,7 +129,7 @@ impl Controller {
         )
         .await
         .map_err(|e| Error::kube("write the Gateway status", e))?;
-        Ok(None)
+        Ok(())
     }
 
     /// Writes our `status.parents` entries of a route: with `Some((gateway, entries))`,
@@ -254,39 +226,5 @@ impl Controller {
     ) -> Result<Option<Duration>, Error> {
         self.write_route_status(rkey, None).await?;
         Ok(None)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn status(attached: i64, message: &str, reason: &str) -> Value {
-        json!({
-            "conditions": [{"type": "Programmed", "status": "False", "reason": reason, "message": message, "observedGeneration": 1}],
-            "listeners": [{"name": "http", "attachedRoutes": attached, "supportedKinds": [{"kind": "HTTPRoute"}],
-                "conditions": [{"type": "Programmed", "status": "False", "reason": reason, "message": message, "observedGeneration": 1}]}],
-        })
-    }
-
-    #[test]
-    fn route_counts_and_messages_settle_and_the_rest_does_not() {
-        let base = settled_form(&status(1, "waiting for Certificate a", "Pending"));
-        assert_eq!(
-            base,
-            settled_form(&status(4, "waiting for Gateway b", "Pending")),
-            "only route counts and messages changed"
-        );
-        assert_ne!(
-            base,
-            settled_form(&status(1, "waiting for Certificate a", "Invalid")),
-            "a reason changed"
-        );
-        let mut next_generation = status(1, "waiting for Certificate a", "Pending");
-        next_generation["conditions"][0]["observedGeneration"] = json!(2);
-        assert_ne!(base, settled_form(&next_generation), "a new generation");
-        let mut addressed = status(1, "waiting for Certificate a", "Pending");
-        addressed["addresses"] = json!([{"type": "IPAddress", "value": "192.0.2.1"}]);
-        assert_ne!(base, settled_form(&addressed), "an address");
     }
 }
