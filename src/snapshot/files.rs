@@ -132,6 +132,9 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
             if api_version.is_empty() || kind.is_empty() {
                 return Err(perr("apiVersion and kind are required".into()));
             }
+            if !(doc["metadata"].is_object() || doc["metadata"].is_null()) {
+                return Err(perr("metadata is not a map".into()));
+            }
             let name = doc["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default()
