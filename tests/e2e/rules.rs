@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
+use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, ListParams};
@@ -215,6 +216,51 @@ async fn an_object_we_do_not_manage_is_not_adopted() {
     let cm = cms.get("gw-settings").await.unwrap();
     assert_eq!(cm.data.unwrap()["owner"], "the-team");
     assert!(cm.metadata.owner_references.is_none());
+    delete_class(&client, &class).await;
+    ns.delete().await;
+}
+
+/// The same for a kind the controller watches in full (HTTPRoute): there its caches,
+/// not a read, tell that the name is taken, and the user's route is left alone.
+#[tokio::test]
+async fn a_route_we_do_not_manage_is_not_adopted() {
+    let client = admin().await;
+    let _ctl = controller();
+    let ns = TestNamespace::new(&client, "adopt-route").await;
+    let class = unique_name("adopt-route");
+    apply_yaml(
+        &client,
+        &format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: gw-shadow, namespace: {}}}\nspec: {{parentRefs: [{{name: mine}}], hostnames: [mine.example.com]}}\n",
+            ns.name
+        ),
+    )
+    .await;
+    let templates = "  - name: shadow\n    template: |\n      apiVersion: gateway.networking.k8s.io/v1\n      kind: HTTPRoute\n      metadata: {name: {{ gateway.metadata.name ~ \"-shadow\" }}}\n      spec: {parentRefs: [{name: elsewhere}]}\n";
+    apply_yaml(&client, &class_yaml(&class, templates)).await;
+    apply_yaml(&client, &gateway(&ns.name, "gw", &class)).await;
+    let gws: Api<Gateway> = Api::namespaced(client.clone(), &ns.name);
+    let p = wait_for(
+        "the Gateway reporting the route it will not adopt",
+        T,
+        || async {
+            let g = serde_json::to_value(gws.get("gw").await.ok()?).ok()?;
+            let p = conditions(&g, "Programmed")?;
+            p["message"]
+                .as_str()?
+                .contains("not managed by gatewright")
+                .then_some(p)
+        },
+    )
+    .await;
+    assert_eq!(p["status"], "False");
+    let routes: Api<HttpRoute> = Api::namespaced(client.clone(), &ns.name);
+    let r = serde_json::to_value(routes.get("gw-shadow").await.unwrap()).unwrap();
+    assert_eq!(r["spec"]["parentRefs"][0]["name"], "mine", "{r}");
+    assert!(
+        r["metadata"]["labels"]["app.kubernetes.io/managed-by"].is_null(),
+        "{r}"
+    );
     delete_class(&client, &class).await;
     ns.delete().await;
 }
