@@ -162,8 +162,7 @@ fn render_snapshot(
                 }
             }
             Err(OutOfScope::NoClass(c)) => out.stderr.push(format!(
-                "warning: Gateway {}/{}: GatewayClass {c} not found; skipped",
-                key.namespace, key.name
+                "warning: Gateway {key}: GatewayClass {c} not found; skipped"
             )),
             Err(OutOfScope::NotOurs | OutOfScope::NoGateway) => {}
         }
@@ -203,7 +202,7 @@ fn render_snapshot(
 /// The stderr lines of one Gateway's plan: template errors (exit code 3), templates
 /// waiting on a dependency, replacements under way, children that would be deleted.
 fn report(out: &mut Output, key: &Key, p: &Plan) {
-    let gw = format!("Gateway {}/{}", key.namespace, key.name);
+    let gw = format!("Gateway {key}");
     for e in &p.gateway.errors {
         out.stderr.push(format!("error: {gw}: {e}"));
         out.code = EXIT_TEMPLATE;

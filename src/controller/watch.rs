@@ -695,20 +695,15 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             if let (Some(uid), Ok(mut m)) = (g.metadata.uid.clone(), ctl.uid_to_gateway.write()) {
                 m.insert(uid, key.clone());
             }
-            let unknown: Vec<Key> = ctl
-                .snapshot
-                .read()
-                .map(|s| {
-                    crate::snapshot::secrets_named_by(&g)
-                        .filter(|k| s.secret_type_unknown(k))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let created = !status_only
-                && ctl.metrics.ready.load(Ordering::Relaxed)
-                && ctl.snapshot.read().is_ok_and(|s| s.gateway(&key).is_none());
-            with_snapshot(ctl, |s| s.put_gateway(g));
-            if created {
+            let (new, unknown) = with_snapshot(ctl, |s| {
+                let unknown: Vec<Key> = crate::snapshot::secrets_named_by(&g)
+                    .filter(|k| s.secret_type_unknown(k))
+                    .collect();
+                (s.put_gateway(g), unknown)
+            })
+            .unwrap_or_default();
+            // New to the caches once they have listed: created just now.
+            if new && ctl.metrics.ready.load(Ordering::Relaxed) {
                 ctl.gateway_created(key.clone());
             }
             for k in unknown {
@@ -992,7 +987,7 @@ fn fetch_secret_type(ctl: &Arc<Controller>, key: Key) {
             }
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(secret = %format!("{}/{}", key.namespace, key.name), error = %e, "failed to read the type of a Secret a Gateway names");
+                tracing::warn!(secret = %key, error = %e, "failed to read the type of a Secret a Gateway names");
             }
         }
         enqueue_gateways(&ctl, gateways_naming_secret(&ctl, &key));

@@ -160,7 +160,9 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
                 // downstream implementation, not to us.
                 _ if is_child(&doc) => snap.put_child(doc),
                 ("gateway.networking.k8s.io", "GatewayClass") => snap.put_class(de(doc, &perr)?),
-                ("gateway.networking.k8s.io", "Gateway") => snap.put_gateway(de(doc, &perr)?),
+                ("gateway.networking.k8s.io", "Gateway") => {
+                    snap.put_gateway(de(doc, &perr)?);
+                }
                 ("gateway.networking.k8s.io", "HTTPRoute") => snap.put_http_route(&de(doc, &perr)?),
                 ("gateway.networking.k8s.io", "ReferenceGrant") => snap.put_grant(de(doc, &perr)?),
                 ("gatewright.dev", "GatewayClassBlueprint") => {

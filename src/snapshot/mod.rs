@@ -340,8 +340,8 @@ impl Snapshot {
     pub fn remove_gateway_config(&mut self, key: &Key) {
         self.gateway_configs.remove(key);
     }
-    /// Inserts or replaces a Gateway.
-    pub fn put_gateway(&mut self, g: Gateway) {
+    /// Inserts or replaces a Gateway; `true` when the snapshot did not hold it.
+    pub fn put_gateway(&mut self, g: Gateway) -> bool {
         let json = serde_json::to_value(&g).unwrap_or(Value::Null);
         let uid = uid_of(&json, "Gateway");
         let text = serde_json::to_string(&json)
@@ -355,14 +355,16 @@ impl Snapshot {
                 .or_default()
                 .insert(key.clone());
         }
-        self.gateways.insert(
-            key,
-            Arc::new(GatewayEntry {
-                typed: g,
-                text,
-                uid,
-            }),
-        );
+        self.gateways
+            .insert(
+                key,
+                Arc::new(GatewayEntry {
+                    typed: g,
+                    text,
+                    uid,
+                }),
+            )
+            .is_none()
     }
     /// Removes a Gateway.
     pub fn remove_gateway(&mut self, key: &Key) {
@@ -582,9 +584,7 @@ impl Snapshot {
                 let gone: Vec<RouteKey> = self
                     .routes
                     .keys()
-                    .filter(|k| {
-                        k.kind == kind && !keep(&Key::new(k.namespace.clone(), k.name.clone()))
-                    })
+                    .filter(|k| k.kind == kind && !keep(&k.key()))
                     .cloned()
                     .collect();
                 for k in &gone {
@@ -917,7 +917,7 @@ mod tests {
         let g = k("a", "g");
         let rk = RouteKey::new("HTTPRoute", "a", "r");
         let mut s = Snapshot::new("sys");
-        s.put_gateway(gw("cert1"));
+        assert!(s.put_gateway(gw("cert1")), "new");
         assert_eq!(
             s.gateways_naming_secret(&k("a", "cert1")),
             std::slice::from_ref(&g)
@@ -931,7 +931,7 @@ mod tests {
             s.gateways_naming_secret(&k("a", "y")).is_empty(),
             "not a Secret"
         );
-        s.put_gateway(gw("cert2"));
+        assert!(!s.put_gateway(gw("cert2")), "replaced, not new");
         assert!(
             s.gateways_naming_secret(&k("a", "cert1")).is_empty(),
             "replaced"

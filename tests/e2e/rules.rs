@@ -179,25 +179,20 @@ async fn two_gateways_rendering_one_object_do_not_fight() {
     ns.delete().await;
 }
 
-/// An object of the same name that gatewright does not manage is never adopted.
-#[tokio::test]
-async fn an_object_we_do_not_manage_is_not_adopted() {
-    let client = admin().await;
-    let _ctl = controller();
-    let ns = TestNamespace::new(&client, "adopt").await;
-    let class = unique_name("adopt");
-    apply_yaml(
-        &client,
-        &format!(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: gw-settings, namespace: {}}}\ndata: {{owner: the-team}}\n",
-            ns.name
-        ),
-    )
-    .await;
-    let templates = "  - name: settings\n    template: |\n      apiVersion: v1\n      kind: ConfigMap\n      metadata: {name: {{ gateway.metadata.name ~ \"-settings\" }}}\n      data: {owner: gatewright}\n";
-    apply_yaml(&client, &class_yaml(&class, templates)).await;
-    apply_yaml(&client, &gateway(&ns.name, "gw", &class)).await;
-    let gws: Api<Gateway> = Api::namespaced(client.clone(), &ns.name);
+/// Applies `existing` (an object gatewright does not manage) and a Gateway `gw` of
+/// `class`, whose `templates` render an object of the same name, then waits until the
+/// Gateway reports that it will not adopt it: `Programmed=False`.
+async fn gateway_refuses_to_adopt(
+    client: &kube::Client,
+    ns: &str,
+    class: &str,
+    existing: &str,
+    templates: &str,
+) {
+    apply_yaml(client, existing).await;
+    apply_yaml(client, &class_yaml(class, templates)).await;
+    apply_yaml(client, &gateway(ns, "gw", class)).await;
+    let gws: Api<Gateway> = Api::namespaced(client.clone(), ns);
     let p = wait_for(
         "the Gateway reporting the object it will not adopt",
         T,
@@ -212,6 +207,21 @@ async fn an_object_we_do_not_manage_is_not_adopted() {
     )
     .await;
     assert_eq!(p["status"], "False");
+}
+
+/// An object of the same name that gatewright does not manage is never adopted.
+#[tokio::test]
+async fn an_object_we_do_not_manage_is_not_adopted() {
+    let client = admin().await;
+    let _ctl = controller();
+    let ns = TestNamespace::new(&client, "adopt").await;
+    let class = unique_name("adopt");
+    let existing = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: gw-settings, namespace: {}}}\ndata: {{owner: the-team}}\n",
+        ns.name
+    );
+    let templates = "  - name: settings\n    template: |\n      apiVersion: v1\n      kind: ConfigMap\n      metadata: {name: {{ gateway.metadata.name ~ \"-settings\" }}}\n      data: {owner: gatewright}\n";
+    gateway_refuses_to_adopt(&client, &ns.name, &class, &existing, templates).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
     let cm = cms.get("gw-settings").await.unwrap();
     assert_eq!(cm.data.unwrap()["owner"], "the-team");
@@ -228,32 +238,12 @@ async fn a_route_we_do_not_manage_is_not_adopted() {
     let _ctl = controller();
     let ns = TestNamespace::new(&client, "adopt-route").await;
     let class = unique_name("adopt-route");
-    apply_yaml(
-        &client,
-        &format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: gw-shadow, namespace: {}}}\nspec: {{parentRefs: [{{name: mine}}], hostnames: [mine.example.com]}}\n",
-            ns.name
-        ),
-    )
-    .await;
+    let existing = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: gw-shadow, namespace: {}}}\nspec: {{parentRefs: [{{name: mine}}], hostnames: [mine.example.com]}}\n",
+        ns.name
+    );
     let templates = "  - name: shadow\n    template: |\n      apiVersion: gateway.networking.k8s.io/v1\n      kind: HTTPRoute\n      metadata: {name: {{ gateway.metadata.name ~ \"-shadow\" }}}\n      spec: {parentRefs: [{name: elsewhere}]}\n";
-    apply_yaml(&client, &class_yaml(&class, templates)).await;
-    apply_yaml(&client, &gateway(&ns.name, "gw", &class)).await;
-    let gws: Api<Gateway> = Api::namespaced(client.clone(), &ns.name);
-    let p = wait_for(
-        "the Gateway reporting the route it will not adopt",
-        T,
-        || async {
-            let g = serde_json::to_value(gws.get("gw").await.ok()?).ok()?;
-            let p = conditions(&g, "Programmed")?;
-            p["message"]
-                .as_str()?
-                .contains("not managed by gatewright")
-                .then_some(p)
-        },
-    )
-    .await;
-    assert_eq!(p["status"], "False");
+    gateway_refuses_to_adopt(&client, &ns.name, &class, &existing, templates).await;
     let routes: Api<HttpRoute> = Api::namespaced(client.clone(), &ns.name);
     let r = serde_json::to_value(routes.get("gw-shadow").await.unwrap()).unwrap();
     assert_eq!(r["spec"]["parentRefs"][0]["name"], "mine", "{r}");
