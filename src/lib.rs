@@ -9,6 +9,7 @@ pub mod api;
 pub mod cli;
 pub mod controller;
 pub mod gateway;
+pub mod health;
 pub mod plan;
 pub mod render;
 pub mod simulate;

@@ -124,6 +124,8 @@ pub struct Metrics {
     pub status_only_events: AtomicU64,
     /// Set once every watch has listed its objects.
     pub ready: AtomicBool,
+    /// Start-up steps: `/readyz` is 200 only once every one has succeeded (and `ready`).
+    pub startup: crate::health::Steps,
     /// Set while this process may write: it holds the lease, or runs without leader
     /// election.
     pub leader: AtomicBool,
@@ -160,6 +162,7 @@ impl Default for Metrics {
             queue_depth: AtomicU64::new(0),
             status_only_events: AtomicU64::new(0),
             ready: AtomicBool::new(false),
+            startup: crate::health::Steps::default(),
             leader: AtomicBool::new(false),
             api_requests: Mutex::new(BTreeMap::new()),
             api_writes_by_namespace: Mutex::new(BTreeMap::new()),
@@ -324,6 +327,8 @@ impl Metrics {
                 .lock()
                 .map(|m| m.clone())
                 .unwrap_or_default(),
+            startup_errors: self.startup.errors(),
+            startup_waiting: u64::try_from(self.startup.waiting()).unwrap_or(u64::MAX),
             counters: [
                 self.applies.load(Ordering::Relaxed),
                 self.prunes.load(Ordering::Relaxed),
@@ -352,6 +357,8 @@ struct Scrape {
     api_requests: BTreeMap<(String, String), u64>,
     reconcile_errors: BTreeMap<(String, String), u64>,
     api_errors: BTreeMap<(String, String), u64>,
+    startup_errors: BTreeMap<(String, String), u64>,
+    startup_waiting: u64,
     /// applies, prunes, status writes, applies skipped, status-only events.
     counters: [u64; 5],
     queue_depth: u64,
@@ -416,6 +423,19 @@ impl Collector for Scrape {
             ["verb", "code"],
             &self.api_errors,
         )?;
+        counter_family(
+            &mut encoder,
+            "gatewright_startup_errors",
+            "Failures of start-up steps (leader election set-up, the first list of a watch), by step and reason (Forbidden, NotFound, Unreachable, ...); each is retried",
+            ["step", "reason"],
+            &self.startup_errors,
+        )?;
+        gauge(
+            &mut encoder,
+            "gatewright_startup_steps_pending",
+            "Start-up steps that have not succeeded yet (what /readyz waits for, with the caches)",
+            self.startup_waiting,
+        )?;
         {
             let c = ConstCounter::new(0u64);
             let mut m = encoder.encode_descriptor(
@@ -466,7 +486,7 @@ impl Collector for Scrape {
         gauge(
             &mut encoder,
             "gatewright_caches_synced",
-            "1 once every primary watch has listed its objects (what /readyz reports)",
+            "1 once every primary watch has listed its objects (/readyz also waits for every start-up step)",
             u64::from(self.ready),
         )?;
         gauge(
@@ -594,14 +614,7 @@ fn respond(metrics: &Metrics, method: &http::Method, path: &str) -> http::Respon
             match path {
                 "/metrics" => (http::StatusCode::OK, CONTENT_TYPE, metrics.render()),
                 "/healthz" => (http::StatusCode::OK, "text/plain", "ok\n".to_owned()),
-                "/readyz" if metrics.ready.load(Ordering::Relaxed) => {
-                    (http::StatusCode::OK, "text/plain", "ok\n".to_owned())
-                }
-                "/readyz" => (
-                    http::StatusCode::SERVICE_UNAVAILABLE,
-                    "text/plain",
-                    "caches not synced\n".to_owned(),
-                ),
+                "/readyz" => readiness(metrics),
                 _ => (
                     http::StatusCode::NOT_FOUND,
                     "text/plain",
@@ -618,6 +631,21 @@ fn respond(metrics: &Metrics, method: &http::Method, path: &str) -> http::Respon
     resp
 }
 
+/// `/readyz`: 200 once every start-up step succeeded and every primary watch has listed;
+/// otherwise 503 with one line per step still waiting (and its last failure).
+fn readiness(metrics: &Metrics) -> (http::StatusCode, &'static str, String) {
+    let synced = metrics.ready.load(Ordering::Relaxed);
+    if synced && metrics.startup.done() {
+        return (http::StatusCode::OK, "text/plain", "ok\n".to_owned());
+    }
+    let mut body = String::from("not ready:\n");
+    body.push_str(&metrics.startup.describe());
+    if !synced {
+        body.push_str("caches not synced\n");
+    }
+    (http::StatusCode::SERVICE_UNAVAILABLE, "text/plain", body)
+}
+
 /// Binds the metrics and health address (`host:port`; port 0 picks a free one).
 ///
 /// # Errors
@@ -632,12 +660,21 @@ pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener, Error> {
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` on `listener` (HTTP/1.1) until the process
-/// ends. A connection that does not send its request headers within 10 s is closed.
-pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
+/// ends. A connection that does not send its request headers within 10 s is closed. The
+/// address is known ([`Metrics::served_at`]) as soon as this is called, before the
+/// returned future first runs.
+pub fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+) -> impl Future<Output = ()> + Send + 'static {
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "serving metrics and health");
         let _ = metrics.served_at.set(addr);
     }
+    accept_loop(listener, metrics)
+}
+
+async fn accept_loop(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -831,7 +868,30 @@ mod tests {
         };
         assert!(get("/healthz").await.starts_with("HTTP/1.1 200"));
         assert!(get("/readyz").await.starts_with("HTTP/1.1 503"));
+        // A start-up step failing keeps it not ready, and says why.
+        m.startup.begin("leader election on Lease ns/l");
+        m.startup.failed(
+            "leader election on Lease ns/l",
+            "Forbidden",
+            "leases is forbidden",
+        );
         m.ready.store(true, Ordering::Relaxed);
+        let r = get("/readyz").await;
+        assert!(r.starts_with("HTTP/1.1 503"), "{r}");
+        assert!(
+            r.contains("leader election on Lease ns/l: Forbidden (1 failures, retrying): leases is forbidden"),
+            "{r}"
+        );
+        let metrics = get("/metrics").await;
+        assert!(
+            metrics.contains("gatewright_startup_errors_total{step=\"leader election on Lease ns/l\",reason=\"Forbidden\"} 1"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("\ngatewright_startup_steps_pending 1\n"),
+            "{metrics}"
+        );
+        m.startup.succeeded("leader election on Lease ns/l");
         assert!(get("/readyz").await.starts_with("HTTP/1.1 200"));
         assert!(get("/nope").await.starts_with("HTTP/1.1 404"));
         let metrics = get("/metrics").await;

@@ -21,6 +21,7 @@ pub mod fight;
 mod metrics;
 mod queue;
 mod reconcile;
+pub mod startup;
 mod status;
 mod teardown;
 mod watch;
@@ -571,10 +572,14 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         std::sync::atomic::Ordering::Relaxed,
     );
     watch::start_primary_watches(&ctl);
-    let leader = match &ctl.opts.leader_election {
-        Some((ns, name)) => Some(elect(&ctl, ns, name, identity).await?),
-        None => None,
-    };
+    // Leader election is joined in the background: its set-up retries (RBAC not seen
+    // yet, the API server restarting) without holding up the watches, and the workers
+    // wait for the lease.
+    let leader = ctl
+        .opts
+        .leader_election
+        .clone()
+        .map(|(ns, name)| elect(&ctl, ns, name, identity));
     for _ in 0..ctl.opts.workers.max(1) {
         let worker = ctl.clone();
         let mut leader = leader.clone();
@@ -658,59 +663,56 @@ fn lease_identity() -> String {
 }
 
 /// Joins leader election on Lease `ns/name`. Returns a channel that is true while this
-/// process holds the lease. Gaining it re-plans everything; losing it, or the election task
-/// ending, stops the controller ([`Controller::stopped`]; a fresh start rebuilds the caches
-/// and rejoins). On shutdown the channels close and the Lease is released.
-async fn elect(
+/// process holds the lease. Setting it up (reading or creating the Lease) is a start-up
+/// step ([`startup`]): a transient failure (403 while RBAC propagates, the API server
+/// restarting) is retried with backoff while `/readyz` says why; a failure that cannot
+/// fix itself (an invalid Lease name) stops the controller. Gaining the lease re-plans
+/// everything; losing it, or the election task ending, stops the controller
+/// ([`Controller::stopped`]; a fresh start rebuilds the caches and rejoins). On shutdown
+/// the Lease is released.
+fn elect(
     ctl: &Arc<Controller>,
-    ns: &str,
-    name: &str,
+    ns: String,
+    name: String,
     identity: String,
-) -> Result<tokio::sync::watch::Receiver<bool>, std::io::Error> {
-    let manager = kube_lease_manager::LeaseManagerBuilder::new(ctl.client.clone(), name)
-        .with_namespace(ns)
-        .with_identity(identity.clone())
-        .with_duration(15)
-        .with_grace(5)
-        .build()
-        .await
-        .map_err(|e| {
-            std::io::Error::other(format!(
-                "failed to set up leader election on Lease {ns}/{name}: {e}"
-            ))
-        })?;
-    let (rx, task) = manager.watch().await;
+) -> tokio::sync::watch::Receiver<bool> {
+    let (holder_tx, holder_rx) = tokio::sync::watch::channel(false);
+    let step = format!("leader election on Lease {ns}/{name}");
+    ctl.metrics.startup.begin(&step);
     let me = ctl.clone();
     let handle = tokio::spawn(async move {
-        let res = task.await;
-        if let Some(f) = &me.fence {
-            f.close();
-        }
-        if me.stop.borrow().is_none() {
-            tracing::error!(?res, "leader election task ended; stopping");
-            me.stop_with(Stop::Failed("leader election ended".into()));
-        } else {
-            tracing::info!("left leader election");
-        }
-    });
-    if let Ok(mut d) = ctl.drain.lock() {
-        d.push(handle);
-    }
-    let mut follow = rx.clone();
-    let me = ctl.clone();
-    let mut stopping = ctl.stop.subscribe();
-    tokio::spawn(async move {
+        let mut stopping = me.stop.subscribe();
+        let manager = tokio::select! {
+            biased;
+            () = stop_asked(&mut stopping) => None,
+            m = lease_manager(&me, &step, &ns, &name, &identity) => m,
+        };
+        let Some(manager) = manager else {
+            return;
+        };
+        tracing::info!(lease = %format!("{ns}/{name}"), "waiting for the lease");
+        let (mut rx, task) = manager.watch().await;
+        let mut task = std::pin::pin!(task);
         let mut was = false;
         loop {
             tokio::select! {
                 biased;
-                r = stopping.changed() => if r.is_err() || stopping.borrow().is_some() { return },
-                r = follow.changed() => if r.is_err() { return },
+                () = stop_asked(&mut stopping) => break,
+                res = &mut task => {
+                    if let Some(f) = &me.fence {
+                        f.close();
+                    }
+                    tracing::error!(?res, "leader election task ended; stopping");
+                    me.stop_with(Stop::Failed("leader election ended".into()));
+                    return;
+                }
+                r = rx.changed() => if r.is_err() { break },
             }
-            let now = *follow.borrow_and_update();
+            let now = *rx.borrow_and_update();
             me.metrics
                 .leader
                 .store(now, std::sync::atomic::Ordering::Relaxed);
+            holder_tx.send_replace(now);
             if now && !was {
                 tracing::info!(%identity, "acquired the lease; writing from now on");
                 me.enqueue_all();
@@ -720,13 +722,74 @@ async fn elect(
                     f.close();
                 }
                 me.stop_with(Stop::Failed("lost the Lease".into()));
-                return;
+                break;
             }
             was = now;
         }
+        // Stopping: dropping the receiver makes the manager release the Lease and end.
+        if let Some(f) = &me.fence {
+            f.close();
+        }
+        drop(rx);
+        let _ = task.await;
+        tracing::info!("left leader election");
     });
-    tracing::info!(lease = %format!("{ns}/{name}"), "waiting for the lease");
-    Ok(rx)
+    if let Ok(mut d) = ctl.drain.lock() {
+        d.push(handle);
+    }
+    holder_rx
+}
+
+/// Builds the lease manager (it reads the Lease, or creates it), retrying transient
+/// failures with capped, jittered backoff. `None`: a failure that cannot fix itself (the
+/// controller is stopped with it).
+async fn lease_manager(
+    ctl: &Arc<Controller>,
+    step: &str,
+    ns: &str,
+    name: &str,
+    identity: &str,
+) -> Option<kube_lease_manager::LeaseManager> {
+    let mut attempt = 0u32;
+    loop {
+        let built = kube_lease_manager::LeaseManagerBuilder::new(ctl.client.clone(), name)
+            .with_namespace(ns)
+            .with_identity(identity)
+            .with_duration(15)
+            .with_grace(5)
+            .build()
+            .await;
+        let err = match built {
+            Ok(m) => {
+                let failures = ctl.metrics.startup.succeeded(step);
+                if failures > 0 {
+                    tracing::info!(%step, failures, "set up after failing; joined leader election");
+                }
+                return Some(m);
+            }
+            Err(e) => e,
+        };
+        let (reason, transient) = match &err {
+            kube_lease_manager::LeaseManagerError::KubeError(e) => {
+                (startup::failure_kind(e), startup::is_transient(e))
+            }
+            // Another replica created the Lease between our read and our create.
+            kube_lease_manager::LeaseManagerError::LeaseAlreadyExists(_) => ("Conflict", true),
+            _ => ("Other", true),
+        };
+        let message = format!("failed to set up {step}: {err}");
+        if !transient {
+            tracing::error!(%step, %reason, "{message}; this will not fix itself, stopping");
+            ctl.stop_with(Stop::Failed(message));
+            return None;
+        }
+        attempt = attempt.saturating_add(1);
+        let delay = startup::delay(attempt, client::jitter());
+        if ctl.metrics.startup.failed(step, reason, &message) {
+            tracing::warn!(%step, %reason, retry_in = ?delay, "{message}; retrying until it works");
+        }
+        tokio::time::sleep(delay).await;
+    }
 }
 
 /// Local testing only: writes on every child we manage the status its downstream

@@ -249,9 +249,13 @@ fn gvk_of(api_version: &str, kind: &str) -> GroupVersionKind {
 }
 
 /// Looks a child kind up; once served, watches it. While not served, looks again every
-/// 10 seconds (the only polling we do: it waits for a CRD to be installed).
+/// 10 seconds (the only polling we do: it waits for a CRD to be installed). A lookup that
+/// fails for another reason (403, 5xx, no connection) is retried with backoff and leaves
+/// the kind pending: it is not reported missing.
 async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
     let gvk = gvk_of(&key.0, &key.1);
+    let mut failures = 0u32;
+    let mut last: Option<&'static str> = None;
     loop {
         match kube::discovery::pinned_kind(&ctl.client, &gvk).await {
             Ok((resource, caps)) => {
@@ -292,6 +296,22 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
                 return;
             }
             Err(e) => {
+                let reason = super::startup::failure_kind(&e);
+                // Only discovery's own answer that the kind is not there makes it missing;
+                // any other failure (discovery refused, the API server restarting) says
+                // nothing about the kind: it stays pending and is looked up again soon.
+                if reason != "NotFound" {
+                    failures = failures.saturating_add(1);
+                    let delay = super::startup::delay(failures, super::client::jitter());
+                    if last != Some(reason) {
+                        tracing::warn!(kind = %key.1, api_version = %key.0, %reason, error = %e, retry_in = ?delay, "failed to look a child kind up; retrying");
+                    }
+                    last = Some(reason);
+                    tokio::time::sleep(delay).await;
+                    continue;
+                }
+                failures = 0;
+                last = None;
                 let msg = format!(
                     "kind {} ({}) is not served by the API server: {e}",
                     key.1, key.0
@@ -369,7 +389,7 @@ fn json_event<K: serde::Serialize>(e: Event<K>) -> Event<Value> {
 fn full_events(client: Client, resource: &ApiResource, cfg: watcher::Config) -> JsonEvents {
     let api: Api<DynamicObject> = Api::all_with(client, resource);
     watcher::watcher(api, cfg)
-        .default_backoff()
+        .backoff(super::startup::WatchBackoff::new())
         .map(|r| r.map(json_event))
         .boxed()
 }
@@ -378,7 +398,7 @@ fn full_events(client: Client, resource: &ApiResource, cfg: watcher::Config) -> 
 fn metadata_events(client: Client, resource: &ApiResource, cfg: watcher::Config) -> JsonEvents {
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, resource);
     watcher::watcher(api, cfg)
-        .default_backoff()
+        .backoff(super::startup::WatchBackoff::new())
         .map(|r| r.map(json_event))
         .boxed()
 }
@@ -395,6 +415,14 @@ async fn run_watch<F>(
     let mut synced = false;
     let mut listed_once = false;
     let mut listing: Option<std::collections::BTreeSet<Key>> = None;
+    // The first list of a primary watch is a start-up step (`/readyz` waits for it and
+    // names its failures); every watch logs a failure once per kind of failure.
+    let step = if primary {
+        format!("watch {}", what.1)
+    } else {
+        format!("watch child kind {} ({})", what.1, what.0)
+    };
+    let mut failing: Option<&'static str> = None;
     // Who wrote which field of a primary object: nothing plans from it (fight detection
     // reads it on children only), and it is often the largest part of a Gateway or route.
     let handle = |ctl: &Arc<Controller>, mut v: Value, deleted: bool| {
@@ -404,17 +432,37 @@ async fn run_watch<F>(
         handle(ctl, v, deleted);
     };
     while let Some(ev) = stream.next().await {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => {
+                let reason = super::startup::watch_failure_kind(&e);
+                let message = e.to_string();
+                if primary && !synced {
+                    ctl.metrics.startup.failed(&step, reason, &message);
+                }
+                if failing == Some(reason) {
+                    tracing::debug!(%step, %reason, error = %message, "watch failed again; retrying");
+                } else {
+                    tracing::warn!(%step, %reason, error = %message, "watch failed; retrying with backoff until it works");
+                }
+                failing = Some(reason);
+                continue;
+            }
+        };
+        if failing.take().is_some() {
+            tracing::info!(%step, "watch works again");
+        }
         match ev {
-            Ok(Event::Apply(v)) => handle(&ctl, v, false),
-            Ok(Event::InitApply(v)) => {
+            Event::Apply(v) => handle(&ctl, v, false),
+            Event::InitApply(v) => {
                 if let Some(seen) = &mut listing {
                     seen.insert(key_of(&v));
                 }
                 handle(&ctl, v, false);
             }
-            Ok(Event::Delete(v)) => handle(&ctl, v, true),
-            Ok(Event::Init) => listing = Some(std::collections::BTreeSet::new()),
-            Ok(Event::InitDone) => {
+            Event::Delete(v) => handle(&ctl, v, true),
+            Event::Init => listing = Some(std::collections::BTreeSet::new()),
+            Event::InitDone => {
                 if let Some(seen) = listing.take() {
                     // A relist (after a 410 Gone, or a watch that could not resume) drops
                     // what was deleted while the watch was down: a child the cache still
@@ -437,14 +485,19 @@ async fn run_watch<F>(
                     synced = true;
                     if !primary {
                         ctl.kinds.set_listed(&ctl, &what);
-                    } else if ctl.unsynced_watches.fetch_sub(1, Ordering::SeqCst) == 1 {
-                        ctl.metrics.ready.store(true, Ordering::Relaxed);
-                        ctl.caches_synced.send_replace(true);
-                        ctl.enqueue_all();
+                    } else {
+                        let failures = ctl.metrics.startup.succeeded(&step);
+                        if failures > 0 {
+                            tracing::info!(%step, failures, "listed after failing");
+                        }
+                        if ctl.unsynced_watches.fetch_sub(1, Ordering::SeqCst) == 1 {
+                            ctl.metrics.ready.store(true, Ordering::Relaxed);
+                            ctl.caches_synced.send_replace(true);
+                            ctl.enqueue_all();
+                        }
                     }
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "watch error; retrying"),
         }
     }
 }
@@ -563,6 +616,7 @@ macro_rules! primary {
     };
     ($table:expr, $ctl:expr, $k:ty, $events:expr, $cfg:expr, $name:expr, $handler:expr) => {{
         let ctl = $ctl.clone();
+        ctl.metrics.startup.begin(&format!("watch {}", $name));
         let events = $events(ctl.client.clone(), &ApiResource::erase::<$k>(&()), $cfg);
         $table.push(Box::pin(run_watch(
             ctl,

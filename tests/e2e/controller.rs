@@ -407,9 +407,9 @@ async fn a_shipped_class_end_to_end() {
     // Converged: a forced re-plan writes nothing.
     simulate(&client, &ns.name, 2).await;
     wait_programmed(&client, &ns.name, "True").await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
     let key = gatewright::snapshot::Key::new(ns.name.clone(), "gw");
-    let (runs_before, _) = ctl.last_writes(&key);
+    // Settled: no reconcile of it for 2 s (the echo of our last writes may still wake one).
+    let runs_before = settled_key(&ctl, &key).await;
     // Counted at the client's HTTP layer: every POST/PUT/PATCH/DELETE sent.
     let ns_writes_before = ctl.metrics().writes_in_namespace(&ns.name);
     ctl.enqueue(gatewright::controller::Work::Gateway(key.clone()));
@@ -1100,6 +1100,24 @@ fn runs(ctl: &gatewright::controller::Controller, ns: &str, name: &str) -> u64 {
     ctl.last_writes(&Key::new(ns.to_owned(), name.to_owned())).0
 }
 
+/// Reconciles of Gateway `key` once they have stopped changing for 2 s, at most [`T`].
+async fn settled_key(ctl: &gatewright::controller::Controller, key: &Key) -> u64 {
+    let deadline = tokio::time::Instant::now() + T;
+    let mut last = ctl.last_writes(key).0;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = ctl.last_writes(key).0;
+        if now == last {
+            return now;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{key} kept being reconciled for {T:?}"
+        );
+        last = now;
+    }
+}
+
 /// Reconciles of the `tls` and `plain` Gateways once they have stopped changing for 1.5 s
 /// (a requeue after applies may still be due).
 async fn settled(ctl: &gatewright::controller::Controller, ns: &str) -> (u64, u64) {
@@ -1222,8 +1240,11 @@ spec:
         (listener_refs("tls").await? == "ResolvedRefs").then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(runs(&ctl, a, "tls") > tls0);
+    // Positive: waited for (a loaded machine may take a while to finish that reconcile).
+    wait_for("the tls Gateway re-planned", T, || async {
+        (runs(&ctl, a, "tls") > tls0).then_some(())
+    })
+    .await;
     assert_eq!(
         runs(&ctl, a, "plain"),
         plain0,
@@ -1241,8 +1262,10 @@ spec:
         (route_refs().await? == "ResolvedRefs").then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(runs(&ctl, a, "plain") > plain1);
+    wait_for("the plain Gateway re-planned", T, || async {
+        (runs(&ctl, a, "plain") > plain1).then_some(())
+    })
+    .await;
     assert_eq!(
         runs(&ctl, a, "tls"),
         tls1,
