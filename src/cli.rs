@@ -319,3 +319,64 @@ pub fn check(paths: &[PathBuf]) -> Output {
     }
     out
 }
+
+/// The drawing formats of `gatewright graph`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphFormat {
+    /// A Mermaid flowchart (GitHub and most Markdown viewers draw it).
+    Mermaid,
+    /// Graphviz DOT.
+    Dot,
+}
+
+/// Draws every blueprint in `paths` ([`crate::render::diagram`]): its templates with the
+/// kinds they name, what each reads, rollout policies, creation and teardown order. One
+/// drawing per blueprint, by name; with several, each Mermaid drawing is headed by a
+/// `%% blueprint NAME` comment and separated by a blank line.
+#[must_use]
+pub fn graph(paths: &[PathBuf], format: GraphFormat) -> Output {
+    let mut out = Output::default();
+    let loaded = match files::load(paths, "gatewright-system") {
+        Ok(l) => l,
+        Err(e) => {
+            out.stderr.push(format!("error: {e}"));
+            out.code = EXIT_INPUT;
+            return out;
+        }
+    };
+    let mut blueprints: Vec<_> = loaded.snapshot.blueprints().collect();
+    if blueprints.is_empty() {
+        out.stderr
+            .push("error: no GatewayClassBlueprint found in the input".into());
+        out.code = EXIT_INPUT;
+        return out;
+    }
+    blueprints.sort_by(|a, b| a.object.metadata.name.cmp(&b.object.metadata.name));
+    let several = blueprints.len() > 1;
+    for bp in blueprints {
+        let name = bp.object.metadata.name.clone().unwrap_or_default();
+        match &bp.prepared {
+            Ok(p) => {
+                let d = crate::render::diagram::Diagram::of(p);
+                if !out.stdout.is_empty() {
+                    out.stdout.push('\n');
+                }
+                match format {
+                    GraphFormat::Mermaid => {
+                        if several {
+                            let _ = writeln!(out.stdout, "%% blueprint {name}");
+                        }
+                        out.stdout.push_str(&d.mermaid());
+                    }
+                    GraphFormat::Dot => out.stdout.push_str(&d.dot()),
+                }
+            }
+            Err(errors) => {
+                out.code = EXIT_TEMPLATE;
+                out.stderr
+                    .extend(errors.iter().map(|e| format!("error: {e}")));
+            }
+        }
+    }
+    out
+}

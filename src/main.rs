@@ -1,4 +1,5 @@
-//! The `gatewright` command line: `render`, `check`, `crds` (and `run`, the controller).
+//! The `gatewright` command line: `render`, `check`, `graph`, `crds` (and `run`, the
+//! controller).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -39,6 +40,16 @@ enum Command {
         /// A YAML file or a folder (read recursively). Repeatable.
         #[arg(short = 'f', long = "filename", required = true)]
         paths: Vec<PathBuf>,
+    },
+    /// Draw blueprints: templates, the kinds they make, what they read, rollout policies,
+    /// creation and teardown order.
+    Graph {
+        /// A YAML file or a folder (read recursively). Repeatable.
+        #[arg(short = 'f', long = "filename", required = true)]
+        paths: Vec<PathBuf>,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_parser = ["mermaid", "dot"], default_value = "mermaid")]
+        output: String,
     },
     /// Print our CustomResourceDefinitions as YAML.
     Crds,
@@ -124,6 +135,14 @@ fn run() -> anyhow::Result<ExitCode> {
             )))
         }
         Command::Check { paths } => Ok(emit(gatewright::cli::check(&paths))),
+        Command::Graph { paths, output } => {
+            let format = if output == "dot" {
+                gatewright::cli::GraphFormat::Dot
+            } else {
+                gatewright::cli::GraphFormat::Mermaid
+            };
+            Ok(emit(gatewright::cli::graph(&paths, format)))
+        }
         Command::Run {
             controller_namespace,
             metrics_addr,

@@ -1198,3 +1198,91 @@ fn a_bad_infrastructure_parameters_ref_is_invalid_parameters() {
         );
     }
 }
+
+/// The Mermaid blocks that README files say `gatewright graph` drew: (file, the class
+/// folder named in the marker, the block's text).
+fn graph_blocks() -> Vec<(PathBuf, String, String)> {
+    const MARKER: &str = "<!-- gatewright graph -f gatewayclasses/";
+    let mut files = vec![root().join("README.md")];
+    files.extend(
+        CLASSES
+            .iter()
+            .map(|c| root().join("gatewayclasses").join(c).join("README.md")),
+    );
+    let mut out = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find(MARKER) {
+            rest = &rest[i + MARKER.len()..];
+            let class = rest.split([' ', '\n']).next().unwrap().to_owned();
+            let block = rest
+                .split_once("```mermaid\n")
+                .and_then(|(_, b)| b.split_once("```"))
+                .map(|(b, _)| b.to_owned())
+                .unwrap_or_else(|| panic!("{}: no mermaid block after the marker", file.display()));
+            out.push((file.clone(), class, block));
+        }
+    }
+    out
+}
+
+#[test]
+fn readme_graphs_match_their_blueprints() {
+    let blocks = graph_blocks();
+    for class in CLASSES {
+        assert!(
+            blocks
+                .iter()
+                .any(|(f, c, _)| c == class && f.ends_with(format!("{class}/README.md"))),
+            "gatewayclasses/{class}/README.md shows no graph"
+        );
+    }
+    for (file, class, block) in blocks {
+        let out = cli::graph(
+            &[root().join("gatewayclasses").join(&class)],
+            cli::GraphFormat::Mermaid,
+        );
+        assert_eq!(out.code, EXIT_OK, "{:?}", out.stderr);
+        assert!(
+            block == out.stdout,
+            "{}: the graph of {class} no longer matches its blueprint; it is now:\n{}",
+            file.display(),
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn graph_draws_every_blueprint_and_reports_broken_ones() {
+    let dot = cli::graph(&[root().join("gatewayclasses")], cli::GraphFormat::Dot);
+    assert_eq!(dot.code, EXIT_OK, "{:?}", dot.stderr);
+    assert_eq!(
+        dot.stdout.matches("digraph \"blueprint ").count(),
+        CLASSES.len()
+    );
+    let mermaid = cli::graph(&[root().join("gatewayclasses")], cli::GraphFormat::Mermaid);
+    for class in CLASSES {
+        assert!(
+            mermaid
+                .stdout
+                .contains(&format!("%% blueprint {class}\nflowchart LR\n")),
+            "{}",
+            mermaid.stdout
+        );
+    }
+    // A cycle: exit 3, the blueprint and the cycle on stderr, nothing drawn for it.
+    let (code, stdout, stderr) = run(
+        "graph",
+        &blueprint(&format!(
+            "{}{}",
+            template("a", "x: {{ resources.b | length }}"),
+            template("b", "x: {{ resources.a | length }}")
+        )),
+    );
+    assert_eq!(code, EXIT_TEMPLATE, "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("dependency cycle"), "{stderr}");
+    let (code, _, stderr) = run("graph", "kind: [unclosed\n");
+    assert_eq!(code, EXIT_INPUT, "{stderr}");
+}

@@ -3,6 +3,7 @@
 //! Pure: no client, no clock, no I/O.
 
 pub mod context;
+pub mod diagram;
 pub mod engine;
 pub mod graph;
 pub mod labels;
