@@ -70,6 +70,13 @@ async fn versions(client: &Client, ns: &str, class: &str) -> BTreeMap<String, St
             "DNSEndpoint",
             "dnsendpoints",
         ),
+        // Policies: their status (where they apply) is ours to write too.
+        ar(
+            "gatewright.dev",
+            "v1alpha1",
+            "GatewayConfig",
+            "gatewayconfigs",
+        ),
     ] {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
         for o in api.list_metadata(&ListParams::default()).await.unwrap() {
@@ -144,6 +151,17 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
             ),
         )
         .await;
+        // Two policies on the Gateway: one applies, the other is Conflicted.
+        for p in ["values", "values-too"] {
+            apply_yaml(
+                &client,
+                &format!(
+                    "apiVersion: gatewright.dev/v1alpha1\nkind: GatewayConfig\nmetadata: {{name: {p}, namespace: {}}}\nspec:\n  targetRef: {{group: gateway.networking.k8s.io, kind: Gateway, name: gw}}\n  default: {{dns: {{ttl: 120}}}}\n",
+                    ns.name
+                ),
+            )
+            .await;
+        }
         for i in 0..ROUTES {
             apply_yaml(
                 &client,
@@ -187,6 +205,25 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
             async move { quiet.then_some(()) }
         })
         .await;
+    });
+    // A wrote the policies' status: the younger one is Conflicted.
+    test_rt.block_on(async {
+        let policies: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            &ns.name,
+            &ar(
+                "gatewright.dev",
+                "v1alpha1",
+                "GatewayConfig",
+                "gatewayconfigs",
+            ),
+        );
+        let p = policies.get("values-too").await.unwrap();
+        assert_eq!(
+            p.data["status"]["ancestors"][0]["conditions"][0]["reason"], "Conflicted",
+            "{:?}",
+            p.data["status"]
+        );
     });
     let before = test_rt.block_on(versions(&client, &ns.name, &class));
     let events_before = test_rt.block_on(events(&client, &ns.name));

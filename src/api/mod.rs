@@ -54,6 +54,7 @@ pub struct Values {
 #[serde(rename_all = "camelCase")]
 pub struct TemplateEntry {
     /// Name of the template; `resources.<name>` in other templates reads what it rendered.
+    #[schemars(length(min = 1, max = 63))]
     pub name: String,
     /// minijinja source rendering zero or more YAML documents.
     pub template: String,
@@ -82,6 +83,10 @@ pub enum RolloutStrategy {
 /// A template's rollout policy.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "(has(self.strategy) && self.strategy == 'MakeBeforeBreak') || (!has(self.fields) && !has(self.timeoutSeconds))",
+    "message": "rollout.fields and rollout.timeoutSeconds take effect only with strategy MakeBeforeBreak"
+}]))]
 pub struct Rollout {
     /// `InPlace` (the default) or `MakeBeforeBreak`.
     #[serde(default)]
@@ -90,11 +95,19 @@ pub struct Rollout {
     /// new version; a change elsewhere updates the current version in place. Empty: any
     /// change to what the template renders makes a new version.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 32),
+        inner(
+            length(min = 1, max = 256),
+            regex(pattern = r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+        )
+    )]
     pub fields: Vec<String>,
     /// With `MakeBeforeBreak`: seconds the whole replacement may take (the new version
     /// ready, and what reads it switched and ready) before the Gateway reports the rollout
     /// as stuck; the old version is kept meanwhile. Default 600.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 86400))]
     pub timeout_seconds: Option<u64>,
 }
 
@@ -127,8 +140,13 @@ pub struct StatusTemplate {
 pub struct GroupKind {
     /// API group, empty for the core group.
     #[serde(default)]
+    #[schemars(
+        length(max = 253),
+        regex(pattern = r"^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
     pub group: String,
-    /// Kind.
+    /// Kind: a CamelCase name such as `ClusterRole`.
+    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[A-Z][A-Za-z0-9]*$"))]
     pub kind: String,
 }
 
@@ -149,11 +167,20 @@ pub struct GatewayClassBlueprintSpec {
     /// Template values (defaults and overrides).
     #[serde(default)]
     pub values: Values,
-    /// Templates rendered once per Gateway.
+    /// Templates rendered once per Gateway; names are unique.
     #[serde(default)]
+    #[schemars(length(max = 64), extend("x-kubernetes-validations" = [{
+        "rule": "self.all(t, self.exists_one(u, u.name == t.name))",
+        "message": "gatewayTemplates: template names must be unique (resources.<name> reads a template by its name)"
+    }]))]
     pub gateway_templates: Vec<TemplateEntry>,
-    /// Templates rendered once per route attached to a Gateway (the `route` variable is set).
+    /// Templates rendered once per route attached to a Gateway (the `route` variable is
+    /// set); names are unique.
     #[serde(default)]
+    #[schemars(length(max = 64), extend("x-kubernetes-validations" = [{
+        "rule": "self.all(t, self.exists_one(u, u.name == t.name))",
+        "message": "routeTemplates: template names must be unique (resources.<name> reads a template by its name)"
+    }]))]
     pub route_templates: Vec<TemplateEntry>,
     /// Renders the Gateway's `status.addresses`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -161,6 +188,7 @@ pub struct GatewayClassBlueprintSpec {
     /// Cluster-scoped kinds the templates may create. Every other kind is namespaced and
     /// lands in the parent's namespace.
     #[serde(default)]
+    #[schemars(length(max = 64))]
     pub cluster_scoped_kinds: Vec<GroupKind>,
 }
 
@@ -185,8 +213,10 @@ pub struct PolicyTargetRef {
     #[serde(default)]
     pub group: String,
     /// `GatewayClass`, `Gateway` or `Namespace`.
+    #[schemars(length(min = 1, max = 63))]
     pub kind: String,
     /// Name of the target.
+    #[schemars(length(min = 1, max = 253))]
     pub name: String,
 }
 
@@ -200,9 +230,16 @@ pub struct PolicyTargetRef {
     plural = "gatewayclassconfigs",
     namespaced,
     category = "gatewright",
-    printcolumn = r#"{"name":"Target","type":"string","jsonPath":".spec.targetRef.name"}"#
+    status = "PolicyStatus",
+    printcolumn = r#"{"name":"Target","type":"string","jsonPath":".spec.targetRef.name"}"#,
+    printcolumn = r#"{"name":"Accepted","type":"string","jsonPath":".status.ancestors[0].conditions[?(@.type==\"Accepted\")].reason"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "(self.targetRef.kind == 'GatewayClass' && has(self.targetRef.group) && self.targetRef.group == 'gateway.networking.k8s.io') || (self.targetRef.kind == 'Namespace' && (!has(self.targetRef.group) || self.targetRef.group == ''))",
+    "message": "targetRef must be a GatewayClass (group: gateway.networking.k8s.io) or a Namespace (group: \"\")",
+    "fieldPath": ".targetRef"
+}]))]
 pub struct GatewayClassConfigSpec {
     /// The GatewayClass or Namespace this policy configures.
     pub target_ref: PolicyTargetRef,
@@ -225,9 +262,16 @@ pub struct GatewayClassConfigSpec {
     plural = "gatewayconfigs",
     namespaced,
     category = "gatewright",
-    printcolumn = r#"{"name":"Target","type":"string","jsonPath":".spec.targetRef.name"}"#
+    status = "PolicyStatus",
+    printcolumn = r#"{"name":"Target","type":"string","jsonPath":".spec.targetRef.name"}"#,
+    printcolumn = r#"{"name":"Accepted","type":"string","jsonPath":".status.ancestors[0].conditions[?(@.type==\"Accepted\")].reason"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!has(self.targetRef) || (self.targetRef.kind == 'Gateway' && has(self.targetRef.group) && self.targetRef.group == 'gateway.networking.k8s.io') || (self.targetRef.kind == 'Namespace' && (!has(self.targetRef.group) || self.targetRef.group == ''))",
+    "message": "targetRef must be a Gateway (group: gateway.networking.k8s.io) or a Namespace (group: \"\")",
+    "fieldPath": ".targetRef"
+}]))]
 pub struct GatewayConfigSpec {
     /// The Gateway or Namespace this policy configures. Optional when the Gateway names
     /// this object in `spec.infrastructure.parametersRef`.
@@ -241,6 +285,53 @@ pub struct GatewayConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "override")]
     #[schemars(schema_with = "free_form_opt")]
     pub override_: Option<serde_json::Value>,
+}
+
+/// The status of a policy (GEP-713 `PolicyAncestorStatus`): one entry per object it
+/// targets or affects, at most [`MAX_POLICY_ANCESTORS`]. The entries of other controllers
+/// are kept as they are.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyStatus {
+    /// Per ancestor (the Gateways the policy affects, or the object it targets when it
+    /// affects no Gateway), whether the policy is accepted there and why.
+    #[serde(default)]
+    #[schemars(length(max = 16))]
+    pub ancestors: Vec<PolicyAncestorStatus>,
+}
+
+/// At most this many ancestors are listed (Gateway API's limit).
+pub const MAX_POLICY_ANCESTORS: usize = 16;
+
+/// A policy's status for one ancestor.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyAncestorStatus {
+    /// The ancestor: a Gateway, or the GatewayClass or Namespace targeted.
+    pub ancestor_ref: AncestorRef,
+    /// The controller that wrote this entry (`gatewright.dev/gateway-controller`).
+    pub controller_name: String,
+    /// `Accepted`: True (`Accepted`), or False with `TargetNotFound`, `Conflicted` or
+    /// `Invalid`.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// A reference to an ancestor (Gateway API's `ParentReference` fields that apply).
+#[derive(
+    Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
+pub struct AncestorRef {
+    /// API group (empty for a Namespace).
+    #[serde(default)]
+    pub group: String,
+    /// `Gateway`, `GatewayClass` or `Namespace`.
+    pub kind: String,
+    /// Namespace of a namespaced ancestor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
 }
 
 /// Our CRDs, in a stable order.

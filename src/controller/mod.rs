@@ -19,6 +19,7 @@ mod class;
 mod client;
 pub mod fight;
 mod metrics;
+pub mod policy;
 mod queue;
 mod reconcile;
 pub mod startup;
@@ -129,6 +130,8 @@ pub enum Work {
     Route(RouteKey),
     /// Write a blueprint's status (whether its templates compile).
     Blueprint(String),
+    /// Write a policy's status (where it applies, and why not elsewhere).
+    Policy(policy::PolicyKind, Key),
 }
 
 /// How `gatewright run` is configured.
@@ -426,22 +429,27 @@ impl Controller {
         });
     }
 
-    /// Enqueues every Gateway (and class) we know: a forced full resync.
+    /// Enqueues every Gateway, class and policy we know: a forced full resync.
     pub fn enqueue_all(&self) {
-        let (gws, classes): (Vec<Key>, Vec<String>) = match self.snapshot.read() {
-            Ok(s) => (
-                s.gateways().map(|(k, _)| k.clone()).collect(),
-                s.classes()
-                    .filter_map(|c| c.metadata.name.clone())
-                    .collect(),
-            ),
-            Err(_) => return,
-        };
+        let (gws, classes, policies): (Vec<Key>, Vec<String>, Vec<Work>) =
+            match self.snapshot.read() {
+                Ok(s) => (
+                    s.gateways().map(|(k, _)| k.clone()).collect(),
+                    s.classes()
+                        .filter_map(|c| c.metadata.name.clone())
+                        .collect(),
+                    policy_work(&s, None),
+                ),
+                Err(_) => return,
+            };
         for c in classes {
             self.enqueue(Work::Class(c));
         }
         for g in gws {
             self.enqueue(Work::Gateway(g));
+        }
+        for p in policies {
+            self.enqueue(p);
         }
     }
 
@@ -452,6 +460,7 @@ impl Controller {
             Work::Class(_) => "GatewayClass",
             Work::Route(_) => "HTTPRoute",
             Work::Blueprint(_) => "GatewayClassBlueprint",
+            Work::Policy(k, _) => k.kind(),
         };
         let result = match w {
             Work::Gateway(k) => {
@@ -467,6 +476,7 @@ impl Controller {
             Work::Class(n) => self.reconcile_class(n).await,
             Work::Route(k) => self.reconcile_route(k).await,
             Work::Blueprint(n) => self.reconcile_blueprint(n).await,
+            Work::Policy(kind, k) => self.reconcile_policy(*kind, k).await,
         };
         match result {
             Ok(requeue) => {
@@ -635,6 +645,24 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         }
     });
     Ok(ctl)
+}
+
+/// Status work of every policy, or of those in `namespace` and the cluster-wide ones (the
+/// controller namespace's GatewayClassConfigs), which are all a change there can affect.
+pub(crate) fn policy_work(s: &Snapshot, namespace: Option<&str>) -> Vec<Work> {
+    let global = s.controller_namespace().to_owned();
+    let wanted = |ns: &str| namespace.is_none_or(|n| n == ns);
+    let mut out: Vec<Work> = s
+        .all_class_configs()
+        .filter(|(k, _)| wanted(&k.namespace) || k.namespace == global)
+        .map(|(k, _)| Work::Policy(policy::PolicyKind::ClassConfig, k.clone()))
+        .collect();
+    out.extend(
+        s.all_gateway_configs()
+            .filter(|(k, _)| wanted(&k.namespace))
+            .map(|(k, _)| Work::Policy(policy::PolicyKind::GatewayConfig, k.clone())),
+    );
+    out
 }
 
 /// Resolves once a stop is asked for.

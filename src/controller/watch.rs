@@ -593,6 +593,19 @@ fn gateways_where(ctl: &Controller, pred: impl Fn(&Gateway) -> bool) -> Vec<Key>
         .unwrap_or_default()
 }
 
+/// Enqueues the status of the policies a change in `namespace` (every namespace: `None`)
+/// can affect.
+fn enqueue_policies(ctl: &Controller, namespace: Option<&str>) {
+    let work = ctl
+        .snapshot
+        .read()
+        .map(|s| super::policy_work(&s, namespace))
+        .unwrap_or_default();
+    for w in work {
+        ctl.enqueue(w);
+    }
+}
+
 fn enqueue_gateways(ctl: &Controller, keys: Vec<Key>) {
     for k in keys {
         ctl.enqueue(Work::Gateway(k));
@@ -655,6 +668,8 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
             }
         }
         ctl.enqueue(Work::Class(name.clone()));
+        // Whether a class is ours decides which Gateways policies affect.
+        enqueue_policies(ctl, None);
         enqueue_gateways(
             ctl,
             gateways_where(ctl, |g| g.spec.gateway_class_name == name),
@@ -698,12 +713,25 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
     });
     primary!(table, ctl, GatewayClassConfig, |ctl, v, deleted| {
         let key = key_of(&v);
+        let own = own_status_key("GatewayClassConfig", &key.namespace, &key.name);
         if deleted {
+            ctl.forget_own_status(&own);
             with_snapshot(ctl, |s| s.remove_class_config(&key));
         } else if let Some(c) = decode::<GatewayClassConfig>(v) {
+            let t = serde_json::to_value(&c).unwrap_or(Value::Null);
+            let echo = is_own_echo(ctl, &own, &t, |s| {
+                s.all_class_configs()
+                    .find(|(k, _)| **k == key)
+                    .and_then(|(_, old)| serde_json::to_value(old.as_ref()).ok())
+                    .is_some_and(|old| same_but_status(&old, &t))
+            });
             with_snapshot(ctl, |s| s.put_class_config(c));
+            if echo {
+                return;
+            }
         }
         let global = key.namespace == ctl.opts.controller_namespace;
+        enqueue_policies(ctl, (!global).then_some(key.namespace.as_str()));
         enqueue_gateways(
             ctl,
             gateways_where(ctl, |g| {
@@ -713,11 +741,23 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
     });
     primary!(table, ctl, GatewayConfig, |ctl, v, deleted| {
         let key = key_of(&v);
+        let own = own_status_key("GatewayConfig", &key.namespace, &key.name);
         if deleted {
+            ctl.forget_own_status(&own);
             with_snapshot(ctl, |s| s.remove_gateway_config(&key));
         } else if let Some(c) = decode::<GatewayConfig>(v) {
+            let t = serde_json::to_value(&c).unwrap_or(Value::Null);
+            let echo = is_own_echo(ctl, &own, &t, |s| {
+                s.gateway_config(&key)
+                    .and_then(|old| serde_json::to_value(old.as_ref()).ok())
+                    .is_some_and(|old| same_but_status(&old, &t))
+            });
             with_snapshot(ctl, |s| s.put_gateway_config(c));
+            if echo {
+                return;
+            }
         }
+        enqueue_policies(ctl, Some(key.namespace.as_str()));
         enqueue_gateways(
             ctl,
             gateways_where(ctl, |g| {
@@ -767,6 +807,8 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         if status_only {
             return;
         }
+        // Which Gateways a policy affects follows the Gateways of its namespace.
+        enqueue_policies(ctl, Some(key.namespace.as_str()));
         ctl.enqueue(Work::Gateway(key));
         ctl.enqueue(Work::Class(class));
     });

@@ -146,6 +146,10 @@ pub mod reasons {
     pub const TEMPLATE_ERROR: &str = "TemplateError";
     pub const NO_PRECISE_HOSTNAME: &str = "NoPreciseHostname";
     pub const INVALID: &str = "Invalid";
+    /// Policy (GEP-713): the target does not exist, or is not ours.
+    pub const TARGET_NOT_FOUND: &str = "TargetNotFound";
+    /// Policy (GEP-713): another policy applies to the target instead.
+    pub const CONFLICTED: &str = "Conflicted";
     pub const INVALID_PARAMETERS: &str = "InvalidParameters";
     pub const UNSUPPORTED: &str = "Unsupported";
     pub const UNSUPPORTED_VERSION: &str = "UnsupportedVersion";

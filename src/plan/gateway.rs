@@ -327,40 +327,29 @@ fn infrastructure_values(
         });
     }
     // A `LocalPolicyTargetReference` matches on group, kind and name: a policy naming
-    // another group's `Gateway` applies to nothing.
-    let targets = |t: &crate::api::PolicyTargetRef, kind: &str, name: &str| {
-        let group = if kind == "Namespace" {
-            ""
-        } else {
-            crate::gateway::GATEWAY_API_GROUP
-        };
-        t.group == group && t.kind == kind && t.name == *name
-    };
+    // another group's `Gateway` applies to nothing. At each level one policy applies: the
+    // oldest of those targeting the object ([`super::policy`]; the others are Conflicted).
     let global = snap.controller_namespace().to_owned();
-    for c in snap.class_configs_in(&global) {
-        if targets(&c.spec.target_ref, "GatewayClass", class_name) {
-            layers.push(layer(
-                "GatewayClassConfig",
-                &c.metadata,
-                c.spec.default.clone(),
-                c.spec.override_.clone(),
-            ));
-        }
+    if let Some(c) = super::policy::class_config_for(snap, &global, "GatewayClass", class_name) {
+        layers.push(layer(
+            "GatewayClassConfig",
+            &c.metadata,
+            c.spec.default.clone(),
+            c.spec.override_.clone(),
+        ));
     }
     if ns != global {
-        for kind_name in [
+        for (kind, target) in [
             ("Namespace", ns.as_str()),
             ("GatewayClass", class_name.as_str()),
         ] {
-            for c in snap.class_configs_in(&ns) {
-                if targets(&c.spec.target_ref, kind_name.0, kind_name.1) {
-                    layers.push(layer(
-                        "GatewayClassConfig",
-                        &c.metadata,
-                        c.spec.default.clone(),
-                        c.spec.override_.clone(),
-                    ));
-                }
+            if let Some(c) = super::policy::class_config_for(snap, &ns, kind, target) {
+                layers.push(layer(
+                    "GatewayClassConfig",
+                    &c.metadata,
+                    c.spec.default.clone(),
+                    c.spec.override_.clone(),
+                ));
             }
         }
     }
@@ -392,23 +381,16 @@ fn infrastructure_values(
         }
         None => None,
     };
-    for kind_name in [("Namespace", ns.as_str()), ("Gateway", name.as_str())] {
-        for c in snap.gateway_configs_in(&ns) {
-            let by_target = c
-                .spec
-                .target_ref
-                .as_ref()
-                .is_some_and(|t| targets(t, kind_name.0, kind_name.1));
-            let by_param =
-                kind_name.0 == "Gateway" && param_name.as_deref() == c.metadata.name.as_deref();
-            if by_target || by_param {
-                layers.push(layer(
-                    "GatewayConfig",
-                    &c.metadata,
-                    c.spec.default.clone(),
-                    c.spec.override_.clone(),
-                ));
-            }
+    for (kind, target) in [("Namespace", ns.as_str()), ("Gateway", name.as_str())] {
+        if let Some(c) =
+            super::policy::gateway_config_for(snap, &ns, kind, target, param_name.as_deref())
+        {
+            layers.push(layer(
+                "GatewayConfig",
+                &c.metadata,
+                c.spec.default.clone(),
+                c.spec.override_.clone(),
+            ));
         }
     }
     Ok(merge_layers(&layers))

@@ -9,6 +9,7 @@
 pub mod claims;
 pub mod class;
 pub mod gateway;
+pub mod policy;
 pub mod readiness;
 pub mod rollout;
 pub mod route;

@@ -666,6 +666,14 @@ impl Snapshot {
     pub fn blueprints(&self) -> impl Iterator<Item = &Arc<BlueprintEntry>> {
         self.blueprints.values()
     }
+    /// Every GatewayClassConfig, by key.
+    pub fn all_class_configs(&self) -> impl Iterator<Item = (&Key, &Arc<GatewayClassConfig>)> {
+        self.class_configs.iter()
+    }
+    /// Every GatewayConfig, by key.
+    pub fn all_gateway_configs(&self) -> impl Iterator<Item = (&Key, &Arc<GatewayConfig>)> {
+        self.gateway_configs.iter()
+    }
     /// GatewayClassConfigs of a namespace.
     pub fn class_configs_in<'a>(
         &'a self,

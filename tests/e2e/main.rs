@@ -11,6 +11,7 @@ mod common;
 mod controller;
 mod mbb;
 mod monitoring;
+mod policy;
 mod rollout;
 mod rules;
 mod smoke;
