@@ -155,29 +155,36 @@ type exprEntry struct {
 	Failed     string `json:"failed,omitempty"`
 }
 
-// readExprs reads a list of healthCheckExprs, or a Kustomization holding them.
+// readExprs reads a list of healthCheckExprs, or a Kustomization holding them (in a stream
+// of YAML documents, the first Kustomization's).
 func readExprs(path string) ([]exprEntry, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	j, err := yaml.YAMLToJSON(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	for i, doc := range strings.Split("\n"+string(raw), "\n---\n") {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		j, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			return nil, fmt.Errorf("%s document %d: %w", path, i, err)
+		}
+		var list []exprEntry
+		if err := json.Unmarshal(j, &list); err == nil {
+			return list, nil
+		}
+		var k struct {
+			Kind string `json:"kind"`
+			Spec struct {
+				HealthCheckExprs []exprEntry `json:"healthCheckExprs"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(j, &k); err == nil && k.Kind == "Kustomization" {
+			return k.Spec.HealthCheckExprs, nil
+		}
 	}
-	var list []exprEntry
-	if err := json.Unmarshal(j, &list); err == nil {
-		return list, nil
-	}
-	var k struct {
-		Spec struct {
-			HealthCheckExprs []exprEntry `json:"healthCheckExprs"`
-		} `json:"spec"`
-	}
-	if err := json.Unmarshal(j, &k); err != nil {
-		return nil, fmt.Errorf("%s: neither a list of healthCheckExprs nor a Kustomization: %w", path, err)
-	}
-	return k.Spec.HealthCheckExprs, nil
+	return nil, fmt.Errorf("%s: neither a list of healthCheckExprs nor a Kustomization", path)
 }
 
 func exprsCmd(path string) error {
