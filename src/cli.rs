@@ -182,6 +182,34 @@ fn render_snapshot(
             json!({ "parents": parents }),
         ));
     }
+    // Our policies: where each applies, and why not elsewhere.
+    let policy_doc = |kind: &str, key: &Key, status: crate::api::PolicyStatus| {
+        let mut d = status_doc(kind, Some(&key.namespace), &key.name, json!(status));
+        d["apiVersion"] = json!(crate::api::API_VERSION);
+        d
+    };
+    for (key, c) in snap.all_class_configs() {
+        if let Some(ours) = crate::plan::policy::class_config_status(snap, key) {
+            let st = crate::plan::policy::next_policy_status(
+                &c.status.clone().unwrap_or_default(),
+                &ours,
+                c.metadata.generation,
+                now,
+            );
+            statuses.push(policy_doc("GatewayClassConfig", key, st));
+        }
+    }
+    for (key, c) in snap.all_gateway_configs() {
+        if let Some(ours) = crate::plan::policy::gateway_config_status(snap, key) {
+            let st = crate::plan::policy::next_policy_status(
+                &c.status.clone().unwrap_or_default(),
+                &ours,
+                c.metadata.generation,
+                now,
+            );
+            statuses.push(policy_doc("GatewayConfig", key, st));
+        }
+    }
     warnings.sort();
     warnings.dedup();
     out.stderr

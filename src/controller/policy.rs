@@ -13,10 +13,7 @@ use serde_json::{Value, json};
 use super::status::{now, strip_times};
 use super::watch::own_status_key;
 use super::{Controller, Error};
-use crate::api::{PolicyAncestorStatus, PolicyStatus};
-use crate::gateway::CONTROLLER_NAME;
-use crate::gateway::conditions::{merge_conditions, types};
-use crate::plan::policy::Ancestor;
+use crate::plan::policy::next_policy_status;
 use crate::snapshot::Key;
 
 /// Our two policy kinds.
@@ -37,47 +34,6 @@ impl PolicyKind {
             Self::GatewayConfig => "GatewayConfig",
         }
     }
-}
-
-/// The status to write: `existing` with our entries replaced by `ours` (conditions merged,
-/// so an unchanged condition keeps its lastTransitionTime), other controllers' entries first
-/// and kept, at most [`crate::api::MAX_POLICY_ANCESTORS`] in all.
-#[must_use]
-pub fn next_policy_status(
-    existing: &PolicyStatus,
-    ours: &[Ancestor],
-    generation: Option<i64>,
-    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
-) -> PolicyStatus {
-    let mut ancestors: Vec<PolicyAncestorStatus> = existing
-        .ancestors
-        .iter()
-        .filter(|a| a.controller_name != CONTROLLER_NAME)
-        .cloned()
-        .collect();
-    for a in ours {
-        if ancestors.len() >= crate::api::MAX_POLICY_ANCESTORS {
-            break;
-        }
-        let before = existing
-            .ancestors
-            .iter()
-            .find(|e| e.controller_name == CONTROLLER_NAME && e.ancestor_ref == a.ancestor)
-            .map(|e| e.conditions.as_slice())
-            .unwrap_or_default();
-        ancestors.push(PolicyAncestorStatus {
-            ancestor_ref: a.ancestor.clone(),
-            controller_name: CONTROLLER_NAME.to_owned(),
-            conditions: merge_conditions(
-                before,
-                std::slice::from_ref(&a.accepted),
-                &[types::ACCEPTED],
-                generation,
-                now,
-            ),
-        });
-    }
-    PolicyStatus { ancestors }
 }
 
 impl Controller {
@@ -147,74 +103,5 @@ impl Controller {
                 e,
             )),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, reason = "test code")]
-    use super::*;
-    use crate::api::AncestorRef;
-    use crate::gateway::conditions::Cond;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
-    fn gw(name: &str) -> AncestorRef {
-        AncestorRef {
-            group: "gateway.networking.k8s.io".into(),
-            kind: "Gateway".into(),
-            namespace: Some("app".into()),
-            name: name.into(),
-        }
-    }
-
-    #[test]
-    fn ours_are_replaced_theirs_kept_and_times_kept_when_unchanged() {
-        let t0 = Time("2026-01-01T00:00:00Z".parse().unwrap());
-        let t1 = Time("2026-01-02T00:00:00Z".parse().unwrap());
-        let accepted = Cond::t("Accepted", "Accepted", "applies");
-        let first = next_policy_status(
-            &PolicyStatus {
-                ancestors: vec![PolicyAncestorStatus {
-                    ancestor_ref: gw("x"),
-                    controller_name: "example.com/other".into(),
-                    conditions: vec![],
-                }],
-            },
-            &[Ancestor {
-                ancestor: gw("a"),
-                accepted: accepted.clone(),
-            }],
-            Some(3),
-            &t0,
-        );
-        assert_eq!(first.ancestors.len(), 2);
-        assert_eq!(first.ancestors[0].controller_name, "example.com/other");
-        let ours = &first.ancestors[1];
-        assert_eq!(ours.conditions[0].observed_generation, Some(3));
-        // The same again later: nothing changes, not even the time.
-        let again = next_policy_status(
-            &first,
-            &[Ancestor {
-                ancestor: gw("a"),
-                accepted,
-            }],
-            Some(3),
-            &t1,
-        );
-        assert_eq!(again, first);
-        // Gateway a no longer affected, b is: a's entry goes.
-        let moved = next_policy_status(
-            &first,
-            &[Ancestor {
-                ancestor: gw("b"),
-                accepted: Cond::f("Accepted", "Conflicted", "another applies"),
-            }],
-            Some(4),
-            &t1,
-        );
-        assert_eq!(moved.ancestors.len(), 2);
-        assert_eq!(moved.ancestors[1].ancestor_ref, gw("b"));
-        assert_eq!(moved.ancestors[1].conditions[0].status, "False");
-        assert_eq!(moved.ancestors[1].conditions[0].last_transition_time, t1);
     }
 }

@@ -63,6 +63,9 @@ struct Applied {
     missing: BTreeSet<String>,
     /// Applies that failed (messages).
     errors: Vec<String>,
+    /// Of those, the ones that will not go through without a change elsewhere: a child
+    /// held by another parent or object, a kind whose scope contradicts the blueprint.
+    lasting: Vec<String>,
     /// A kind whose discovery is still under way.
     pending_kinds: bool,
     /// Whether any apply sent a change.
@@ -241,7 +244,12 @@ impl Controller {
         for r in results {
             match r {
                 Ok(sent) => out.changed |= sent,
-                Err(e) => out.errors.push(e.to_string()),
+                Err(e) => {
+                    if matches!(e, Error::HeldByAnother(_) | Error::ScopeMismatch(_)) {
+                        out.lasting.push(e.to_string());
+                    }
+                    out.errors.push(e.to_string());
+                }
             }
         }
         out
@@ -380,7 +388,12 @@ fn read_and_plan(snap: &Snapshot, key: &Key) -> Read {
 /// the clock (`now`): past its timeout, a replacement is stuck.
 fn status_after(plan: &Plan, applied: &Applied, now: Timestamp) -> StatusOutcome {
     let mut status = plan.status.gateway.clone().after_apply(
-        applied.missing.iter().next().map(String::as_str),
+        applied
+            .missing
+            .iter()
+            .next()
+            .or(applied.lasting.first())
+            .map(String::as_str),
         applied.errors.first().map(String::as_str),
     );
     let rollouts: Vec<&RolloutState> = plan.rollouts().collect();

@@ -273,13 +273,14 @@ fn route_parents(
 }
 
 impl GatewayStatusPlan {
-    /// The status once the plan was executed: a child kind the API server does not
-    /// serve (`Programmed=False/Invalid`), else a child that could not be applied
+    /// The status once the plan was executed: what will not fix itself (a child kind the
+    /// API server does not serve, a child another parent or object holds:
+    /// `Programmed=False/Invalid`), else a child that could not be applied yet
     /// (`Programmed=False/Pending`), replaces the planned `Programmed` on the Gateway
     /// and its valid listeners.
     #[must_use]
-    pub fn after_apply(mut self, missing_kind: Option<&str>, apply_error: Option<&str>) -> Self {
-        let programmed = match (missing_kind, apply_error) {
+    pub fn after_apply(mut self, lasting: Option<&str>, apply_error: Option<&str>) -> Self {
+        let programmed = match (lasting, apply_error) {
             (Some(m), _) => Cond::f(types::PROGRAMMED, reasons::INVALID, m),
             (None, Some(e)) => Cond::f(types::PROGRAMMED, reasons::PENDING, e),
             (None, None) => return self,

@@ -220,6 +220,9 @@ async fn gateway_refuses_to_adopt(
     )
     .await;
     assert_eq!(p["status"], "False");
+    // It will not fix itself: Invalid, which GitOps health checks read as Degraded
+    // (Pending would read as progressing forever).
+    assert_eq!(p["reason"], "Invalid", "{p}");
 }
 
 /// An object of the same name that gatewright does not manage is never adopted.
