@@ -5,8 +5,10 @@
 # and the kustomize base), with a fresh local cluster brought up for the run in
 # a temporary directory and always brought down again, on success, failure or Ctrl-C.
 #
-# Needs Rust (with rustfmt and clippy) and Go; the cluster's binaries and CRDs, and promtool
-# (tests/tools/promtool), come from the Go module proxy on first use (tests/cluster/README.md).
+# Needs Rust (with rustfmt and clippy) and Go; the cluster's binaries and CRDs, promtool
+# (tests/tools/promtool) and the CEL evaluator (tests/tools/celeval) come from the Go module
+# proxy on first use (tests/cluster/README.md); lua5.1 from Debian's packages (installed by
+# tests/health/run when missing and run as root).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -54,6 +56,9 @@ cargo test --features cluster-tests
 
 step "fault figures (tests/faults)"
 cat target/tmp/faults-report.txt 2>/dev/null || echo "(none recorded)"
+
+step "GitOps health checks: Argo CD Lua and Flux CEL on captured statuses (tests/health/run)"
+GATEWRIGHT="$root/target/debug/gatewright" tests/health/run
 
 step "Gateway API conformance v1.6.3, status-only tests (tests/conformance/run)"
 tests/conformance/run

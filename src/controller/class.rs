@@ -20,9 +20,27 @@ use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
 use crate::plan::class::GATEWAY_EXISTS_FINALIZER;
 use crate::plan::plan_class;
 
+/// `Ready`: kstatus' and Flux's summary condition.
+pub const READY: &str = "Ready";
+/// `Stalled`: kstatus' condition for what will not progress without a change.
+pub const STALLED: &str = "Stalled";
+
+/// A blueprint's conditions from its `Accepted`: `Ready` says the same (what kstatus and
+/// Flux read), and an invalid blueprint is also `Stalled` (it will not fix itself; kstatus
+/// reads it as Failed). `observedGeneration` at the top level and on each condition says
+/// which generation they judge.
+fn blueprint_conditions(accepted: &Cond) -> Vec<Cond> {
+    let mut out = vec![accepted.clone(), accepted.retyped(READY)];
+    if !accepted.status.is_true() {
+        out.push(Cond::t(STALLED, &accepted.reason, &accepted.message));
+    }
+    out
+}
+
 impl Controller {
-    /// Writes a blueprint's status: `Accepted` True when every template compiles, reads
-    /// only known variables and has no cycle; else False naming each template and line.
+    /// Writes a blueprint's status: `Accepted` (and `Ready`) True when every template
+    /// compiles, reads only known variables and has no cycle; else False naming each
+    /// template and line, with `Stalled` True.
     pub(crate) async fn reconcile_blueprint(
         self: &Arc<Self>,
         name: &str,
@@ -51,8 +69,8 @@ impl Controller {
         let status = crate::api::BlueprintStatus {
             conditions: merge_conditions(
                 &existing.conditions,
-                std::slice::from_ref(&accepted),
-                &[types::ACCEPTED],
+                &blueprint_conditions(&accepted),
+                &[types::ACCEPTED, READY, STALLED],
                 object.metadata.generation,
                 &now(),
             ),

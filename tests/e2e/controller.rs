@@ -253,6 +253,27 @@ async fn gateway_class_accepted_or_rejected() {
         .unwrap()
         .to_owned();
     assert!(msg.contains("template cm: line 2"), "{msg}");
+    // kstatus and Flux read it too: not Ready, Stalled (it will not fix itself), at the
+    // blueprint's generation.
+    let conds = &b["status"]["conditions"];
+    assert_eq!(cond(conds, "Ready").unwrap()["status"], "False", "{b}");
+    assert_eq!(cond(conds, "Stalled").unwrap()["status"], "True", "{b}");
+    // Created just now: generation 1.
+    assert_eq!(b["status"]["observedGeneration"], 1, "{b}");
+    assert_eq!(cond(conds, "Ready").unwrap()["observedGeneration"], 1, "{b}");
+    // Mended: Ready, and Stalled gone.
+    apply_yaml(&client, &format!("apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassBlueprint\nmetadata: {{name: {broken}}}\nspec:\n  gatewayTemplates:\n  - name: cm\n    template: |\n      a: 1\n")).await;
+    wait_for("the mended blueprint Ready", T, || {
+        let bps = bps.clone();
+        let broken = broken.clone();
+        async move {
+            let b = bps.get(&broken).await.unwrap();
+            let conds = &b.data["status"]["conditions"];
+            (cond(conds, "Ready")?["status"] == "True" && cond(conds, "Stalled").is_none())
+                .then_some(())
+        }
+    })
+    .await;
     let _ = bps.delete(&broken, &DeleteParams::default()).await;
     let _ = classes.delete(&good, &DeleteParams::default()).await;
     let _ = classes.delete(&bad, &DeleteParams::default()).await;
