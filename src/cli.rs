@@ -183,31 +183,43 @@ fn render_snapshot(
         ));
     }
     // Our policies: where each applies, and why not elsewhere.
-    let policy_doc = |kind: &str, key: &Key, status: crate::api::PolicyStatus| {
-        let mut d = status_doc(kind, Some(&key.namespace), &key.name, json!(status));
+    let policy_doc = |kind: &str,
+                      key: &Key,
+                      existing: Option<&crate::api::PolicyStatus>,
+                      ours: &[crate::plan::policy::Ancestor],
+                      generation: Option<i64>| {
+        let st = crate::plan::policy::next_policy_status(
+            &existing.cloned().unwrap_or_default(),
+            ours,
+            generation,
+            now,
+        );
+        let mut d = status_doc(kind, Some(&key.namespace), &key.name, json!(st));
         d["apiVersion"] = json!(crate::api::API_VERSION);
         d
     };
     for (key, c) in snap.all_class_configs() {
         if let Some(ours) = crate::plan::policy::class_config_status(snap, key) {
-            let st = crate::plan::policy::next_policy_status(
-                &c.status.clone().unwrap_or_default(),
+            let d = policy_doc(
+                "GatewayClassConfig",
+                key,
+                c.status.as_ref(),
                 &ours,
                 c.metadata.generation,
-                now,
             );
-            statuses.push(policy_doc("GatewayClassConfig", key, st));
+            statuses.push(d);
         }
     }
     for (key, c) in snap.all_gateway_configs() {
         if let Some(ours) = crate::plan::policy::gateway_config_status(snap, key) {
-            let st = crate::plan::policy::next_policy_status(
-                &c.status.clone().unwrap_or_default(),
+            let d = policy_doc(
+                "GatewayConfig",
+                key,
+                c.status.as_ref(),
                 &ours,
                 c.metadata.generation,
-                now,
             );
-            statuses.push(policy_doc("GatewayConfig", key, st));
+            statuses.push(d);
         }
     }
     warnings.sort();

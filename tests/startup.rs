@@ -29,7 +29,6 @@ use gatewright::controller::{Controller, Options};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::{TestNamespace, admin, apply_yaml, impersonating, unique_name, wait_for};
 
@@ -41,17 +40,8 @@ static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// `GET path` on the controller's metrics address: (status code, body).
 async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).await.unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    let code = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (code, body.to_owned())
+    let (code, _, body) = common::http_get(addr, path).await;
+    (code, body)
 }
 
 /// The test-only class whose children (ConfigMaps, a ServiceAccount) are ready once they

@@ -187,6 +187,36 @@ fn invalid(target: AncestorRef, message: String) -> Vec<Ancestor> {
     }]
 }
 
+/// An `Invalid` entry when `t` names neither `allowed` (a Gateway API kind) nor a
+/// Namespace, each in its own group.
+fn kind_refused(
+    t: &crate::api::PolicyTargetRef,
+    allowed: &str,
+    target: &AncestorRef,
+) -> Option<Vec<Ancestor>> {
+    let group = match target_group(&t.kind) {
+        Some(g) if t.kind == allowed || t.kind == "Namespace" => g,
+        _ => {
+            return Some(invalid(
+                target.clone(),
+                format!(
+                    "targetRef must be a {allowed} (group {GATEWAY_API_GROUP}) or a Namespace (group \"\"), not {:?}",
+                    t.kind
+                ),
+            ));
+        }
+    };
+    (t.group != group).then(|| {
+        invalid(
+            target.clone(),
+            format!(
+                "targetRef: a {} is in group {group:?}, not {:?}",
+                t.kind, t.group
+            ),
+        )
+    })
+}
+
 fn not_found(target: AncestorRef, message: String) -> Vec<Ancestor> {
     vec![Ancestor {
         ancestor: target,
@@ -212,23 +242,8 @@ pub fn class_config_status(snap: &Snapshot, key: &Key) -> Option<Vec<Ancestor>> 
     let ns = key.namespace.as_str();
     let global = ns == snap.controller_namespace();
     let target = target_ref(t, ns);
-    let Some(group) = target_group(&t.kind).filter(|_| t.kind != "Gateway") else {
-        return Some(invalid(
-            target,
-            format!(
-                "targetRef must be a GatewayClass (group {GATEWAY_API_GROUP}) or a Namespace (group \"\"), not {:?}",
-                t.kind
-            ),
-        ));
-    };
-    if t.group != group {
-        return Some(invalid(
-            target,
-            format!(
-                "targetRef: a {} is in group {group:?}, not {:?}",
-                t.kind, t.group
-            ),
-        ));
+    if let Some(refused) = kind_refused(t, "GatewayClass", &target) {
+        return Some(refused);
     }
     let affected: Vec<Key> = if t.kind == "Namespace" {
         if global {
@@ -320,23 +335,8 @@ pub fn gateway_config_status(snap: &Snapshot, key: &Key) -> Option<Vec<Ancestor>
         ));
     };
     let target = target_ref(t, ns);
-    let Some(group) = target_group(&t.kind).filter(|_| t.kind != "GatewayClass") else {
-        return Some(invalid(
-            target,
-            format!(
-                "targetRef must be a Gateway (group {GATEWAY_API_GROUP}) or a Namespace (group \"\"), not {:?}",
-                t.kind
-            ),
-        ));
-    };
-    if t.group != group {
-        return Some(invalid(
-            target,
-            format!(
-                "targetRef: a {} is in group {group:?}, not {:?}",
-                t.kind, t.group
-            ),
-        ));
+    if let Some(refused) = kind_refused(t, "Gateway", &target) {
+        return Some(refused);
     }
     let mut out: Vec<Ancestor> = Vec::new();
     if t.kind == "Namespace" {

@@ -260,7 +260,11 @@ async fn gateway_class_accepted_or_rejected() {
     assert_eq!(cond(conds, "Stalled").unwrap()["status"], "True", "{b}");
     // Created just now: generation 1.
     assert_eq!(b["status"]["observedGeneration"], 1, "{b}");
-    assert_eq!(cond(conds, "Ready").unwrap()["observedGeneration"], 1, "{b}");
+    assert_eq!(
+        cond(conds, "Ready").unwrap()["observedGeneration"],
+        1,
+        "{b}"
+    );
     // Mended: Ready, and Stalled gone.
     apply_yaml(&client, &format!("apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassBlueprint\nmetadata: {{name: {broken}}}\nspec:\n  gatewayTemplates:\n  - name: cm\n    template: |\n      a: 1\n")).await;
     wait_for("the mended blueprint Ready", T, || {

@@ -7,35 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::{TestNamespace, admin, apply_yaml, controller, wait_for};
+use crate::common::{TestNamespace, admin, apply_yaml, controller, http_get as get, wait_for};
 use crate::controller::{cond, configmap_class, gateway_json, gateway_yaml};
 
 const T: Duration = Duration::from_secs(60);
-
-/// `GET path` on the controller's metrics address: (status code, content type, body).
-async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String, String) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).await.unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    let code = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let content_type = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-type:")
-                .map(|v| v.trim().to_owned())
-        })
-        .unwrap_or_default();
-    (code, content_type, body.to_owned())
-}
 
 /// A parsed exposition: the families by name with their type and help, and the samples
 /// as (sample name, labels) -> value.
