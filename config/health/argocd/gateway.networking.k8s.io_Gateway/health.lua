@@ -9,7 +9,8 @@
 --   2. Accepted or Programmed missing, or a condition of ours whose observedGeneration is
 --      below metadata.generation (the controller has not seen the change yet) -> Progressing
 --   3. Accepted=False; Programmed=False/Invalid (a template error, a child another parent
---      holds, a kind not served); gatewright.dev/FieldConflict=True;
+--      or a user's object holds, a kind not served or whose scope contradicts the
+--      blueprint); gatewright.dev/FieldConflict=True;
 --      gatewright.dev/Rollout=False/Stuck; a listener Accepted=False, ResolvedRefs=False or
 --      Conflicted=True                                                        -> Degraded
 --   4. Accepted not True, Programmed not True (Pending: children on their way), or
