@@ -46,19 +46,33 @@ struct Seen {
 /// Records every state of the objects `apis` list, from now on, until dropped.
 struct Recorder {
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// How many of the watches have listed (their events from then on are transitions).
+    listed: Arc<std::sync::atomic::AtomicUsize>,
+    watches: usize,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Recorder {
-    fn start(apis: Vec<(String, Api<DynamicObject>)>) -> Self {
+    /// Starts the watches and waits until every one has listed, so that no transition
+    /// after this returns is missed, however loaded the machine.
+    async fn start(apis: Vec<(String, Api<DynamicObject>)>) -> Self {
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let listed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let watches = apis.len();
         let tasks = apis
             .into_iter()
             .map(|(kind, api)| {
                 let seen = seen.clone();
+                let listed = listed.clone();
                 tokio::spawn(async move {
                     let mut stream = watcher(api, watcher::Config::default()).boxed();
+                    let mut first = true;
                     while let Some(ev) = stream.next().await {
+                        if matches!(ev, Ok(watcher::Event::InitDone)) && first {
+                            first = false;
+                            listed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            continue;
+                        }
                         let (obj, deleted) = match ev {
                             Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
                                 (o, false)
@@ -84,7 +98,23 @@ impl Recorder {
                 })
             })
             .collect();
-        Self { seen, tasks }
+        let rec = Self {
+            seen,
+            listed,
+            watches,
+            tasks,
+        };
+        wait_for("the recorder's watches to list", T, || async {
+            (rec.listed.load(std::sync::atomic::Ordering::SeqCst) == rec.watches).then_some(())
+        })
+        .await;
+        rec
+    }
+
+    /// Waits until what was seen satisfies `done` (the watch events of the writes a test
+    /// has already observed by reading may still be on their way).
+    async fn wait_seen(&self, what: &str, done: impl Fn(&[Seen]) -> bool) {
+        wait_for(what, T, || async { done(&self.sequence()).then_some(()) }).await;
     }
 
     /// Everything seen, in the cluster's order (one etcd: revisions are totally ordered).
@@ -255,8 +285,8 @@ async fn a_new_hostname_rotates_the_certificate_without_a_gap() {
     let rec = Recorder::start(vec![
         ("Certificate".into(), certs(&client, &ns.name)),
         ("Gateway".into(), child_gateways(&client, &ns.name)),
-    ]);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    ])
+    .await;
     apply_yaml(&client, &route_yaml(&ns.name, "blog", "blog.example.com")).await;
     // cert-manager takes 3 s to issue the new Certificate.
     wait_for("the rotation to complete", T, || {
@@ -278,7 +308,11 @@ async fn a_new_hostname_rotates_the_certificate_without_a_gap() {
         }
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    rec.wait_seen("the old Certificate's deletion", |seq| {
+        seq.iter()
+            .any(|s| s.kind == "Certificate" && s.deleted && s.name == before[0])
+    })
+    .await;
     let seq = rec.sequence();
     drop(rec);
 
@@ -549,8 +583,8 @@ async fn teardown_follows_reverse_dependency_order_and_reports_a_hung_child() {
         ("Gateway".into(), child_gateways(&client, &ns.name)),
         ("DNSEndpoint".into(), dns.clone()),
         ("HTTPRoute".into(), routes.clone()),
-    ]);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    ])
+    .await;
     Api::<Gateway>::namespaced(client.clone(), &ns.name)
         .delete("gw", &DeleteParams::default())
         .await
@@ -621,7 +655,20 @@ async fn teardown_follows_reverse_dependency_order_and_reports_a_hung_child() {
     // Released: the teardown goes on and the Gateway goes.
     hold(&dns, "gw-dns", false).await;
     wait_gateway_gone(&client, &ns.name, T).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    rec.wait_seen("the deletions of every child", |seq| {
+        [
+            "HTTPRoute/shop-gw-istio",
+            "DNSEndpoint/gw-dns",
+            "Gateway/gw-istio",
+            "Certificate/gw-tls-",
+        ]
+        .iter()
+        .all(|p| {
+            seq.iter()
+                .any(|s| s.deleted && format!("{}/{}", s.kind, s.name).starts_with(p))
+        })
+    })
+    .await;
     let deletions: Vec<String> = rec
         .sequence()
         .into_iter()
