@@ -1332,8 +1332,8 @@ async fn own_status_echoes_plan_nothing_and_foreign_edits_are_undone() {
     apply_yaml(&client, &configmap_class(&class)).await;
     apply_yaml(&client, &gateway_yaml(&ns.name, &class)).await;
     wait_programmed(&client, &ns.name, "True").await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let before = runs(&ctl, &ns.name, "gw");
+    let key = Key::new(ns.name.clone(), "gw");
+    let before = settled_key(&ctl, &key).await;
     let echoes = ctl
         .metrics()
         .status_only_events
@@ -1360,9 +1360,8 @@ async fn own_status_echoes_plan_nothing_and_foreign_edits_are_undone() {
         (cond(&g["status"]["conditions"], "Programmed")?["message"] != "tampered").then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
-        runs(&ctl, &ns.name, "gw") - before,
+        settled_key(&ctl, &key).await - before,
         1,
         "one re-plan for the foreign edit, none for our own write's echo"
     );
