@@ -60,6 +60,9 @@ cat target/tmp/faults-report.txt 2>/dev/null || echo "(none recorded)"
 step "GitOps health checks: Argo CD Lua and Flux CEL on captured statuses (tests/health/run)"
 GATEWRIGHT="$root/target/debug/gatewright" tests/health/run
 
+step "our CRDs and their validation on the oldest supported Kubernetes, 1.32 (tests/cluster/oldest/check-crds)"
+tests/cluster/oldest/check-crds
+
 step "Gateway API conformance v1.6.3, status-only tests (tests/conformance/run)"
 tests/conformance/run
 
