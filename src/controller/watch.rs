@@ -51,6 +51,9 @@ struct Watched {
     state: KindState,
     /// Whether its watch has listed every object once (the snapshot holds them).
     listed: bool,
+    /// Why its watch cannot list yet when that will not pass without a change elsewhere
+    /// (RBAC: the kind is served, but we may not list it). Reported as missing meanwhile.
+    blocked: Option<String>,
     /// Stops the kind's discovery and watch task.
     task: Option<tokio::task::AbortHandle>,
 }
@@ -59,7 +62,10 @@ impl Watched {
     /// What users see: a served kind is pending until its watch has listed.
     fn visible(&self) -> KindState {
         match &self.state {
-            KindState::Served { .. } if !self.listed => KindState::Pending,
+            KindState::Served { .. } if !self.listed => match &self.blocked {
+                Some(why) => KindState::Missing(why.clone()),
+                None => KindState::Pending,
+            },
             s => s.clone(),
         }
     }
@@ -104,6 +110,7 @@ impl Registrar {
             Watched {
                 state: KindState::Pending,
                 listed: false,
+                blocked: None,
                 task: Some(task),
             },
         );
@@ -119,11 +126,26 @@ impl Registrar {
         }
     }
 
+    /// Records why the watch of a served kind cannot list it (403: our RBAC does not
+    /// cover it), and re-plans its users the first time, so their status says so instead
+    /// of waiting in silence. Cleared when the watch lists.
+    fn set_blocked(&self, ctl: &Controller, key: &KindKey, why: String) {
+        let fresh = self.kinds.lock().is_ok_and(|mut k| {
+            k.get_mut(key)
+                .is_some_and(|w| !w.listed && w.blocked.replace(why).is_none())
+        });
+        if fresh {
+            self.enqueue_users(ctl, key);
+        }
+    }
+
     /// Records that the watch of a kind has listed it once, and re-plans its users.
     fn set_listed(&self, ctl: &Controller, key: &KindKey) {
         let fresh = self.kinds.lock().is_ok_and(|mut k| {
-            k.get_mut(key)
-                .is_some_and(|w| !std::mem::replace(&mut w.listed, true))
+            k.get_mut(key).is_some_and(|w| {
+                w.blocked = None;
+                !std::mem::replace(&mut w.listed, true)
+            })
         });
         if fresh {
             self.listings.fetch_add(1, Ordering::SeqCst);
@@ -439,6 +461,17 @@ async fn run_watch<F>(
                 let message = e.to_string();
                 if primary && !synced {
                     ctl.metrics.startup.failed(&step, reason, &message);
+                }
+                if !primary && !synced && matches!(reason, "Forbidden" | "Unauthorized") {
+                    let (api_version, kind) = &what;
+                    ctl.kinds.set_blocked(
+                        &ctl,
+                        &what,
+                        format!(
+                            "kind {kind} ({api_version}) is served, but gatewright may not list it ({reason}): grant it with a ClusterRole labelled {}: \"true\" (README: RBAC, and a new child kind); retrying",
+                            labels::AGGREGATE_TO_CHILDREN
+                        ),
+                    );
                 }
                 if failing == Some(reason) {
                     tracing::debug!(%step, %reason, error = %message, "watch failed again; retrying");

@@ -32,6 +32,9 @@ pub const USES: &str = "gatewright.dev/uses";
 pub const ORDER: &str = "gatewright.dev/order";
 /// Finalizer on our Gateways: children are deleted, in reverse dependency order, first.
 pub const GATEWAY_FINALIZER: &str = "gatewright.dev/children";
+/// The label of a ClusterRole whose rules the `gatewright-children` ClusterRole aggregates
+/// (config/rbac/): how a platform team grants a new child kind.
+pub const AGGREGATE_TO_CHILDREN: &str = "gatewright.dev/aggregate-to-children";
 /// Label selector matching every child we manage.
 pub const SELECTOR: &str = "app.kubernetes.io/managed-by=gatewright,gatewright.dev/parent-uid";
 

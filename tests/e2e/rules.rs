@@ -303,3 +303,80 @@ async fn the_builtin_scope_table_agrees_with_discovery() {
         "only {checked} kinds of the table are served here"
     );
 }
+
+/// A child kind the controller may not list (its RBAC not granted yet) is reported on the
+/// Gateway, not waited for in silence; once a ClusterRole labelled to aggregate into
+/// `gatewright-children` grants it, the controller lists it and programs the Gateway, with
+/// no restart.
+#[tokio::test]
+async fn a_child_kind_without_rbac_is_reported_until_granted() {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let client = admin().await;
+    let _ctl = controller();
+    let ns = TestNamespace::new(&client, "norbac").await;
+    let class = unique_name("norbac");
+    let grant = "gatewright-e2e-issuers";
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    // Not granted (an earlier run's grant is taken back, and aggregated away).
+    let _ = roles.delete(grant, &Default::default()).await;
+    wait_for(
+        "the issuers grant to be gone from gatewright-children",
+        T,
+        || async {
+            let r = roles.get("gatewright-children").await.ok()?;
+            (!r.rules
+                .unwrap_or_default()
+                .iter()
+                .any(|r| r.resources.iter().flatten().any(|x| x == "issuers")))
+            .then_some(())
+        },
+    )
+    .await;
+    let templates = "  - name: issuer\n    template: |\n      apiVersion: cert-manager.io/v1\n      kind: Issuer\n      metadata: {name: {{ gateway.metadata.name ~ \"-issuer\" }}}\n      spec: {selfSigned: {}}\n  status:\n    template: |\n      addresses: [{type: IPAddress, value: 192.0.2.1}]\n";
+    apply_yaml(&client, &class_yaml(&class, templates)).await;
+    apply_yaml(&client, &gateway(&ns.name, "gw", &class)).await;
+    let gws: Api<Gateway> = Api::namespaced(client.clone(), &ns.name);
+    let p = wait_for("the Gateway to say it may not list Issuers", T, || async {
+        let g = serde_json::to_value(gws.get("gw").await.ok()?).ok()?;
+        let p = conditions(&g, "Programmed")?;
+        p["message"]
+            .as_str()?
+            .contains("may not list it")
+            .then_some(p)
+    })
+    .await;
+    assert_eq!(p["status"], "False", "{p}");
+    assert_eq!(p["reason"], "Invalid", "{p}");
+    let msg = p["message"].as_str().unwrap();
+    assert!(
+        msg.contains("Issuer") && msg.contains("gatewright.dev/aggregate-to-children"),
+        "{msg}"
+    );
+
+    apply_yaml(
+        &client,
+        &format!("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {grant}\n  labels: {{gatewright.dev/aggregate-to-children: \"true\"}}\nrules:\n- apiGroups: [cert-manager.io]\n  resources: [issuers]\n  verbs: [get, list, watch, create, update, patch, delete]\n"),
+    )
+    .await;
+    wait_for(
+        "the Gateway Programmed once Issuers are granted",
+        T,
+        || async {
+            let g = serde_json::to_value(gws.get("gw").await.ok()?).ok()?;
+            (conditions(&g, "Programmed")?["status"] == "True").then_some(())
+        },
+    )
+    .await;
+    let issuers = crate::controller::dynamic(
+        &client,
+        &ns.name,
+        "cert-manager.io",
+        "v1",
+        "Issuer",
+        "issuers",
+    );
+    assert!(issuers.get_opt("gw-issuer").await.unwrap().is_some());
+    delete_class(&client, &class).await;
+    ns.delete().await;
+    let _ = roles.delete(grant, &Default::default()).await;
+}
