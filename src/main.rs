@@ -239,8 +239,11 @@ fn emit(out: gatewright::cli::Output) -> ExitCode {
 }
 
 fn init_logging(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(
+            "info,kube=warn,kube_client=warn,kube_client::client::builder=off",
+        )
+    });
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     if format == "json" {
         builder.json().init();

@@ -482,7 +482,8 @@ async fn run_watch<F>(
                 continue;
             }
         };
-        if failing.take().is_some() {
+        // `Init` only announces a list about to be requested: not a sign that it works.
+        if !matches!(ev, Event::Init) && failing.take().is_some() {
             tracing::info!(%step, "watch works again");
         }
         match ev {
