@@ -48,8 +48,7 @@ impl Controller {
             match kind {
                 PolicyKind::ClassConfig => crate::plan::policy::class_config_status(&snap, key)
                     .and_then(|ours| {
-                        snap.class_configs_in(&key.namespace)
-                            .find(|c| c.metadata.name.as_deref() == Some(key.name.as_str()))
+                        snap.class_config(key)
                             .map(|c| (ours, c.metadata.clone(), c.status.clone()))
                     }),
                 PolicyKind::GatewayConfig => crate::plan::policy::gateway_config_status(&snap, key)

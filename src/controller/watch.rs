@@ -440,7 +440,7 @@ async fn run_watch<F>(
     // The first list of a primary watch is a start-up step (`/readyz` waits for it and
     // names its failures); every watch logs a failure once per kind of failure.
     let step = if primary {
-        format!("watch {}", what.1)
+        primary_step(&what.1)
     } else {
         format!("watch child kind {} ({})", what.1, what.0)
     };
@@ -646,6 +646,11 @@ fn enqueue_gateways(ctl: &Controller, keys: Vec<Key>) {
     }
 }
 
+/// The start-up step of a primary watch's first list, as `/readyz` names it.
+fn primary_step(name: &str) -> String {
+    format!("watch {name}")
+}
+
 /// A primary watch, not started yet.
 type PrimaryWatch = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -663,7 +668,7 @@ macro_rules! primary {
     };
     ($table:expr, $ctl:expr, $k:ty, $events:expr, $cfg:expr, $name:expr, $handler:expr) => {{
         let ctl = $ctl.clone();
-        ctl.metrics.startup.begin(&format!("watch {}", $name));
+        ctl.metrics.startup.begin(&primary_step(&$name));
         let events = $events(ctl.client.clone(), &ApiResource::erase::<$k>(&()), $cfg);
         $table.push(Box::pin(run_watch(
             ctl,
@@ -754,9 +759,8 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         } else if let Some(c) = decode::<GatewayClassConfig>(v) {
             let t = serde_json::to_value(&c).unwrap_or(Value::Null);
             let echo = is_own_echo(ctl, &own, &t, |s| {
-                s.all_class_configs()
-                    .find(|(k, _)| **k == key)
-                    .and_then(|(_, old)| serde_json::to_value(old.as_ref()).ok())
+                s.class_config(&key)
+                    .and_then(|old| serde_json::to_value(old.as_ref()).ok())
                     .is_some_and(|old| same_but_status(&old, &t))
             });
             with_snapshot(ctl, |s| s.put_class_config(c));

@@ -235,9 +235,7 @@ fn name_of(kind: &str, meta: &kube::api::ObjectMeta) -> String {
 /// The status entries of GatewayClassConfig `key`; `None` if there is no such policy.
 #[must_use]
 pub fn class_config_status(snap: &Snapshot, key: &Key) -> Option<Vec<Ancestor>> {
-    let c = snap
-        .class_configs_in(&key.namespace)
-        .find(|c| c.metadata.name.as_deref() == Some(key.name.as_str()))?;
+    let c = snap.class_config(key)?;
     let t = &c.spec.target_ref;
     let ns = key.namespace.as_str();
     let global = ns == snap.controller_namespace();

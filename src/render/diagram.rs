@@ -126,22 +126,44 @@ impl Diagram {
         }
     }
 
-    /// The drawing as a Mermaid flowchart. An arrow goes from what is read to the
-    /// template reading it (so along the creation order); `pending` arrows are dotted.
-    #[must_use]
-    pub fn mermaid(&self) -> String {
-        let mut out = String::from("flowchart LR\n");
-        for (set, title) in [
+    /// The Gateway and route templates, by set (sets with none left out), with their
+    /// titles.
+    fn groups(&self) -> impl Iterator<Item = (TemplateSet, &'static str, Vec<&Node>)> {
+        [
             (TemplateSet::Gateway, "Gateway templates: once per Gateway"),
             (
                 TemplateSet::Route,
                 "route templates: once per attached route",
             ),
-        ] {
+        ]
+        .into_iter()
+        .map(|(set, title)| {
             let nodes: Vec<&Node> = self.nodes.iter().filter(|n| n.set == set).collect();
-            if nodes.is_empty() {
-                continue;
-            }
+            (set, title, nodes)
+        })
+        .filter(|(_, _, nodes)| !nodes.is_empty())
+    }
+
+    /// The status template, if the blueprint has one.
+    fn status(&self) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.set == TemplateSet::Status)
+    }
+
+    /// Every read as an edge: (id of what is read, id of the reader, how).
+    fn edges(&self) -> impl Iterator<Item = (String, String, Via)> + '_ {
+        self.nodes.iter().flat_map(|n| {
+            n.reads.iter().map(move |(via, dep)| {
+                (node_id(dep_set(n.set), dep), node_id(n.set, &n.name), *via)
+            })
+        })
+    }
+
+    /// The drawing as a Mermaid flowchart. An arrow goes from what is read to the
+    /// template reading it (so along the creation order); `pending` arrows are dotted.
+    #[must_use]
+    pub fn mermaid(&self) -> String {
+        let mut out = String::from("flowchart LR\n");
+        for (set, title, nodes) in self.groups() {
             let _ = writeln!(out, "  subgraph {}[\"{title}\"]", set_id(set));
             for n in nodes {
                 let _ = writeln!(
@@ -153,7 +175,7 @@ impl Diagram {
             }
             out.push_str("  end\n");
         }
-        if let Some(s) = self.nodes.iter().find(|n| n.set == TemplateSet::Status) {
+        if let Some(s) = self.status() {
             let _ = writeln!(
                 out,
                 "  {}([\"{}\"])",
@@ -161,16 +183,12 @@ impl Diagram {
                 label(s, "<br/>")
             );
         }
-        for n in &self.nodes {
-            for (via, dep) in &n.reads {
-                let from = node_id(dep_set(n.set), dep);
-                let to = node_id(n.set, &n.name);
-                let arrow = match via {
-                    Via::Resources => "-- resources -->",
-                    Via::Pending => "-. pending .->",
-                };
-                let _ = writeln!(out, "  {from} {arrow} {to}");
-            }
+        for (from, to, via) in self.edges() {
+            let arrow = match via {
+                Via::Resources => "-- resources -->",
+                Via::Pending => "-. pending .->",
+            };
+            let _ = writeln!(out, "  {from} {arrow} {to}");
         }
         out
     }
@@ -182,17 +200,7 @@ impl Diagram {
             "digraph {} {{\n  rankdir=LR;\n  node [shape=box, fontname=\"sans-serif\"];\n",
             quote(&format!("blueprint {}", self.blueprint))
         );
-        for (set, title) in [
-            (TemplateSet::Gateway, "Gateway templates: once per Gateway"),
-            (
-                TemplateSet::Route,
-                "route templates: once per attached route",
-            ),
-        ] {
-            let nodes: Vec<&Node> = self.nodes.iter().filter(|n| n.set == set).collect();
-            if nodes.is_empty() {
-                continue;
-            }
+        for (set, title, nodes) in self.groups() {
             let _ = writeln!(
                 out,
                 "  subgraph cluster_{} {{\n    label={};",
@@ -209,7 +217,7 @@ impl Diagram {
             }
             out.push_str("  }\n");
         }
-        if let Some(s) = self.nodes.iter().find(|n| n.set == TemplateSet::Status) {
+        if let Some(s) = self.status() {
             let _ = writeln!(
                 out,
                 "  {} [label={}, shape=ellipse];",
@@ -217,20 +225,16 @@ impl Diagram {
                 quote(&label(s, "\n"))
             );
         }
-        for n in &self.nodes {
-            for (via, dep) in &n.reads {
-                let style = match via {
-                    Via::Resources => "",
-                    Via::Pending => ", style=dashed",
-                };
-                let _ = writeln!(
-                    out,
-                    "  {} -> {} [label={}{style}];",
-                    node_id(dep_set(n.set), dep),
-                    node_id(n.set, &n.name),
-                    quote(via.word())
-                );
-            }
+        for (from, to, via) in self.edges() {
+            let style = match via {
+                Via::Resources => "",
+                Via::Pending => ", style=dashed",
+            };
+            let _ = writeln!(
+                out,
+                "  {from} -> {to} [label={}{style}];",
+                quote(via.word())
+            );
         }
         out.push_str("}\n");
         out

@@ -694,6 +694,11 @@ impl Snapshot {
             .take_while(move |(k, _)| k.namespace == ns)
             .map(|(_, v)| v)
     }
+    /// A GatewayClassConfig by key.
+    #[must_use]
+    pub fn class_config(&self, key: &Key) -> Option<&Arc<GatewayClassConfig>> {
+        self.class_configs.get(key)
+    }
     /// A GatewayConfig by key.
     #[must_use]
     pub fn gateway_config(&self, key: &Key) -> Option<&Arc<GatewayConfig>> {
