@@ -668,13 +668,14 @@ macro_rules! primary {
     };
     ($table:expr, $ctl:expr, $k:ty, $events:expr, $cfg:expr, $name:expr, $handler:expr) => {{
         let ctl = $ctl.clone();
-        ctl.metrics.startup.begin(&primary_step(&$name));
+        let name: String = $name;
+        ctl.metrics.startup.begin(&primary_step(&name));
         let events = $events(ctl.client.clone(), &ApiResource::erase::<$k>(&()), $cfg);
         $table.push(Box::pin(run_watch(
             ctl,
             events,
             true,
-            (String::new(), $name),
+            (String::new(), name),
             $handler,
         )));
     }};
