@@ -67,7 +67,17 @@ pub struct TemplateEntry {
     /// object is updated in place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+    /// Route templates only: the route kinds it renders for (`HTTPRoute`, `GRPCRoute`,
+    /// `TLSRoute`, `TCPRoute`, `UDPRoute`). For a route of another kind it renders nothing.
+    /// Default: `[HTTPRoute]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8), inner(regex(pattern = r"^(HTTPRoute|GRPCRoute|TLSRoute|TCPRoute|UDPRoute)$")))]
+    pub kinds: Vec<String>,
 }
+
+/// The route kinds [`TemplateEntry::kinds`] and [`GatewayClassBlueprintSpec::route_kinds`]
+/// accept, as their schema's pattern lists them.
+pub const ROUTE_KIND_NAMES: &[&str] = &["HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"];
 
 /// How a template's object is replaced when what it renders changes.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -109,6 +119,37 @@ pub struct Rollout {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 86400))]
     pub timeout_seconds: Option<u64>,
+}
+
+impl TemplateEntry {
+    /// The route kinds a route template renders for.
+    pub fn route_kinds(&self) -> impl Iterator<Item = &str> {
+        let default: &[&str] = if self.kinds.is_empty() { &["HTTPRoute"] } else { &[] };
+        default
+            .iter()
+            .copied()
+            .chain(self.kinds.iter().map(String::as_str))
+    }
+}
+
+impl GatewayClassBlueprintSpec {
+    /// The route kinds Gateways of the class accept: `routeKinds`, else those its route
+    /// templates render for, else HTTPRoute; in [`ROUTE_KIND_NAMES`] order.
+    #[must_use]
+    pub fn accepted_route_kinds(&self) -> Vec<&'static str> {
+        let named = |k: &str| -> bool {
+            if !self.route_kinds.is_empty() {
+                self.route_kinds.iter().any(|r| r == k)
+            } else if !self.route_templates.is_empty() {
+                self.route_templates
+                    .iter()
+                    .any(|t| t.route_kinds().any(|r| r == k))
+            } else {
+                k == "HTTPRoute"
+            }
+        };
+        ROUTE_KIND_NAMES.iter().copied().filter(|k| named(k)).collect()
+    }
 }
 
 impl Rollout {
@@ -182,6 +223,14 @@ pub struct GatewayClassBlueprintSpec {
         "message": "routeTemplates: template names must be unique (resources.<name> reads a template by its name)"
     }]))]
     pub route_templates: Vec<TemplateEntry>,
+    /// The route kinds Gateways of the class accept (`HTTPRoute`, `GRPCRoute`, `TLSRoute`,
+    /// `TCPRoute`, `UDPRoute`): a listener whose protocol takes none of them is not
+    /// accepted (`UnsupportedProtocol`), and a route of another kind is not accepted by
+    /// any listener. Say here what the datapath the templates build can carry. Default:
+    /// the kinds the route templates render for, or `[HTTPRoute]` without route templates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8), inner(regex(pattern = r"^(HTTPRoute|GRPCRoute|TLSRoute|TCPRoute|UDPRoute)$")))]
+    pub route_kinds: Vec<String>,
     /// Renders the Gateway's `status.addresses`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<StatusTemplate>,

@@ -458,7 +458,7 @@ impl Controller {
         let kind = match w {
             Work::Gateway(_) => "Gateway",
             Work::Class(_) => "GatewayClass",
-            Work::Route(_) => "HTTPRoute",
+            Work::Route(r) => r.kind.as_str(),
             Work::Blueprint(_) => "GatewayClassBlueprint",
             Work::Policy(k, _) => k.kind(),
         };

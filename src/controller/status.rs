@@ -9,7 +9,7 @@ use std::time::Duration;
 use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use serde_json::{Value, json};
 
@@ -175,7 +175,10 @@ impl Controller {
         }) {
             return Ok(());
         }
-        let ar = ApiResource::erase::<gateway_api::apis::standard::httproutes::HttpRoute>(&());
+        let Some(row) = crate::gateway::route_kinds::by_kind(kind) else {
+            return Ok(());
+        };
+        let ar = super::watch::route_resource(row);
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &ar);
         let action = format!("write the status of {kind} {ns}/{name}");
         // The first attempt starts from the watched copy when it holds the status exactly

@@ -12,7 +12,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
-use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use kube::Client;
@@ -25,6 +24,7 @@ use serde_json::Value;
 
 use super::{Controller, Work};
 use crate::api::{GatewayClassBlueprint, GatewayClassConfig, GatewayConfig};
+use crate::gateway::route_kinds::RouteKind;
 use crate::render::labels;
 use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot};
 
@@ -305,7 +305,7 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
                 run_watch(
                     ctl.clone(),
                     full_events(ctl.client.clone(), &resource, cfg),
-                    false,
+                    Role::Child,
                     (key.0.clone(), key.1.clone()),
                     move |ctl, mut v, deleted| {
                         v["apiVersion"] = types.0.clone();
@@ -425,15 +425,28 @@ fn metadata_events(client: Client, resource: &ApiResource, cfg: watcher::Config)
         .boxed()
 }
 
+/// What a watch is to start-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// A primary kind: its first list is a start-up step the caches wait for.
+    Primary,
+    /// A primary kind whose CRD was installed after start-up: it starts empty, so
+    /// nothing waited for it.
+    LatePrimary,
+    /// A child kind ([`Registrar`]).
+    Child,
+}
+
 async fn run_watch<F>(
     ctl: Arc<Controller>,
     mut stream: JsonEvents,
-    primary: bool,
+    role: Role,
     what: (String, String),
     handle: F,
 ) where
     F: Fn(&Arc<Controller>, Value, bool),
 {
+    let primary = role != Role::Child;
     let mut synced = false;
     let mut listed_once = false;
     let mut listing: Option<std::collections::BTreeSet<Key>> = None;
@@ -459,7 +472,7 @@ async fn run_watch<F>(
             Err(e) => {
                 let reason = super::startup::watch_failure_kind(&e);
                 let message = e.to_string();
-                if primary && !synced {
+                if role == Role::Primary && !synced {
                     ctl.metrics.startup.failed(&step, reason, &message);
                 }
                 if !primary && !synced && matches!(reason, "Forbidden" | "Unauthorized") {
@@ -517,22 +530,27 @@ async fn run_watch<F>(
                 }
                 if !synced {
                     synced = true;
-                    if !primary {
-                        ctl.kinds.set_listed(&ctl, &what);
-                    } else {
-                        let failures = ctl.metrics.startup.succeeded(&step);
-                        if failures > 0 {
-                            tracing::info!(%step, failures, "listed after failing");
-                        }
-                        if ctl.unsynced_watches.fetch_sub(1, Ordering::SeqCst) == 1 {
-                            ctl.metrics.ready.store(true, Ordering::Relaxed);
-                            ctl.caches_synced.send_replace(true);
-                            ctl.enqueue_all();
-                        }
+                    match role {
+                        Role::Child => ctl.kinds.set_listed(&ctl, &what),
+                        Role::Primary => primary_listed(&ctl, &step),
+                        Role::LatePrimary => tracing::info!(%step, "listed"),
                     }
                 }
             }
         }
+    }
+}
+
+/// A primary watch's start-up step is done; the last one marks the caches synced.
+fn primary_listed(ctl: &Arc<Controller>, step: &str) {
+    let failures = ctl.metrics.startup.succeeded(step);
+    if failures > 0 {
+        tracing::info!(%step, failures, "listed after failing");
+    }
+    if ctl.unsynced_watches.fetch_sub(1, Ordering::SeqCst) == 1 {
+        ctl.metrics.ready.store(true, Ordering::Relaxed);
+        ctl.caches_synced.send_replace(true);
+        ctl.enqueue_all();
     }
 }
 
@@ -674,7 +692,7 @@ macro_rules! primary {
         $table.push(Box::pin(run_watch(
             ctl,
             events,
-            true,
+            Role::Primary,
             (String::new(), name),
             $handler,
         )));
@@ -851,66 +869,10 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         ctl.enqueue(Work::Gateway(key));
         ctl.enqueue(Work::Class(class));
     });
-    primary!(table, ctl, HttpRoute, |ctl, v, deleted| {
-        if is_our_child(&v) {
-            return;
-        }
-        let key = RouteKey::new(
-            "HTTPRoute",
-            v["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            v["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-        );
-        let mut parents: Vec<Key> = ctl
-            .snapshot
-            .read()
-            .ok()
-            .and_then(|s| {
-                s.route(&key).map(|r| {
-                    r.view
-                        .parent_refs
-                        .iter()
-                        .map(|p| Key::new(p.namespace.clone(), p.name.clone()))
-                        .collect()
-                })
-            })
-            .unwrap_or_default();
-        let own = own_status_key(&key.kind, &key.namespace, &key.name);
-        let status_only = !deleted
-            && is_own_echo(ctl, &own, &v, |s| {
-                s.route(&key)
-                    .is_some_and(|e| same_but_status(&e.json(), &v))
-            });
-        let raw_status = v.get("status").cloned();
-        if status_only {
-            // The echo of our own write to the route's status: nothing to plan.
-            if let Some(r) = decode::<HttpRoute>(v) {
-                with_snapshot(ctl, |s| s.put_http_route_seen(&r, raw_status.as_ref()));
-            }
-            return;
-        }
-        if deleted {
-            ctl.forget_own_status(&own);
-            with_snapshot(ctl, |s| s.remove_route(&key));
-        } else if let Some(r) = decode::<HttpRoute>(v) {
-            let view = crate::gateway::RouteView::from_http_route(&r);
-            parents.extend(
-                view.parent_refs
-                    .iter()
-                    .map(|p| Key::new(p.namespace.clone(), p.name.clone())),
-            );
-            with_snapshot(ctl, |s| s.put_http_route_seen(&r, raw_status.as_ref()));
-            ctl.enqueue(Work::Route(key));
-        }
-        parents.sort();
-        parents.dedup();
-        enqueue_gateways(ctl, parents);
-    });
+    for row in crate::gateway::route_kinds::ROUTE_KINDS {
+        ctl.metrics.startup.begin(&primary_step(row.kind));
+        table.push(Box::pin(watch_route_kind(ctl.clone(), row)));
+    }
     primary!(table, ctl, Namespace, |ctl, v, deleted| {
         let name = v["metadata"]["name"]
             .as_str()
@@ -1027,6 +989,135 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
     for w in table {
         tokio::spawn(w);
     }
+}
+
+/// Watches the routes of one kind. A kind whose CRD may be missing is looked up first: not
+/// served, it is reported, ignored (its start-up step is done: nothing can be attached
+/// through a kind the API server does not serve) and looked up again every 30 seconds;
+/// once served, its watch starts then, with nothing to wait for.
+async fn watch_route_kind(ctl: Arc<Controller>, row: &'static RouteKind) {
+    let step = primary_step(row.kind);
+    let resource = route_resource(row);
+    let what = (String::new(), row.kind.to_owned());
+    let handler = move |ctl: &Arc<Controller>, v: Value, deleted: bool| on_route(ctl, row, v, deleted);
+    if !row.optional {
+        let events = full_events(ctl.client.clone(), &resource, listed_in_pages());
+        run_watch(ctl, events, Role::Primary, what, handler).await;
+        return;
+    }
+    let gvk = GroupVersionKind::gvk(crate::gateway::GATEWAY_API_GROUP, row.version, row.kind);
+    let mut failures = 0u32;
+    let mut last: Option<&'static str> = None;
+    let mut missing = false;
+    loop {
+        match kube::discovery::pinned_kind(&ctl.client, &gvk).await {
+            Ok(_) => {
+                let role = if missing {
+                    tracing::info!(kind = row.kind, "route kind is served now; watching it");
+                    Role::LatePrimary
+                } else {
+                    Role::Primary
+                };
+                let events = full_events(ctl.client.clone(), &resource, listed_in_pages());
+                run_watch(ctl, events, role, what, handler).await;
+                return;
+            }
+            Err(e) => {
+                let reason = super::startup::failure_kind(&e);
+                if reason != "NotFound" {
+                    failures = failures.saturating_add(1);
+                    let delay = super::startup::delay(failures, super::client::jitter());
+                    if !missing {
+                        ctl.metrics.startup.failed(&step, reason, &e.to_string());
+                    }
+                    if last != Some(reason) {
+                        tracing::warn!(kind = row.kind, %reason, error = %e, retry_in = ?delay, "failed to look a route kind up; retrying");
+                    }
+                    last = Some(reason);
+                    tokio::time::sleep(delay).await;
+                    continue;
+                }
+                failures = 0;
+                last = None;
+                if !missing {
+                    missing = true;
+                    tracing::info!(kind = row.kind, api_version = %row.api_version(), "route kind not served (its CRD is not installed): routes of this kind are ignored; looking it up again every 30 s");
+                    primary_listed(&ctl, &step);
+                }
+                tokio::time::sleep(Duration::from_secs(30)).await;
+            }
+        }
+    }
+}
+
+/// Where the API server serves a route kind.
+pub(crate) fn route_resource(row: &RouteKind) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(crate::gateway::GATEWAY_API_GROUP, row.version, row.kind),
+        row.plural,
+    )
+}
+
+/// A route of any kind: stored, planned, and its parent Gateways re-planned.
+fn on_route(ctl: &Arc<Controller>, row: &RouteKind, mut v: Value, deleted: bool) {
+    if is_our_child(&v) {
+        return;
+    }
+    // List items may come without apiVersion and kind; the snapshot reads the kind.
+    v["apiVersion"] = Value::String(row.api_version());
+    v["kind"] = Value::String(row.kind.to_owned());
+    let key = RouteKey::new(
+        row.kind,
+        v["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        v["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    );
+    let mut parents: Vec<Key> = ctl
+        .snapshot
+        .read()
+        .ok()
+        .and_then(|s| {
+            s.route(&key).map(|r| {
+                r.view
+                    .parent_refs
+                    .iter()
+                    .map(|p| Key::new(p.namespace.clone(), p.name.clone()))
+                    .collect()
+            })
+        })
+        .unwrap_or_default();
+    let own = own_status_key(&key.kind, &key.namespace, &key.name);
+    let status_only = !deleted
+        && is_own_echo(ctl, &own, &v, |s| {
+            s.route(&key)
+                .is_some_and(|e| same_but_status(&e.json(), &v))
+        });
+    if status_only {
+        // The echo of our own write to the route's status: nothing to plan.
+        with_snapshot(ctl, |s| s.put_route_json(v));
+        return;
+    }
+    if deleted {
+        ctl.forget_own_status(&own);
+        with_snapshot(ctl, |s| s.remove_route(&key));
+    } else {
+        parents.extend(
+            row.view(&v)
+                .parent_refs
+                .iter()
+                .map(|p| Key::new(p.namespace.clone(), p.name.clone())),
+        );
+        with_snapshot(ctl, |s| s.put_route_json(v));
+        ctl.enqueue(Work::Route(key));
+    }
+    parents.sort();
+    parents.dedup();
+    enqueue_gateways(ctl, parents);
 }
 
 /// Whether a listener admits routes by namespace labels.

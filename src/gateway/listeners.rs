@@ -21,6 +21,7 @@ pub struct RouteGroupKind {
 }
 
 impl RouteGroupKind {
+    #[cfg(test)]
     fn gw(kind: &str) -> Self {
         Self {
             group: GATEWAY_API_GROUP.to_owned(),
@@ -29,21 +30,49 @@ impl RouteGroupKind {
     }
 }
 
-/// Route kinds we implement. GRPCRoute and TLSRoute join by adding them here and in
-/// [`protocol_kinds`].
+/// Route kinds we implement, in table order ([`super::route_kinds`]).
 #[must_use]
 pub fn supported_route_kinds() -> Vec<RouteGroupKind> {
-    vec![RouteGroupKind::gw("HTTPRoute")]
+    super::route_kinds::ROUTE_KINDS
+        .iter()
+        .map(super::route_kinds::RouteKind::group_kind)
+        .collect()
 }
 
-/// The route kinds a listener protocol serves, or `None` when we do not support it.
+/// The route kinds a listener protocol serves, of those in `class_kinds`; `None` when we
+/// implement no kind for the protocol at all.
 #[must_use]
-pub fn protocol_kinds(protocol: &str) -> Option<Vec<RouteGroupKind>> {
-    match protocol {
-        "HTTP" | "HTTPS" => Some(vec![RouteGroupKind::gw("HTTPRoute")]),
-        _ => None,
-    }
+pub fn protocol_kinds(protocol: &str, class_kinds: &[RouteGroupKind]) -> Option<Vec<RouteGroupKind>> {
+    let rows: Vec<&super::route_kinds::RouteKind> = super::route_kinds::ROUTE_KINDS
+        .iter()
+        .filter(|k| k.attaches_to(protocol))
+        .collect();
+    (!rows.is_empty()).then(|| {
+        rows.into_iter()
+            .map(super::route_kinds::RouteKind::group_kind)
+            .filter(|gk| class_kinds.contains(gk))
+            .collect()
+    })
 }
+
+/// The protocols some route kind attaches to, in table order.
+fn implemented_protocols() -> Vec<&'static str> {
+    let mut seen = Vec::new();
+    for p in super::route_kinds::ROUTE_KINDS
+        .iter()
+        .flat_map(|k| k.protocols.iter().copied())
+    {
+        if !seen.contains(&p) {
+            seen.push(p);
+        }
+    }
+    seen
+}
+
+/// TLS mode `Terminate`.
+pub const TLS_TERMINATE: &str = "Terminate";
+/// TLS mode `Passthrough`.
+pub const TLS_PASSTHROUGH: &str = "Passthrough";
 
 /// Address types we accept in `spec.addresses`.
 pub const SUPPORTED_ADDRESS_TYPES: &[&str] = &["IPAddress", "Hostname"];
@@ -57,6 +86,8 @@ pub struct ListenerEval {
     pub port: i32,
     /// Protocol.
     pub protocol: String,
+    /// `tls.mode` (defaulted to `Terminate`) for HTTPS and TLS listeners; `None` otherwise.
+    pub tls_mode: Option<String>,
     /// Hostname.
     pub hostname: Option<String>,
     /// Kinds of routes it admits.
@@ -84,6 +115,14 @@ const LISTENER_OWNED: &[&str] = &[
 ];
 
 impl ListenerEval {
+    /// Whether the Gateway terminates TLS on this listener (HTTPS, or TLS in `Terminate`
+    /// mode): its hostnames belong in the Gateway's certificates. A TLS listener in
+    /// `Passthrough` mode hands the TLS stream to the backend, which holds the certificate.
+    #[must_use]
+    pub fn terminates_tls(&self) -> bool {
+        self.tls_mode.as_deref() == Some(TLS_TERMINATE)
+    }
+
     /// Accepted, refs resolved, no conflict.
     #[must_use]
     pub fn is_valid(&self) -> bool {
@@ -148,15 +187,45 @@ pub fn gateway_owned_types() -> &'static [&'static str] {
     GATEWAY_OWNED
 }
 
-/// Judges a Gateway's addresses and listeners.
+/// Judges a Gateway's addresses and listeners, for a class that carries every route kind
+/// we implement.
 #[must_use]
 pub fn evaluate_gateway(gw: &Gateway, lookup: &dyn Lookup) -> GatewayEval {
+    evaluate_gateway_for(gw, lookup, &ClassKinds::all())
+}
+
+/// The route kinds a GatewayClass carries (its blueprint's `routeKinds`), and its name for
+/// messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassKinds {
+    /// The kinds.
+    pub kinds: Vec<RouteGroupKind>,
+    /// Where they come from, for messages (`GatewayClass x`); empty: every kind.
+    pub source: String,
+}
+
+impl ClassKinds {
+    /// Every kind we implement.
+    #[must_use]
+    pub fn all() -> Self {
+        Self {
+            kinds: supported_route_kinds(),
+            source: String::new(),
+        }
+    }
+}
+
+/// Judges a Gateway's addresses and listeners for a class that carries `kinds`: a listener
+/// whose protocol takes none of them is not accepted (`UnsupportedProtocol`), and
+/// `allowedRoutes.kinds` naming another kind is `InvalidRouteKinds`.
+#[must_use]
+pub fn evaluate_gateway_for(gw: &Gateway, lookup: &dyn Lookup, kinds: &ClassKinds) -> GatewayEval {
     let ns = gw.metadata.namespace.clone().unwrap_or_default();
     let mut listeners: Vec<ListenerEval> = gw
         .spec
         .listeners
         .iter()
-        .map(|l| evaluate_listener(l, &ns, lookup))
+        .map(|l| evaluate_listener(l, &ns, lookup, kinds))
         .collect();
     mark_conflicts(&mut listeners);
     mark_overlapping_tls(&mut listeners);
@@ -200,21 +269,66 @@ pub fn evaluate_gateway(gw: &Gateway, lookup: &dyn Lookup) -> GatewayEval {
     }
 }
 
-fn evaluate_listener(l: &GatewayListeners, ns: &str, lookup: &dyn Lookup) -> ListenerEval {
-    let protocol_kinds = protocol_kinds(&l.protocol);
+fn evaluate_listener(
+    l: &GatewayListeners,
+    ns: &str,
+    lookup: &dyn Lookup,
+    class: &ClassKinds,
+) -> ListenerEval {
+    let protocol_kinds = protocol_kinds(&l.protocol, &class.kinds);
+    let tls_mode = matches!(l.protocol.as_str(), "HTTPS" | "TLS").then(|| {
+        l.tls
+            .as_ref()
+            .and_then(|t| t.mode.as_ref())
+            .map_or(TLS_TERMINATE, |m| match m {
+                gateway_api::apis::standard::gateways::GatewayListenersTlsMode::Passthrough => {
+                    TLS_PASSTHROUGH
+                }
+                gateway_api::apis::standard::gateways::GatewayListenersTlsMode::Terminate => {
+                    TLS_TERMINATE
+                }
+            })
+            .to_owned()
+    });
     let mut accepted = Cond::t(
         types::ACCEPTED,
         reasons::ACCEPTED,
         "the listener is accepted",
     );
-    if protocol_kinds.is_none() {
+    match &protocol_kinds {
+        None => {
+            accepted = Cond::f(
+                types::ACCEPTED,
+                reasons::UNSUPPORTED_PROTOCOL,
+                &format!(
+                    "protocol {:?} is not supported; use one of {}",
+                    l.protocol,
+                    implemented_protocols().join(", ")
+                ),
+            );
+        }
+        Some(k) if k.is_empty() => {
+            let carried: Vec<&str> = class.kinds.iter().map(|k| k.kind.as_str()).collect();
+            accepted = Cond::f(
+                types::ACCEPTED,
+                reasons::UNSUPPORTED_PROTOCOL,
+                &format!(
+                    "{} carries no route kind for protocol {:?} (it carries {}): its datapath cannot serve this listener",
+                    if class.source.is_empty() { "the GatewayClass" } else { class.source.as_str() },
+                    l.protocol,
+                    if carried.is_empty() { "none".to_owned() } else { carried.join(", ") }
+                ),
+            );
+        }
+        Some(_) => {}
+    }
+    if !accepted.status.is_true() {
+        // Keeps the protocol's reason.
+    } else if l.protocol == "HTTPS" && tls_mode.as_deref() == Some(TLS_PASSTHROUGH) {
         accepted = Cond::f(
             types::ACCEPTED,
-            reasons::UNSUPPORTED_PROTOCOL,
-            &format!(
-                "protocol {:?} is not supported; use HTTP or HTTPS",
-                l.protocol
-            ),
+            reasons::UNSUPPORTED_VALUE,
+            "an HTTPS listener terminates TLS: tls.mode Passthrough needs protocol TLS",
         );
     } else if let Some(Err(e)) = l.hostname.as_deref().map(hostnames::validate_hostname) {
         accepted = Cond::f(types::ACCEPTED, reasons::UNSUPPORTED_VALUE, &e);
@@ -238,7 +352,7 @@ fn evaluate_listener(l: &GatewayListeners, ns: &str, lookup: &dyn Lookup) -> Lis
         resolved_refs = Cond::f(types::RESOLVED_REFS, reasons::INVALID_ROUTE_KINDS, &msg);
     }
     let mut certificate_refs = Vec::new();
-    if l.protocol == "HTTPS" {
+    if tls_mode.as_deref() == Some(TLS_TERMINATE) {
         match resolve_certificates(l, ns, lookup) {
             Ok(refs) => certificate_refs = refs,
             Err((reason, msg)) => {
@@ -252,6 +366,7 @@ fn evaluate_listener(l: &GatewayListeners, ns: &str, lookup: &dyn Lookup) -> Lis
         name: l.name.clone(),
         port: l.port,
         protocol: l.protocol.clone(),
+        tls_mode,
         hostname: l.hostname.clone().filter(|h| !h.is_empty()),
         supported_kinds,
         accepted,
@@ -307,21 +422,21 @@ fn resolve_certificates(
     ns: &str,
     lookup: &dyn Lookup,
 ) -> Result<Vec<(String, String)>, RefError> {
+    let needs = || {
+        format!(
+            "{} listener terminating TLS needs tls.certificateRefs",
+            if l.protocol == "HTTPS" { "an HTTPS" } else { "a TLS" }
+        )
+    };
     let Some(tls) = &l.tls else {
-        return Err((
-            reasons::INVALID_CERTIFICATE_REF,
-            "an HTTPS listener needs tls.certificateRefs".into(),
-        ));
+        return Err((reasons::INVALID_CERTIFICATE_REF, needs()));
     };
     let refs = tls.certificate_refs.as_deref().unwrap_or_default();
     if refs.is_empty() {
         return if tls.options.as_ref().is_some_and(|o| !o.is_empty()) {
             Ok(Vec::new())
         } else {
-            Err((
-                reasons::INVALID_CERTIFICATE_REF,
-                "an HTTPS listener needs tls.certificateRefs".into(),
-            ))
+            Err((reasons::INVALID_CERTIFICATE_REF, needs()))
         };
     }
     let mut out = Vec::new();
@@ -388,13 +503,58 @@ fn family(protocol: &str) -> &str {
     }
 }
 
-/// Listeners sharing a port must be distinct: same protocol family and different hostnames.
+/// Why two listeners of one port are not distinct (GatewaySpec.Listeners godoc), if they
+/// are not. UDP runs beside every TCP-based protocol on a port and conflicts only with
+/// UDP; TCP takes the whole port, so every other TCP-based listener on it conflicts; HTTP,
+/// HTTPS and TLS need one family (HTTPS and TLS are one: SNI tells them apart, and a TLS
+/// listener in `Terminate` mode beside one in `Passthrough` is mixed mode, which we
+/// support) and distinct hostnames.
+fn conflict_between(a: &ListenerEval, b: &ListenerEval) -> Option<(&'static str, String)> {
+    let udp = (a.protocol == "UDP", b.protocol == "UDP");
+    if udp.0 != udp.1 {
+        return None;
+    }
+    if udp.0 || a.protocol == "TCP" || b.protocol == "TCP" {
+        return Some((
+            reasons::PROTOCOL_CONFLICT,
+            format!(
+                "port {} is also used by listener {:?} with protocol {}{}",
+                a.port,
+                b.name,
+                b.protocol,
+                if a.protocol == b.protocol {
+                    format!(": {} listeners are told apart by port alone", a.protocol)
+                } else {
+                    String::new()
+                }
+            ),
+        ));
+    }
+    if family(&a.protocol) != family(&b.protocol) {
+        return Some((
+            reasons::PROTOCOL_CONFLICT,
+            format!(
+                "port {} is also used by listener {:?} with protocol {}",
+                a.port, b.name, b.protocol
+            ),
+        ));
+    }
+    (a.hostname == b.hostname).then(|| {
+        (
+            reasons::HOSTNAME_CONFLICT,
+            format!("listener {:?} uses the same port and hostname", b.name),
+        )
+    })
+}
+
+/// Listeners sharing a port must be distinct ([`conflict_between`]); every listener of an
+/// indistinct pair is conflicted and not accepted, a protocol conflict naming itself before
+/// a hostname conflict.
 ///
 /// Only listeners accepted on their own take part (`GatewaySpec.Listeners` godoc): a
 /// listener whose protocol we do not support (`UnsupportedProtocol`), or whose hostname or
 /// port is invalid, produces no configuration, so it cannot conflict with another listener
-/// and keeps its own reason. A TCP or UDP listener conflicts with every other listener of
-/// its port only once such protocols are supported (and therefore accepted here).
+/// and keeps its own reason.
 fn mark_conflicts(listeners: &mut [ListenerEval]) {
     let mut by_port: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
     for (i, l) in listeners.iter().enumerate() {
@@ -404,30 +564,20 @@ fn mark_conflicts(listeners: &mut [ListenerEval]) {
     }
     for idx in by_port.values() {
         for &i in idx {
-            let mut conflict = None;
+            let mut conflict: Option<(&str, String)> = None;
             for &j in idx {
                 if i == j {
                     continue;
                 }
-                let (a, b) = (&listeners[i], &listeners[j]);
-                if family(&a.protocol) != family(&b.protocol)
-                    || a.protocol == "TCP"
-                    || a.protocol == "UDP"
-                {
-                    conflict = Some((
-                        reasons::PROTOCOL_CONFLICT,
-                        format!(
-                            "port {} is also used by listener {:?} with protocol {}",
-                            a.port, b.name, b.protocol
-                        ),
-                    ));
-                    break;
-                }
-                if a.hostname == b.hostname {
-                    conflict.get_or_insert((
-                        reasons::HOSTNAME_CONFLICT,
-                        format!("listener {:?} uses the same port and hostname", b.name),
-                    ));
+                match conflict_between(&listeners[i], &listeners[j]) {
+                    Some(c) if c.0 == reasons::PROTOCOL_CONFLICT => {
+                        conflict = Some(c);
+                        break;
+                    }
+                    Some(c) => {
+                        conflict.get_or_insert(c);
+                    }
+                    None => {}
                 }
             }
             if let Some((reason, msg)) = conflict {
@@ -439,7 +589,8 @@ fn mark_conflicts(listeners: &mut [ListenerEval]) {
     }
 }
 
-/// HTTPS listeners of one port whose hostnames overlap all get OverlappingTLSConfig.
+/// Listeners of one port that terminate TLS (HTTPS, TLS in `Terminate` mode) whose
+/// hostnames overlap all get OverlappingTLSConfig.
 fn mark_overlapping_tls(listeners: &mut [ListenerEval]) {
     let n = listeners.len();
     for i in 0..n {
@@ -448,8 +599,8 @@ fn mark_overlapping_tls(listeners: &mut [ListenerEval]) {
                 || !listeners[i].accepted.status.is_true()
                 || !listeners[j].accepted.status.is_true()
                 || listeners[i].port != listeners[j].port
-                || listeners[i].protocol != "HTTPS"
-                || listeners[j].protocol != "HTTPS"
+                || !listeners[i].terminates_tls()
+                || !listeners[j].terminates_tls()
             {
                 continue;
             }
@@ -594,10 +745,37 @@ pub(crate) mod tests {
         g
     }
 
+    fn http_only() -> ClassKinds {
+        ClassKinds {
+            kinds: vec![RouteGroupKind::gw("HTTPRoute")],
+            source: "GatewayClass alb".into(),
+        }
+    }
+
+    pub fn tls(name: &str, port: i32, hostname: Option<&str>, mode: &str, secret: Option<&str>) -> GatewayListeners {
+        use gateway_api::apis::standard::gateways::GatewayListenersTlsMode;
+        let mut l = listener(name, port, "TLS", hostname);
+        l.tls = Some(GatewayListenersTls {
+            mode: Some(if mode == TLS_PASSTHROUGH {
+                GatewayListenersTlsMode::Passthrough
+            } else {
+                GatewayListenersTlsMode::Terminate
+            }),
+            certificate_refs: secret.map(|s| {
+                vec![GatewayListenersTlsCertificateRefs {
+                    name: s.into(),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        });
+        l
+    }
+
     #[test]
     fn unsupported_protocol_one_or_two_listeners() {
         let w = World::default();
-        let e = evaluate_gateway(&gw(vec![listener("udp", 53, "UDP", None)]), &w);
+        let e = evaluate_gateway(&gw(vec![listener("sctp", 53, "SCTP", None)]), &w);
         assert_eq!(
             (e.accepted.status, e.accepted.reason.as_str()),
             (Status::False, reasons::LISTENERS_NOT_VALID)
@@ -606,57 +784,169 @@ pub(crate) mod tests {
             e.listeners[0].accepted.reason,
             reasons::UNSUPPORTED_PROTOCOL
         );
+        assert!(
+            e.listeners[0].accepted.message.contains("HTTP, HTTPS, TLS, TCP, UDP"),
+            "{}",
+            e.listeners[0].accepted.message
+        );
         assert!(e.listeners[0].supported_kinds.is_empty());
-        let e = evaluate_gateway(
+        // UDP on a class whose datapath carries HTTP only: the class's own words.
+        let e = evaluate_gateway_for(
             &gw(vec![
                 listener("http", 80, "HTTP", None),
                 listener("udp", 53, "UDP", None),
             ]),
             &w,
+            &http_only(),
         );
         assert_eq!(
             (e.accepted.status, e.accepted.reason.as_str()),
             (Status::True, reasons::LISTENERS_NOT_VALID)
         );
-        let e = evaluate_gateway(&gw(vec![listener("http", 80, "HTTP", None)]), &w);
-        assert_eq!(e.accepted.reason, reasons::ACCEPTED);
-    }
-
-    #[test]
-    fn an_unsupported_protocol_conflicts_with_nothing() {
-        let w = World::default();
-        // HTTP:80 beside TCP:80, twice: the TCP and UDP listeners are unsupported on their
-        // own, the HTTP ones stay accepted and unconflicted, the Gateway stays accepted.
+        assert_eq!(e.listeners[1].accepted.reason, reasons::UNSUPPORTED_PROTOCOL);
+        assert_eq!(
+            e.listeners[1].accepted.message,
+            "GatewayClass alb carries no route kind for protocol \"UDP\" (it carries HTTPRoute): its datapath cannot serve this listener"
+        );
+        assert_eq!(e.listeners[0].supported_kinds, vec![RouteGroupKind::gw("HTTPRoute")]);
+        // Every kind: HTTP listeners take HTTPRoute and GRPCRoute, each other protocol its own.
         let e = evaluate_gateway(
             &gw(vec![
-                listener("web", 80, "HTTP", None),
-                listener("raw", 80, "TCP", None),
-                listener("web2", 81, "HTTP", Some("b.example.com")),
-                listener("dns", 81, "UDP", None),
+                listener("http", 80, "HTTP", None),
+                listener("tcp", 5432, "TCP", None),
+                listener("udp", 53, "UDP", None),
+                tls("tls", 443, Some("db.example.com"), TLS_PASSTHROUGH, None),
             ]),
             &w,
         );
-        for i in [0, 2] {
-            let l = &e.listeners[i];
-            assert!(l.accepted.status.is_true(), "{}: {:?}", l.name, l.accepted);
-            assert!(l.conflicted.is_none(), "{}: {:?}", l.name, l.conflicted);
-            assert!(l.is_valid());
-        }
-        for i in [1, 3] {
-            let l = &e.listeners[i];
-            assert_eq!(
-                (l.accepted.status, l.accepted.reason.as_str()),
-                (Status::False, reasons::UNSUPPORTED_PROTOCOL),
-                "{}",
-                l.name
-            );
-            assert!(l.conflicted.is_none(), "{}: {:?}", l.name, l.conflicted);
-        }
+        assert_eq!(e.accepted.reason, reasons::ACCEPTED, "{:?}", e.listeners);
+        let kinds: Vec<Vec<&str>> = e
+            .listeners
+            .iter()
+            .map(|l| l.supported_kinds.iter().map(|k| k.kind.as_str()).collect())
+            .collect();
         assert_eq!(
-            (e.accepted.status, e.accepted.reason.as_str()),
-            (Status::True, reasons::LISTENERS_NOT_VALID)
+            kinds,
+            [
+                vec!["HTTPRoute", "GRPCRoute"],
+                vec!["TCPRoute"],
+                vec!["UDPRoute"],
+                vec!["TLSRoute"]
+            ]
         );
-        // A listener invalid for its port or hostname does not conflict either.
+    }
+
+    #[test]
+    fn tls_listeners_by_mode() {
+        let w = World::default().with_tls_secret("infra", "cert");
+        let e = evaluate_gateway(
+            &gw(vec![
+                // Mixed mode: Terminate and Passthrough on one port, told apart by SNI.
+                tls("term", 8443, Some("a.example.com"), TLS_TERMINATE, Some("cert")),
+                tls("pass", 8443, Some("b.example.com"), TLS_PASSTHROUGH, None),
+                // Terminate without a certificate: refs unresolved.
+                tls("nocert", 9443, Some("c.example.com"), TLS_TERMINATE, None),
+            ]),
+            &w,
+        );
+        let [term, pass, nocert] = &e.listeners[..] else {
+            panic!("three listeners")
+        };
+        assert!(term.is_valid() && term.terminates_tls(), "{term:?}");
+        assert_eq!(term.certificate_refs, [("infra".to_owned(), "cert".to_owned())]);
+        assert!(pass.is_valid() && !pass.terminates_tls(), "{pass:?}");
+        assert!(pass.certificate_refs.is_empty());
+        assert!(nocert.accepted.status.is_true());
+        assert_eq!(nocert.resolved_refs.reason, reasons::INVALID_CERTIFICATE_REF);
+        assert_eq!(
+            nocert.resolved_refs.message,
+            "a TLS listener terminating TLS needs tls.certificateRefs"
+        );
+        // HTTPS cannot pass TLS through.
+        let mut h = https("h", None, None, "cert");
+        if let Some(t) = &mut h.tls {
+            t.mode = Some(gateway_api::apis::standard::gateways::GatewayListenersTlsMode::Passthrough);
+        }
+        let e = evaluate_gateway(&gw(vec![h]), &w);
+        assert_eq!(e.listeners[0].accepted.reason, reasons::UNSUPPORTED_VALUE);
+        // Overlapping hostnames: only listeners that terminate TLS share a certificate.
+        let e = evaluate_gateway(
+            &gw(vec![
+                tls("t1", 8443, Some("*.example.com"), TLS_TERMINATE, Some("cert")),
+                tls("t2", 8443, Some("a.example.com"), TLS_TERMINATE, Some("cert")),
+                tls("p", 8443, Some("b.example.com"), TLS_PASSTHROUGH, None),
+            ]),
+            &w,
+        );
+        assert!(e.listeners[0].overlapping_tls.is_some());
+        assert!(e.listeners[1].overlapping_tls.is_some());
+        assert!(e.listeners[2].overlapping_tls.is_none());
+    }
+
+    #[test]
+    fn listeners_sharing_a_port_by_protocol() {
+        let w = World::default();
+        // (listeners, which of them are conflicted and with which reason)
+        let cases: Vec<(Vec<GatewayListeners>, Vec<Option<&str>>)> = vec![
+            // TCP takes the whole port: HTTP beside it is not distinct.
+            (
+                vec![listener("web", 80, "HTTP", None), listener("raw", 80, "TCP", None)],
+                vec![Some(reasons::PROTOCOL_CONFLICT), Some(reasons::PROTOCOL_CONFLICT)],
+            ),
+            // Two TCP listeners: told apart by port alone.
+            (
+                vec![listener("a", 5432, "TCP", None), listener("b", 5432, "TCP", None)],
+                vec![Some(reasons::PROTOCOL_CONFLICT), Some(reasons::PROTOCOL_CONFLICT)],
+            ),
+            // UDP runs beside TCP and HTTP on one port number.
+            (
+                vec![
+                    listener("dns", 53, "UDP", None),
+                    listener("dnstcp", 53, "TCP", None),
+                    listener("web", 81, "HTTP", None),
+                    listener("quic", 81, "UDP", None),
+                ],
+                vec![None, None, None, None],
+            ),
+            // Two UDP listeners on one port.
+            (
+                vec![listener("a", 53, "UDP", None), listener("b", 53, "UDP", None)],
+                vec![Some(reasons::PROTOCOL_CONFLICT), Some(reasons::PROTOCOL_CONFLICT)],
+            ),
+            // HTTPS and TLS: one family, distinct by hostname; same hostname conflicts.
+            (
+                vec![
+                    https("h", Some("a.example.com"), None, "cert"),
+                    tls("t", 443, Some("b.example.com"), TLS_PASSTHROUGH, None),
+                    tls("u", 443, Some("b.example.com"), TLS_PASSTHROUGH, None),
+                ],
+                vec![None, Some(reasons::HOSTNAME_CONFLICT), Some(reasons::HOSTNAME_CONFLICT)],
+            ),
+            // An unsupported protocol conflicts with nothing: it produces no configuration.
+            (
+                vec![listener("web", 80, "HTTP", None), listener("s", 80, "SCTP", None)],
+                vec![None, None],
+            ),
+        ];
+        for (listeners, want) in cases {
+            let names: Vec<String> = listeners.iter().map(|l| l.name.clone()).collect();
+            let e = evaluate_gateway(&gw(listeners), &w);
+            let got: Vec<Option<&str>> = e
+                .listeners
+                .iter()
+                .map(|l| l.conflicted.as_ref().map(|c| c.reason.as_str()))
+                .collect();
+            assert_eq!(got, want, "{names:?}");
+            for l in e.listeners.iter().filter(|l| l.conflicted.is_some()) {
+                assert!(!l.accepted.status.is_true(), "{}", l.name);
+            }
+        }
+    }
+
+    #[test]
+    fn an_invalid_listener_conflicts_with_nothing() {
+        let w = World::default();
+        // A listener invalid for its port or hostname does not conflict.
         let e = evaluate_gateway(
             &gw(vec![
                 listener("a", 80, "HTTP", Some("x.io")),

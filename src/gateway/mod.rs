@@ -15,6 +15,7 @@ pub mod conditions;
 pub mod hostnames;
 pub mod listeners;
 pub mod refs;
+pub mod route_kinds;
 pub mod routes;
 
 pub use conditions::{Cond, Status};

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use gateway_api::apis::standard::gateways::{
     Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom,
 };
-use gateway_api::apis::standard::httproutes::HttpRoute;
 use serde_json::Value;
 
 use super::conditions::{Cond, reasons, types};
@@ -79,81 +78,6 @@ pub struct RouteView {
     pub names_hostnames: bool,
     /// Backends of every rule.
     pub backend_refs: Vec<BackendRef>,
-}
-
-impl RouteView {
-    /// From an HTTPRoute.
-    #[must_use]
-    pub fn from_http_route(r: &HttpRoute) -> Self {
-        let namespace = r.metadata.namespace.clone().unwrap_or_default();
-        let parent_refs = r
-            .spec
-            .parent_refs
-            .iter()
-            .flatten()
-            .map(|p| {
-                let mut status_ref = serde_json::to_value(p).unwrap_or(Value::Null);
-                if let Some(o) = status_ref.as_object_mut() {
-                    o.entry("group").or_insert_with(|| GATEWAY_API_GROUP.into());
-                    o.entry("kind").or_insert_with(|| "Gateway".into());
-                }
-                ParentRef {
-                    group: p
-                        .group
-                        .clone()
-                        .unwrap_or_else(|| GATEWAY_API_GROUP.to_owned()),
-                    kind: p.kind.clone().unwrap_or_else(|| "Gateway".to_owned()),
-                    namespace: p
-                        .namespace
-                        .clone()
-                        .filter(|n| !n.is_empty())
-                        .unwrap_or_else(|| namespace.clone()),
-                    name: p.name.clone(),
-                    section_name: p.section_name.clone().filter(|s| !s.is_empty()),
-                    port: p.port,
-                    status_ref,
-                }
-            })
-            .collect();
-        let backend_refs = r
-            .spec
-            .rules
-            .iter()
-            .flatten()
-            .flat_map(|rule| rule.backend_refs.iter().flatten())
-            .map(|b| BackendRef {
-                group: b.group.clone().unwrap_or_default(),
-                kind: b.kind.clone().unwrap_or_else(|| "Service".to_owned()),
-                namespace: b
-                    .namespace
-                    .clone()
-                    .filter(|n| !n.is_empty())
-                    .unwrap_or_else(|| namespace.clone()),
-                name: b.name.clone(),
-                port: b.port,
-            })
-            .collect();
-        Self {
-            kind: RouteGroupKind {
-                group: GATEWAY_API_GROUP.to_owned(),
-                kind: "HTTPRoute".to_owned(),
-            },
-            namespace,
-            name: r.metadata.name.clone().unwrap_or_default(),
-            generation: r.metadata.generation.unwrap_or(0),
-            parent_refs,
-            hostnames: r
-                .spec
-                .hostnames
-                .iter()
-                .flatten()
-                .filter(|h| hostnames::validate_hostname(h).is_ok())
-                .cloned()
-                .collect(),
-            names_hostnames: r.spec.hostnames.as_ref().is_some_and(|h| !h.is_empty()),
-            backend_refs,
-        }
-    }
 }
 
 /// A listener a route attached to, with the hostnames traffic is accepted for.
@@ -347,7 +271,8 @@ pub fn is_precise(hostname: &str) -> bool {
     !hostname.contains('*')
 }
 
-/// `gatewright.dev/WildcardOnly=True` naming the HTTPS listeners on which the route was
+/// `gatewright.dev/WildcardOnly=True` naming the listeners terminating TLS (HTTPS, TLS in
+/// `Terminate` mode) on which the route was
 /// attached with no precise intersected hostname (only wildcards, or none at all).
 fn wildcard_only(attached: &[ListenerAttachment], eval: &GatewayEval) -> Option<Cond> {
     let bare: Vec<String> = attached
@@ -355,7 +280,7 @@ fn wildcard_only(attached: &[ListenerAttachment], eval: &GatewayEval) -> Option<
         .filter(|a| {
             eval.listeners
                 .iter()
-                .any(|l| l.name == a.listener && l.protocol == "HTTPS")
+                .any(|l| l.name == a.listener && l.terminates_tls())
                 && !a.hostnames.iter().any(|h| is_precise(h))
         })
         .map(|a| {
@@ -497,8 +422,12 @@ mod tests {
         GatewayListenersAllowedRoutesNamespacesSelectorMatchExpressions,
     };
     use gateway_api::apis::standard::httproutes::{
-        HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesBackendRefs,
+        HttpRoute, HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesBackendRefs,
     };
+
+    fn view(r: &HttpRoute) -> RouteView {
+        super::super::route_kinds::ROUTE_KINDS[0].view(&serde_json::to_value(r).unwrap_or_default())
+    }
 
     fn route(ns: &str, hostnames: &[&str], parents: Vec<HttpRouteParentRefs>) -> HttpRoute {
         let mut r = HttpRoute::default();
@@ -542,7 +471,7 @@ mod tests {
 
     fn attach(g: &Gateway, r: &HttpRoute, w: &World) -> Vec<ParentAttachment> {
         attach_route(
-            &RouteView::from_http_route(r),
+            &view(r),
             g,
             &evaluate_gateway(g, w),
             w,
@@ -583,7 +512,7 @@ mod tests {
         let mut eval = evaluate_gateway(&g, &w);
         let all: Vec<Vec<ParentAttachment>> = routes
             .iter()
-            .map(|r| attach_route(&RouteView::from_http_route(r), &g, &eval, &w))
+            .map(|r| attach_route(&view(r), &g, &eval, &w))
             .collect();
         count_attached_routes(&mut eval, &all);
         let counts: Vec<i32> = eval.listeners.iter().map(|l| l.attached_routes).collect();
@@ -724,7 +653,7 @@ mod tests {
         let mut implicit = parent(None, None);
         implicit.namespace = None;
         let r = route("infra", &[], vec![parent(None, None), implicit]);
-        let a = attach_route(&RouteView::from_http_route(&r), &g, &eval, &w);
+        let a = attach_route(&view(&r), &g, &eval, &w);
         assert_eq!(a.len(), 2);
         assert!(a.iter().all(ParentAttachment::is_accepted));
         count_attached_routes(&mut eval, [&a]);
@@ -737,7 +666,7 @@ mod tests {
         let g = gw(vec![https("https", None, None, "missing")]);
         let mut eval = evaluate_gateway(&g, &w);
         let a = attach_route(
-            &RouteView::from_http_route(&route("infra", &[], vec![parent(None, None)])),
+            &view(&route("infra", &[], vec![parent(None, None)])),
             &g,
             &eval,
             &w,
@@ -782,7 +711,7 @@ mod tests {
     #[test]
     fn status_ref_is_echoed_with_defaults() {
         let r = route("infra", &[], vec![parent(Some("http"), None)]);
-        let v = RouteView::from_http_route(&r);
+        let v = view(&r);
         assert_eq!(v.parent_refs[0].status_ref["group"], GATEWAY_API_GROUP);
         assert_eq!(v.parent_refs[0].status_ref["kind"], "Gateway");
         assert_eq!(v.parent_refs[0].status_ref["sectionName"], "http");

@@ -14,20 +14,52 @@ use crate::snapshot::Snapshot;
 /// The finalizer a GatewayClass carries while Gateways use it.
 pub const GATEWAY_EXISTS_FINALIZER: &str = "gateway-exists-finalizer.gateway.networking.k8s.io";
 
-/// Core and extended features we implement and pass, sorted, by their Gateway API v1.6
-/// names. Each one's status-only conformance tests pass (tests/conformance/run); the
-/// traffic tests belong to the data plane the children configure, which this controller
-/// does not run. `GatewayInfrastructure`: `spec.infrastructure` labels and annotations on
-/// every child, and a bad `parametersRef` is `Accepted=False/InvalidParameters`.
-pub const SUPPORTED_FEATURES: &[&str] = &[
+/// Core and extended features every class of ours has, by their Gateway API v1.7.0
+/// names; each route kind a class accepts adds its own ([`crate::gateway::route_kinds`]).
+/// Each one's status-only conformance tests pass (tests/conformance/run); the traffic
+/// tests belong to the data plane the children configure, which this controller does not
+/// run. `GatewayInfrastructure`: `spec.infrastructure` labels and annotations on every
+/// child, and a bad `parametersRef` is `Accepted=False/InvalidParameters`.
+pub const BASE_FEATURES: &[&str] = &[
     "Gateway",
     "GatewayInfrastructure",
     "GatewayPort8080",
-    "HTTPRoute",
-    "HTTPRouteDestinationPortMatching",
-    "HTTPRouteParentRefPort",
     "ReferenceGrant",
 ];
+
+/// The features of a class accepting `kinds`, sorted.
+#[must_use]
+pub fn supported_features<'a>(kinds: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut v: Vec<String> = BASE_FEATURES
+        .iter()
+        .copied()
+        .chain(
+            kinds
+                .into_iter()
+                .filter_map(crate::gateway::route_kinds::by_kind)
+                .flat_map(|k| k.features.iter().copied()),
+        )
+        .map(str::to_owned)
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The route kinds Gateways of class `class_name` accept, from its blueprint.
+#[must_use]
+pub fn class_kinds(class_name: &str, prepared: &Prepared) -> crate::gateway::listeners::ClassKinds {
+    crate::gateway::listeners::ClassKinds {
+        kinds: prepared
+            .spec
+            .accepted_route_kinds()
+            .into_iter()
+            .filter_map(crate::gateway::route_kinds::by_kind)
+            .map(crate::gateway::route_kinds::RouteKind::group_kind)
+            .collect(),
+        source: format!("GatewayClass {class_name}"),
+    }
+}
 
 /// What a GatewayClass of ours should look like.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,7 +83,14 @@ pub fn plan_class(snap: &Snapshot, name: &str) -> Option<ClassPlan> {
     if class.spec.controller_name != CONTROLLER_NAME {
         return None;
     }
-    let accepted = match resolve_blueprint(snap, class) {
+    let resolved = resolve_blueprint(snap, class);
+    // Without a valid blueprint the class accepts nothing; it still claims HTTPRoute, the
+    // kind every class of ours takes by default.
+    let supported_features = supported_features(match &resolved {
+        Ok(p) => p.spec.accepted_route_kinds(),
+        Err(_) => vec![crate::gateway::route_kinds::DEFAULT_KIND],
+    });
+    let accepted = match resolved {
         Ok(p) => Cond::t(
             types::ACCEPTED,
             reasons::ACCEPTED,
@@ -73,7 +112,7 @@ pub fn plan_class(snap: &Snapshot, name: &str) -> Option<ClassPlan> {
     Some(ClassPlan {
         name: name.to_owned(),
         accepted,
-        supported_features: SUPPORTED_FEATURES.iter().map(|s| (*s).to_owned()).collect(),
+        supported_features,
         in_use,
         blueprint: class.spec.parameters_ref.as_ref().map(|p| p.name.clone()),
     })

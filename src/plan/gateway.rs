@@ -10,7 +10,7 @@ use super::templates::{ChildState, DesiredChild, Held, SetInput, prune_list, ren
 use crate::api::GATEWAY_CONFIG_KIND;
 use crate::gateway::conditions::{Cond, reasons, types};
 use crate::gateway::hostnames;
-use crate::gateway::listeners::{GatewayEval, evaluate_gateway};
+use crate::gateway::listeners::{ClassKinds, GatewayEval, evaluate_gateway_for};
 use crate::gateway::routes::{ParentAttachment, attach_route, count_attached_routes};
 use crate::gateway::{CONTROLLER_NAME, ListenerEval};
 use crate::render::context::{
@@ -156,9 +156,13 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
     let generation = gw.metadata.generation;
     let uid = entry.uid.clone();
 
-    let mut eval = evaluate_gateway(gw, snap);
     let class_json = serde_json::to_value(class.as_ref()).unwrap_or(Value::Null);
     let blueprint = super::class::resolve_blueprint(snap, class);
+    let kinds = blueprint.as_ref().map_or_else(
+        |_| ClassKinds::all(),
+        |p| super::class::class_kinds(class_name, p),
+    );
+    let mut eval = evaluate_gateway_for(gw, snap, &kinds);
 
     // Route attachment (independent of the blueprint), in route key order.
     let mut attachments = Vec::new();
@@ -256,6 +260,7 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
             live: &live,
             scopes: snap.scopes(),
             all_children: &|k| snap.holder(k),
+            route_kind: None,
         };
         plan.context.base = base.clone();
         let result = render_set(&input, &base, None);
@@ -438,6 +443,7 @@ fn build_context<'a>(
                 .iter()
                 .find(|s| s["name"] == l.name.as_str())
                 .and_then(|s| s.get("tls").cloned()),
+            tls_mode: l.tls_mode.clone(),
             certificate_refs: l
                 .certificate_refs
                 .iter()
@@ -454,6 +460,8 @@ fn build_context<'a>(
     let mut routes = Vec::new();
     let mut entries = Vec::new();
     let mut names = Vec::new();
+    // Names a certificate of the Gateway's may list: not those of passthrough listeners.
+    let mut certificate_names = Vec::new();
     for ((rkey, parents), entry) in attachments.iter().zip(attached) {
         let mut any = false;
         for p in parents.iter().filter(|p| p.is_accepted()) {
@@ -462,6 +470,9 @@ fn build_context<'a>(
                 if let Some(l) = listeners.iter_mut().find(|l| l.name == la.listener) {
                     if l.valid {
                         names.extend(la.hostnames.iter().cloned());
+                        if l.tls_mode.as_deref() != Some(crate::gateway::listeners::TLS_PASSTHROUGH) {
+                            certificate_names.extend(la.hostnames.iter().cloned());
+                        }
                     }
                     // Routes are visited one after the other: this route can only be
                     // the listener's last one.
@@ -485,11 +496,11 @@ fn build_context<'a>(
     }
     let union = hostnames::dedupe_sorted(names);
     let intersection = hostnames::drop_covered(&union);
-    let precise = union
-        .iter()
-        .filter(|h| crate::gateway::routes::is_precise(h))
-        .cloned()
-        .collect();
+    let precise = hostnames::dedupe_sorted(
+        certificate_names
+            .into_iter()
+            .filter(|h| crate::gateway::routes::is_precise(h)),
+    );
     let context = GatewayContext {
         gateway,
         class,

@@ -77,6 +77,7 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
         live: &live,
         scopes: snap.scopes(),
         all_children: &|k| snap.holder(k),
+        route_kind: Some(&route.kind),
     };
     let result = if accepted {
         render_set(&input, &base, Some(&route_value))

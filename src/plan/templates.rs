@@ -200,6 +200,9 @@ pub(crate) struct SetInput<'a> {
     /// Every live child, of every parent: an object another parent already holds is
     /// never taken over.
     pub all_children: &'a dyn Fn(&ObjectKey) -> Option<Arc<Value>>,
+    /// For route templates: the route's kind. A template whose `kinds` do not list it
+    /// renders nothing (and what it rendered before is pruned).
+    pub route_kind: Option<&'a str>,
 }
 
 /// Who holds `live` when it is not the parent `owner` describes: the parent's kind and
@@ -300,7 +303,15 @@ pub(crate) fn render_set(
             version => if rollout.is_some() { VERSION_PLACEHOLDER } else { "" },
             ..ctx
         };
-        let text = match prepared.compiled.render(input.set, name, &ctx) {
+        let renders_kind = input
+            .route_kind
+            .is_none_or(|k| entry.route_kinds().any(|r| r == k));
+        let rendered = if renders_kind {
+            prepared.compiled.render(input.set, name, &ctx)
+        } else {
+            Ok(String::new())
+        };
+        let text = match rendered {
             Ok(t) => t,
             Err(e) if !deps.is_empty() && e.category == "UndefinedVariable" => {
                 out.held.push(Held {

@@ -3,7 +3,6 @@
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
-use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
@@ -94,13 +93,11 @@ impl World {
             .iter()
             .map(|p| json!({"name": p, "namespace": "infra"}))
             .collect();
-        let r: HttpRoute = serde_json::from_value(json!({
+        self.snap.put_route_json(json!({
             "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
             "metadata": {"name": name, "namespace": "app", "uid": format!("uid-{name}"), "generation": 1},
             "spec": {"parentRefs": refs, "hostnames": hostnames},
-        }))
-        .unwrap();
-        self.snap.put_http_route(&r);
+        }));
         RouteKey::new("HTTPRoute", "app", name)
     }
 

@@ -22,6 +22,10 @@ pub struct ListenerVar {
     pub hostname: Option<String>,
     /// The listener's `tls` as written, or none.
     pub tls: Option<serde_json::Value>,
+    /// `Terminate` or `Passthrough` (the `tls.mode` default filled in) for HTTPS and TLS
+    /// listeners; none for the others.
+    #[serde(rename = "tlsMode")]
+    pub tls_mode: Option<String>,
     /// Resolved certificate Secrets as `{namespace, name}`.
     #[serde(rename = "certificateRefs")]
     pub certificate_refs: Vec<NamespacedName>,
@@ -46,7 +50,7 @@ pub struct NamespacedName {
 /// A route attached to a listener.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct AttachedRouteVar {
-    /// Kind (`HTTPRoute`).
+    /// Kind (`HTTPRoute`, `GRPCRoute`, `TLSRoute`, `TCPRoute`, `UDPRoute`).
     pub kind: String,
     /// Namespace.
     pub namespace: String,
@@ -64,9 +68,10 @@ pub struct HostnamesVar {
     /// The union without the names a wildcard of the union already covers (DNS: a
     /// wildcard record answers for the names it covers).
     pub intersection: Vec<String>,
-    /// The union without any wildcard name: what a generated certificate may list
-    /// (hostnames.md: no wildcard certificate from a hostname field). Every precise
-    /// intersected hostname of an accepted route is here, even one a wildcard covers.
+    /// The union without any wildcard name, and without the names only TLS `Passthrough`
+    /// listeners carry (their backends hold the certificate): what a generated certificate
+    /// may list (hostnames.md: no wildcard certificate from a hostname field). Every other
+    /// precise intersected hostname of an accepted route is here, even one a wildcard covers.
     pub precise: Vec<String>,
 }
 

@@ -77,6 +77,7 @@ impl Prepared {
                 errors.extend(rollout_errors(name, &e.name, r));
             }
         }
+        errors.extend(route_kind_errors(name, spec));
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -159,6 +160,53 @@ impl Prepared {
 
 /// What is wrong with a template's rollout policy: `fields` or `timeoutSeconds` without
 /// `MakeBeforeBreak` (they would be ignored), or a field path with an empty segment.
+/// Route kinds named where they cannot apply: on a Gateway template, a kind we do not
+/// implement, or a route template's kind the class does not accept (`routeKinds`).
+fn route_kind_errors(blueprint: &str, spec: &GatewayClassBlueprintSpec) -> Vec<RenderError> {
+    let err = |template: &str, m: String| {
+        RenderError::new(blueprint, template, None, m).with_category("InvalidRouteKinds")
+    };
+    let known = |k: &str| crate::api::ROUTE_KIND_NAMES.contains(&k);
+    let mut out = Vec::new();
+    for e in &spec.gateway_templates {
+        if !e.kinds.is_empty() {
+            out.push(err(
+                &e.name,
+                "kinds applies to route templates only: a Gateway template renders once per Gateway".to_owned(),
+            ));
+        }
+    }
+    for k in spec.route_kinds.iter().filter(|k| !known(k)) {
+        out.push(err(
+            "routeKinds",
+            format!(
+                "routeKinds: {k:?} is not a route kind; use {}",
+                crate::api::ROUTE_KIND_NAMES.join(", ")
+            ),
+        ));
+    }
+    let accepted = spec.accepted_route_kinds();
+    for e in &spec.route_templates {
+        for k in e.route_kinds() {
+            if !known(k) {
+                out.push(err(
+                    &e.name,
+                    format!(
+                        "kinds: {k:?} is not a route kind; use {}",
+                        crate::api::ROUTE_KIND_NAMES.join(", ")
+                    ),
+                ));
+            } else if !accepted.contains(&k) {
+                out.push(err(
+                    &e.name,
+                    format!("kinds: {k} is not in spec.routeKinds, so no Gateway of the class accepts a route this template would render for"),
+                ));
+            }
+        }
+    }
+    out
+}
+
 fn rollout_errors(blueprint: &str, template: &str, r: &crate::api::Rollout) -> Vec<RenderError> {
     let mut out = Vec::new();
     let err =

@@ -163,7 +163,15 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
                 ("gateway.networking.k8s.io", "Gateway") => {
                     snap.put_gateway(de(doc, &perr)?);
                 }
-                ("gateway.networking.k8s.io", "HTTPRoute") => snap.put_http_route(&de(doc, &perr)?),
+                ("gateway.networking.k8s.io", k)
+                    if crate::gateway::route_kinds::by_kind(k).is_some() =>
+                {
+                    if let Some(row) = crate::gateway::route_kinds::by_kind(k) {
+                        row.check(&doc)
+                            .map_err(|m| perr(format!("{k} {name:?}: {m}")))?;
+                    }
+                    snap.put_route_json(doc);
+                }
                 ("gateway.networking.k8s.io", "ReferenceGrant") => snap.put_grant(de(doc, &perr)?),
                 ("gatewright.dev", "GatewayClassBlueprint") => {
                     loaded.blueprint_names.push(name.clone());

@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
-use gateway_api::apis::standard::httproutes::HttpRoute;
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::Value;
@@ -378,19 +377,19 @@ impl Snapshot {
             }
         }
     }
-    /// Inserts or replaces an HTTPRoute.
-    pub fn put_http_route(&mut self, r: &HttpRoute) {
-        let json = serde_json::to_value(r).unwrap_or(Value::Null);
-        let view = RouteView::from_http_route(r);
-        self.put_route(view, json, false);
-    }
-    /// Inserts or replaces an HTTPRoute whose `status`, as the API server sent it, was
-    /// `raw_status` (see [`RouteEntry::status_exact`]).
-    pub fn put_http_route_seen(&mut self, r: &HttpRoute, raw_status: Option<&Value>) {
-        let json = serde_json::to_value(r).unwrap_or(Value::Null);
-        let exact = json.get("status") == raw_status;
-        let view = RouteView::from_http_route(r);
-        self.put_route(view, json, exact);
+    /// Inserts or replaces a route of a kind we implement, as the API server sent it (its
+    /// `kind` says which, [`crate::gateway::route_kinds`]). Returns `false`, storing
+    /// nothing, for any other kind.
+    pub fn put_route_json(&mut self, json: Value) -> bool {
+        let Some(row) = json["kind"]
+            .as_str()
+            .and_then(crate::gateway::route_kinds::by_kind)
+        else {
+            return false;
+        };
+        let view = row.view(&json);
+        self.put_route(view, json, true);
+        true
     }
     fn put_route(&mut self, view: RouteView, json: Value, status_exact: bool) {
         let key: RouteKey = RouteKey::new(
@@ -580,7 +579,7 @@ impl Snapshot {
             "GatewayClassConfig" => self.class_configs.retain(|k, _| keep(k)),
             "GatewayConfig" => self.gateway_configs.retain(|k, _| keep(k)),
             "Gateway" if api_version.is_empty() => self.gateways.retain(|k, _| keep(k)),
-            "HTTPRoute" if api_version.is_empty() => {
+            k if api_version.is_empty() && crate::gateway::route_kinds::by_kind(k).is_some() => {
                 let gone: Vec<RouteKey> = self
                     .routes
                     .keys()
@@ -632,7 +631,9 @@ impl Snapshot {
             "GatewayClassConfig" => self.class_configs.len(),
             "GatewayConfig" => self.gateway_configs.len(),
             "Gateway" if api_version.is_empty() => self.gateways.len(),
-            "HTTPRoute" if api_version.is_empty() => self.routes.len(),
+            k if api_version.is_empty() && crate::gateway::route_kinds::by_kind(k).is_some() => {
+                self.routes.keys().filter(|r| r.kind == k).count()
+            }
             "Namespace" => self.namespaces.len(),
             "ReferenceGrant" => self.grants.values().map(BTreeMap::len).sum(),
             "Secret" => self.secrets.len(),
@@ -824,7 +825,7 @@ impl Snapshot {
     pub fn has_child(&self, key: &ObjectKey) -> bool {
         self.children.contains_key(key)
     }
-    /// For the kinds the snapshot watches in full (Gateways and HTTPRoutes, every one in
+    /// For the kinds the snapshot watches in full (Gateways and routes, every one in
     /// the cluster), whether an object of `key`'s name exists that is not a child of
     /// ours: the only kind of object a create would have to refuse to adopt. `None` for
     /// the other kinds, which only a read of the API server can tell.
@@ -836,7 +837,7 @@ impl Snapshot {
         let nn = || Key::new(key.namespace.clone(), key.name.clone());
         match key.kind.as_str() {
             "Gateway" => Some(self.gateways.contains_key(&nn())),
-            "HTTPRoute" => Some(self.routes.contains_key(&RouteKey::new(
+            k if crate::gateway::route_kinds::by_kind(k).is_some() => Some(self.routes.contains_key(&RouteKey::new(
                 key.kind.clone(),
                 key.namespace.clone(),
                 key.name.clone(),
@@ -920,11 +921,10 @@ mod tests {
                     "tls": {"certificateRefs": [{"name": secret}, {"name": "x", "namespace": "other"}, {"name": "y", "kind": "ConfigMap"}]}}]}}))
             .unwrap()
         };
-        let route = |service: &str| -> HttpRoute {
-            serde_json::from_value(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        let route = |service: &str| -> Value {
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
                 "metadata": {"name": "r", "namespace": "a"},
-                "spec": {"parentRefs": [{"name": "g"}], "rules": [{"backendRefs": [{"name": service, "port": 80}, {"name": "s3", "kind": "Bucket", "group": "example.com"}]}]}}))
-            .unwrap()
+                "spec": {"parentRefs": [{"name": "g"}], "rules": [{"backendRefs": [{"name": service, "port": 80}, {"name": "s3", "kind": "Bucket", "group": "example.com"}]}]}})
         };
         let k = Key::new;
         let g = k("a", "g");
@@ -960,7 +960,7 @@ mod tests {
         );
         assert!(s.gateways_by_secret.is_empty(), "no empty sets left");
 
-        s.put_http_route(&route("svc1"));
+        s.put_route_json(route("svc1"));
         assert_eq!(
             s.routes_naming_service(&k("a", "svc1")),
             std::slice::from_ref(&rk)
@@ -969,7 +969,7 @@ mod tests {
             s.routes_naming_service(&k("a", "s3")).is_empty(),
             "not a Service"
         );
-        s.put_http_route(&route("svc2"));
+        s.put_route_json(route("svc2"));
         assert!(
             s.routes_naming_service(&k("a", "svc1")).is_empty(),
             "replaced"

@@ -228,7 +228,7 @@ async fn gateway_class_accepted_or_rejected() {
     assert_eq!(
         c["status"]["supportedFeatures"],
         json!(
-            gatewright::plan::class::SUPPORTED_FEATURES
+            gatewright::plan::class::supported_features(["HTTPRoute"])
                 .iter()
                 .map(|f| json!({ "name": f }))
                 .collect::<Vec<_>>()

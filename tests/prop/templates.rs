@@ -115,14 +115,11 @@ pub fn world(
         gw["spec"]["infrastructure"] = json!({"labels": infra_labels});
     }
     snap.put_gateway(serde_json::from_value(gw).unwrap());
-    snap.put_http_route(
-        &serde_json::from_value(json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-            "metadata": {"name": "r", "namespace": NS, "uid": ROUTE_UID, "generation": 1},
-            "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": route_text}}]}]},
-        }))
-        .unwrap(),
-    );
+    snap.put_route_json(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "r", "namespace": NS, "uid": ROUTE_UID, "generation": 1},
+        "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": route_text}}]}]},
+    }));
     snap
 }
 
