@@ -1286,3 +1286,138 @@ fn graph_draws_every_blueprint_and_reports_broken_ones() {
     let (code, _, stderr) = run("graph", "kind: [unclosed\n");
     assert_eq!(code, EXIT_INPUT, "{stderr}");
 }
+
+/// The status document `render` prints for the route `kind` `name` (no spec).
+fn route_status<'a>(out: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    out.iter()
+        .find(|d| d["kind"] == kind && d.get("spec").is_none() && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no status of {kind} {name}"))
+}
+
+/// Whether the route `kind` `name` is accepted by its Gateway (its one parent entry).
+fn route_accepted(out: &[Value], kind: &str, name: &str) -> (String, String) {
+    let parents = &route_status(out, kind, name)["status"]["parents"];
+    let c = condition(&parents[0], "Accepted");
+    (
+        c["status"].as_str().unwrap().to_owned(),
+        c["reason"].as_str().unwrap().to_owned(),
+    )
+}
+
+#[test]
+fn every_route_kind_with_every_shipped_class() {
+    let input = std::fs::read_to_string(root().join("tests/kinds/gateway-and-routes.yaml")).unwrap();
+    let accepted = || ("True".to_owned(), "Accepted".to_owned());
+    let not_allowed = || ("False".to_owned(), "NotAllowedByListeners".to_owned());
+    for class in CLASSES {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("input.yaml"), input.replace("CLASS", class)).unwrap();
+        let out = cli::render(
+            &[root().join("gatewayclasses").join(class), dir.path().to_owned()],
+            "gatewright-system",
+            &now(),
+        );
+        assert_eq!(out.code, EXIT_OK, "{class}: {:?}", out.stderr);
+        golden(&format!("kinds-{class}.yaml"), &out.stdout);
+        let all = docs(&out.stdout);
+        let listeners = &gateway_status_named(&all, "public")["status"]["listeners"];
+        let listener = |name: &str| -> &Value {
+            listeners
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|l| l["name"] == name)
+                .unwrap()
+        };
+        let children = |kind: &str| -> Vec<&Value> {
+            all.iter()
+                .filter(|d| {
+                    d["kind"] == kind
+                        && d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gatewright"
+                })
+                .collect()
+        };
+        // No shipped class carries UDP: the listener says so, naming the class.
+        let udp = condition(listener("dns"), "Accepted");
+        assert_eq!((udp["status"].as_str(), udp["reason"].as_str()), (Some("False"), Some("UnsupportedProtocol")), "{class}");
+        assert!(udp["message"].as_str().unwrap().contains(&format!("GatewayClass {class} carries no route kind for protocol \"UDP\"")), "{udp}");
+        assert_eq!(route_accepted(&all, "UDPRoute", "dns"), not_allowed(), "{class}");
+        assert_eq!(route_accepted(&all, "HTTPRoute", "shop"), accepted(), "{class}");
+        assert_eq!(children("HTTPRoute").len(), 1, "{class}");
+        match *class {
+            "istio-certmanager-externaldns" => {
+                for (kind, name) in [("GRPCRoute", "orders"), ("TLSRoute", "db-passthrough"), ("TLSRoute", "api-terminate"), ("TCPRoute", "postgres")] {
+                    assert_eq!(route_accepted(&all, kind, name), accepted(), "{kind} {name}");
+                }
+                // A shadow route of each kind, attached to the Istio gateway, keeping rules.
+                let grpc = children("GRPCRoute");
+                assert_eq!(grpc.len(), 1);
+                assert_eq!(grpc[0]["spec"]["rules"][0]["backendRefs"][1]["weight"], 10);
+                assert_eq!(grpc[0]["spec"]["hostnames"], serde_json::json!(["grpc.example.com"]));
+                assert_eq!(children("TLSRoute").len(), 2);
+                let tcp = children("TCPRoute");
+                assert_eq!(tcp.len(), 1);
+                assert!(tcp[0]["spec"].get("hostnames").is_none(), "{}", tcp[0]);
+                assert_eq!(children("UDPRoute").len(), 0);
+                // The certificate names what the Gateway terminates, not the passthrough
+                // backend's name; DNS publishes every name.
+                let cert = children("Certificate");
+                assert_eq!(
+                    cert[0]["spec"]["dnsNames"],
+                    serde_json::json!(["api.example.com", "grpc.example.com", "shop.example.com"])
+                );
+                // Once the certificate is ready, the Istio gateway: each TLS listener in its mode.
+                let mut live = Vec::new();
+                let mut rounds = 0;
+                let istio = loop {
+                    rounds += 1;
+                    assert!(rounds < 8, "the Istio gateway never rendered");
+                    let text: String = live
+                        .iter()
+                        .map(|c| format!("---\n{}", serde_saphyr::to_string(c).unwrap()))
+                        .collect();
+                    std::fs::write(dir.path().join("live.yaml"), text).unwrap();
+                    let out = cli::render(
+                        &[root().join("gatewayclasses").join(class), dir.path().to_owned()],
+                        "gatewright-system",
+                        &now(),
+                    );
+                    let docs = docs(&out.stdout);
+                    if let Some(g) = docs.iter().find(|d| {
+                        d["kind"] == "Gateway"
+                            && d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gatewright"
+                    }) {
+                        break g.clone();
+                    }
+                    live = docs
+                        .iter()
+                        .filter(|d| d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gatewright")
+                        .map(gatewright::simulate::as_ready)
+                        .collect();
+                };
+                let modes: Vec<(&str, &str)> = istio["spec"]["listeners"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|l| l["protocol"] == "TLS")
+                    .map(|l| (l["name"].as_str().unwrap(), l["tls"]["mode"].as_str().unwrap()))
+                    .collect();
+                assert_eq!(modes, [("tls-passthrough", "Passthrough"), ("tls-terminate", "Terminate")]);
+            }
+            "contour-istio" => {
+                assert_eq!(route_accepted(&all, "GRPCRoute", "orders"), accepted());
+                assert_eq!(children("GRPCRoute").len(), 1);
+                for (kind, name) in [("TLSRoute", "db-passthrough"), ("TCPRoute", "postgres")] {
+                    assert_eq!(route_accepted(&all, kind, name), not_allowed(), "{kind} {name}");
+                }
+                assert_eq!(condition(listener("postgres"), "Accepted")["reason"], "UnsupportedProtocol");
+            }
+            _ => {
+                // The ALB class takes HTTPRoutes only; its HTTP listeners do not list GRPCRoute.
+                assert_eq!(route_accepted(&all, "GRPCRoute", "orders"), not_allowed());
+                assert_eq!(listener("http")["supportedKinds"], serde_json::json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}]));
+                assert_eq!(children("GRPCRoute").len() + children("TCPRoute").len(), 0);
+            }
+        }
+    }
+}

@@ -87,7 +87,7 @@ impl Diagram {
                 nodes.push(Node {
                     set,
                     name: name.clone(),
-                    kinds: kinds(entry),
+                    kinds: kinds(set, entry),
                     reads: reads(p, set, entry),
                     rollout: entry
                         .rollout
@@ -296,8 +296,17 @@ fn quote(s: &str) -> String {
     )
 }
 
-fn kinds(entry: &TemplateEntry) -> Vec<String> {
+/// The kinds a template names literally; a route template that names none (it renders
+/// the route's own kind, say) says which route kinds it renders for.
+fn kinds(set: TemplateSet, entry: &TemplateEntry) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    if set == TemplateSet::Route && super::output::literal_kinds(&entry.template).is_empty() {
+        out.push(format!(
+            "for {}",
+            entry.route_kinds().collect::<Vec<_>>().join(", ")
+        ));
+        return out;
+    }
     for (_, gk) in super::output::literal_kinds(&entry.template) {
         let k = if gk.group.is_empty() {
             format!("{} (core)", gk.kind)
