@@ -189,6 +189,7 @@ fn attach_one(
     // `route.hostnames` holds only hostnames the API would accept (a hostname it would
     // have rejected never reaches a child).
     let mut any_candidate = false;
+    let mut any_kind = false;
     let mut any_allowed = false;
     let mut attached = Vec::new();
     for (l, e) in gw.spec.listeners.iter().zip(&eval.listeners) {
@@ -198,10 +199,9 @@ fn attach_one(
             continue;
         }
         any_candidate = true;
-        if !(e.accepted.status.is_true()
-            && e.supported_kinds.contains(&route.kind)
-            && namespace_allowed(l, &route.namespace, gw_ns, lookup))
-        {
+        let takes_kind = e.accepted.status.is_true() && e.supported_kinds.contains(&route.kind);
+        any_kind |= takes_kind;
+        if !(takes_kind && namespace_allowed(l, &route.namespace, gw_ns, lookup)) {
             continue;
         }
         any_allowed = true;
@@ -235,15 +235,24 @@ fn attach_one(
         return (Cond::f(a, reasons::NO_MATCHING_PARENT, &what), Vec::new());
     }
     if !any_allowed {
+        let why = if any_kind {
+            format!(
+                "no listener allows {} from namespace {:?}",
+                route.kind.kind, route.namespace
+            )
+        } else {
+            format!(
+                "no accepted listener {}takes {} routes",
+                if p.section_name.is_some() || p.port.is_some() {
+                    "the parentRef selects "
+                } else {
+                    "of the Gateway "
+                },
+                route.kind.kind
+            )
+        };
         return (
-            Cond::f(
-                a,
-                reasons::NOT_ALLOWED_BY_LISTENERS,
-                &format!(
-                    "no listener allows {} from namespace {:?}",
-                    route.kind.kind, route.namespace
-                ),
-            ),
+            Cond::f(a, reasons::NOT_ALLOWED_BY_LISTENERS, &why),
             Vec::new(),
         );
     }
