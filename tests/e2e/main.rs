@@ -9,6 +9,7 @@
 
 mod common;
 mod controller;
+mod kinds;
 mod mbb;
 mod monitoring;
 mod policy;
