@@ -414,3 +414,67 @@ async fn a_gateway_api_crd_installed_after_start_is_waited_for() {
     );
     ns.delete().await;
 }
+
+/// An optional route kind (UDPRoute) whose CRD is missing at start never holds the
+/// controller back: it becomes ready and programs Gateways; once the CRD is installed, the
+/// kind is watched without a restart and its routes get their status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_kind_not_installed_does_not_hold_start_up() {
+    let _turn = TURN.lock().await;
+    let admin = admin().await;
+    let ns = TestNamespace::new(&admin, "startup-udp").await;
+    let class = unique_name("startup-udp");
+    apply_yaml(&admin, &class_yaml(&class)).await;
+    let away = CrdAway::take(&admin, "udproutes.gateway.networking.k8s.io").await;
+    apply_yaml(
+        &admin,
+        &format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: {}}}\nspec:\n  gatewayClassName: {class}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}}\n  - {{name: dns, port: 53, protocol: UDP}}\n",
+            ns.name
+        ),
+    )
+    .await;
+
+    let ctl = start(admin.clone(), options(None)).await;
+    wait_ready(&ctl).await;
+    wait_programmed(&admin, &ns.name).await;
+    assert_eq!(startup_errors(&ctl, "watch UDPRoute", "NotFound").await, 0, "a kind not installed is not a start-up error");
+
+    away.restore(&admin).await;
+    apply_yaml(
+        &admin,
+        &format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: UDPRoute\nmetadata: {{name: dns, namespace: {}}}\nspec:\n  parentRefs: [{{name: gw, sectionName: dns}}]\n  rules:\n  - backendRefs: [{{name: coredns, port: 53}}]\n",
+            ns.name
+        ),
+    )
+    .await;
+    let udp: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        admin.clone(),
+        &ns.name,
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "UDPRoute"),
+            "udproutes",
+        ),
+    );
+    wait_for("the UDPRoute accepted, once its kind is served", T, || async {
+        let r = udp.get_opt("dns").await.ok()??;
+        r.data["status"]["parents"]
+            .as_array()?
+            .iter()
+            .any(|p| {
+                p["controllerName"] == "gatewright.dev/gateway-controller"
+                    && p["conditions"]
+                        .as_array()
+                        .is_some_and(|c| c.iter().any(|c| c["type"] == "Accepted" && c["status"] == "True"))
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(!stopped(&ctl));
+    assert!(
+        ctl.shutdown(Duration::from_secs(20)).await,
+        "shut down in time"
+    );
+    ns.delete().await;
+}

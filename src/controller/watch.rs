@@ -993,7 +993,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
 
 /// Watches the routes of one kind. A kind whose CRD may be missing is looked up first: not
 /// served, it is reported, ignored (its start-up step is done: nothing can be attached
-/// through a kind the API server does not serve) and looked up again every 30 seconds;
+/// through a kind the API server does not serve) and looked up again every 10 seconds;
 /// once served, its watch starts then, with nothing to wait for.
 async fn watch_route_kind(ctl: Arc<Controller>, row: &'static RouteKind) {
     let step = primary_step(row.kind);
@@ -1041,10 +1041,10 @@ async fn watch_route_kind(ctl: Arc<Controller>, row: &'static RouteKind) {
                 last = None;
                 if !missing {
                     missing = true;
-                    tracing::info!(kind = row.kind, api_version = %row.api_version(), "route kind not served (its CRD is not installed): routes of this kind are ignored; looking it up again every 30 s");
+                    tracing::info!(kind = row.kind, api_version = %row.api_version(), "route kind not served (its CRD is not installed): routes of this kind are ignored; looking it up again every 10 s");
                     primary_listed(&ctl, &step);
                 }
-                tokio::time::sleep(Duration::from_secs(30)).await;
+                tokio::time::sleep(Duration::from_secs(10)).await;
             }
         }
     }
