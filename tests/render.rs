@@ -1306,14 +1306,18 @@ fn route_accepted(out: &[Value], kind: &str, name: &str) -> (String, String) {
 
 #[test]
 fn every_route_kind_with_every_shipped_class() {
-    let input = std::fs::read_to_string(root().join("tests/kinds/gateway-and-routes.yaml")).unwrap();
+    let input =
+        std::fs::read_to_string(root().join("tests/kinds/gateway-and-routes.yaml")).unwrap();
     let accepted = || ("True".to_owned(), "Accepted".to_owned());
     let not_allowed = || ("False".to_owned(), "NotAllowedByListeners".to_owned());
     for class in CLASSES {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("input.yaml"), input.replace("CLASS", class)).unwrap();
         let out = cli::render(
-            &[root().join("gatewayclasses").join(class), dir.path().to_owned()],
+            &[
+                root().join("gatewayclasses").join(class),
+                dir.path().to_owned(),
+            ],
             "gatewright-system",
             &now(),
         );
@@ -1339,21 +1343,50 @@ fn every_route_kind_with_every_shipped_class() {
         };
         // No shipped class carries UDP: the listener says so, naming the class.
         let udp = condition(listener("dns"), "Accepted");
-        assert_eq!((udp["status"].as_str(), udp["reason"].as_str()), (Some("False"), Some("UnsupportedProtocol")), "{class}");
-        assert!(udp["message"].as_str().unwrap().contains(&format!("GatewayClass {class} carries no route kind for protocol \"UDP\"")), "{udp}");
-        assert_eq!(route_accepted(&all, "UDPRoute", "dns"), not_allowed(), "{class}");
-        assert_eq!(route_accepted(&all, "HTTPRoute", "shop"), accepted(), "{class}");
+        assert_eq!(
+            (udp["status"].as_str(), udp["reason"].as_str()),
+            (Some("False"), Some("UnsupportedProtocol")),
+            "{class}"
+        );
+        assert!(
+            udp["message"].as_str().unwrap().contains(&format!(
+                "GatewayClass {class} carries no route kind for protocol \"UDP\""
+            )),
+            "{udp}"
+        );
+        assert_eq!(
+            route_accepted(&all, "UDPRoute", "dns"),
+            not_allowed(),
+            "{class}"
+        );
+        assert_eq!(
+            route_accepted(&all, "HTTPRoute", "shop"),
+            accepted(),
+            "{class}"
+        );
         assert_eq!(children("HTTPRoute").len(), 1, "{class}");
         match *class {
             "istio-certmanager-externaldns" => {
-                for (kind, name) in [("GRPCRoute", "orders"), ("TLSRoute", "db-passthrough"), ("TLSRoute", "api-terminate"), ("TCPRoute", "postgres")] {
-                    assert_eq!(route_accepted(&all, kind, name), accepted(), "{kind} {name}");
+                for (kind, name) in [
+                    ("GRPCRoute", "orders"),
+                    ("TLSRoute", "db-passthrough"),
+                    ("TLSRoute", "api-terminate"),
+                    ("TCPRoute", "postgres"),
+                ] {
+                    assert_eq!(
+                        route_accepted(&all, kind, name),
+                        accepted(),
+                        "{kind} {name}"
+                    );
                 }
                 // A shadow route of each kind, attached to the Istio gateway, keeping rules.
                 let grpc = children("GRPCRoute");
                 assert_eq!(grpc.len(), 1);
                 assert_eq!(grpc[0]["spec"]["rules"][0]["backendRefs"][1]["weight"], 10);
-                assert_eq!(grpc[0]["spec"]["hostnames"], serde_json::json!(["grpc.example.com"]));
+                assert_eq!(
+                    grpc[0]["spec"]["hostnames"],
+                    serde_json::json!(["grpc.example.com"])
+                );
                 assert_eq!(children("TLSRoute").len(), 2);
                 let tcp = children("TCPRoute");
                 assert_eq!(tcp.len(), 1);
@@ -1378,20 +1411,26 @@ fn every_route_kind_with_every_shipped_class() {
                         .collect();
                     std::fs::write(dir.path().join("live.yaml"), text).unwrap();
                     let out = cli::render(
-                        &[root().join("gatewayclasses").join(class), dir.path().to_owned()],
+                        &[
+                            root().join("gatewayclasses").join(class),
+                            dir.path().to_owned(),
+                        ],
                         "gatewright-system",
                         &now(),
                     );
                     let docs = docs(&out.stdout);
                     if let Some(g) = docs.iter().find(|d| {
                         d["kind"] == "Gateway"
-                            && d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gatewright"
+                            && d["metadata"]["labels"]["app.kubernetes.io/managed-by"]
+                                == "gatewright"
                     }) {
                         break g.clone();
                     }
                     live = docs
                         .iter()
-                        .filter(|d| d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gatewright")
+                        .filter(|d| {
+                            d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gatewright"
+                        })
                         .map(gatewright::simulate::as_ready)
                         .collect();
                 };
@@ -1400,22 +1439,43 @@ fn every_route_kind_with_every_shipped_class() {
                     .unwrap()
                     .iter()
                     .filter(|l| l["protocol"] == "TLS")
-                    .map(|l| (l["name"].as_str().unwrap(), l["tls"]["mode"].as_str().unwrap()))
+                    .map(|l| {
+                        (
+                            l["name"].as_str().unwrap(),
+                            l["tls"]["mode"].as_str().unwrap(),
+                        )
+                    })
                     .collect();
-                assert_eq!(modes, [("tls-passthrough", "Passthrough"), ("tls-terminate", "Terminate")]);
+                assert_eq!(
+                    modes,
+                    [
+                        ("tls-passthrough", "Passthrough"),
+                        ("tls-terminate", "Terminate")
+                    ]
+                );
             }
             "contour-istio" => {
                 assert_eq!(route_accepted(&all, "GRPCRoute", "orders"), accepted());
                 assert_eq!(children("GRPCRoute").len(), 1);
                 for (kind, name) in [("TLSRoute", "db-passthrough"), ("TCPRoute", "postgres")] {
-                    assert_eq!(route_accepted(&all, kind, name), not_allowed(), "{kind} {name}");
+                    assert_eq!(
+                        route_accepted(&all, kind, name),
+                        not_allowed(),
+                        "{kind} {name}"
+                    );
                 }
-                assert_eq!(condition(listener("postgres"), "Accepted")["reason"], "UnsupportedProtocol");
+                assert_eq!(
+                    condition(listener("postgres"), "Accepted")["reason"],
+                    "UnsupportedProtocol"
+                );
             }
             _ => {
                 // The ALB class takes HTTPRoutes only; its HTTP listeners do not list GRPCRoute.
                 assert_eq!(route_accepted(&all, "GRPCRoute", "orders"), not_allowed());
-                assert_eq!(listener("http")["supportedKinds"], serde_json::json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}]));
+                assert_eq!(
+                    listener("http")["supportedKinds"],
+                    serde_json::json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}])
+                );
                 assert_eq!(children("GRPCRoute").len() + children("TCPRoute").len(), 0);
             }
         }

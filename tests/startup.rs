@@ -438,7 +438,11 @@ async fn a_route_kind_not_installed_does_not_hold_start_up() {
     let ctl = start(admin.clone(), options(None)).await;
     wait_ready(&ctl).await;
     wait_programmed(&admin, &ns.name).await;
-    assert_eq!(startup_errors(&ctl, "watch UDPRoute", "NotFound").await, 0, "a kind not installed is not a start-up error");
+    assert_eq!(
+        startup_errors(&ctl, "watch UDPRoute", "NotFound").await,
+        0,
+        "a kind not installed is not a start-up error"
+    );
 
     away.restore(&admin).await;
     apply_yaml(
@@ -457,19 +461,24 @@ async fn a_route_kind_not_installed_does_not_hold_start_up() {
             "udproutes",
         ),
     );
-    wait_for("the UDPRoute accepted, once its kind is served", T, || async {
-        let r = udp.get_opt("dns").await.ok()??;
-        r.data["status"]["parents"]
-            .as_array()?
-            .iter()
-            .any(|p| {
-                p["controllerName"] == "gatewright.dev/gateway-controller"
-                    && p["conditions"]
-                        .as_array()
-                        .is_some_and(|c| c.iter().any(|c| c["type"] == "Accepted" && c["status"] == "True"))
-            })
-            .then_some(())
-    })
+    wait_for(
+        "the UDPRoute accepted, once its kind is served",
+        T,
+        || async {
+            let r = udp.get_opt("dns").await.ok()??;
+            r.data["status"]["parents"]
+                .as_array()?
+                .iter()
+                .any(|p| {
+                    p["controllerName"] == "gatewright.dev/gateway-controller"
+                        && p["conditions"].as_array().is_some_and(|c| {
+                            c.iter()
+                                .any(|c| c["type"] == "Accepted" && c["status"] == "True")
+                        })
+                })
+                .then_some(())
+        },
+    )
     .await;
     assert!(!stopped(&ctl));
     assert!(

@@ -71,13 +71,17 @@ pub struct TemplateEntry {
     /// `TLSRoute`, `TCPRoute`, `UDPRoute`). For a route of another kind it renders nothing.
     /// Default: `[HTTPRoute]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 8), inner(regex(pattern = r"^(HTTPRoute|GRPCRoute|TLSRoute|TCPRoute|UDPRoute)$")))]
+    #[schemars(
+        length(max = 8),
+        inner(regex(pattern = r"^(HTTPRoute|GRPCRoute|TLSRoute|TCPRoute|UDPRoute)$"))
+    )]
     pub kinds: Vec<String>,
 }
 
 /// The route kinds [`TemplateEntry::kinds`] and [`GatewayClassBlueprintSpec::route_kinds`]
 /// accept, as their schema's pattern lists them.
-pub const ROUTE_KIND_NAMES: &[&str] = &["HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"];
+pub const ROUTE_KIND_NAMES: &[&str] =
+    &["HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute"];
 
 /// How a template's object is replaced when what it renders changes.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -124,7 +128,11 @@ pub struct Rollout {
 impl TemplateEntry {
     /// The route kinds a route template renders for.
     pub fn route_kinds(&self) -> impl Iterator<Item = &str> {
-        let default: &[&str] = if self.kinds.is_empty() { &["HTTPRoute"] } else { &[] };
+        let default: &[&str] = if self.kinds.is_empty() {
+            &["HTTPRoute"]
+        } else {
+            &[]
+        };
         default
             .iter()
             .copied()
@@ -148,7 +156,11 @@ impl GatewayClassBlueprintSpec {
                 k == "HTTPRoute"
             }
         };
-        ROUTE_KIND_NAMES.iter().copied().filter(|k| named(k)).collect()
+        ROUTE_KIND_NAMES
+            .iter()
+            .copied()
+            .filter(|k| named(k))
+            .collect()
     }
 }
 
@@ -229,7 +241,10 @@ pub struct GatewayClassBlueprintSpec {
     /// any listener. Say here what the datapath the templates build can carry. Default:
     /// the kinds the route templates render for, or `[HTTPRoute]` without route templates.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 8), inner(regex(pattern = r"^(HTTPRoute|GRPCRoute|TLSRoute|TCPRoute|UDPRoute)$")))]
+    #[schemars(
+        length(max = 8),
+        inner(regex(pattern = r"^(HTTPRoute|GRPCRoute|TLSRoute|TCPRoute|UDPRoute)$"))
+    )]
     pub route_kinds: Vec<String>,
     /// Renders the Gateway's `status.addresses`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

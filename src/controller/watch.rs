@@ -999,7 +999,8 @@ async fn watch_route_kind(ctl: Arc<Controller>, row: &'static RouteKind) {
     let step = primary_step(row.kind);
     let resource = route_resource(row);
     let what = (String::new(), row.kind.to_owned());
-    let handler = move |ctl: &Arc<Controller>, v: Value, deleted: bool| on_route(ctl, row, v, deleted);
+    let handler =
+        move |ctl: &Arc<Controller>, v: Value, deleted: bool| on_route(ctl, row, v, deleted);
     if !row.optional {
         let events = full_events(ctl.client.clone(), &resource, listed_in_pages());
         run_watch(ctl, events, Role::Primary, what, handler).await;

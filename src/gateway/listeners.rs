@@ -42,7 +42,10 @@ pub fn supported_route_kinds() -> Vec<RouteGroupKind> {
 /// The route kinds a listener protocol serves, of those in `class_kinds`; `None` when we
 /// implement no kind for the protocol at all.
 #[must_use]
-pub fn protocol_kinds(protocol: &str, class_kinds: &[RouteGroupKind]) -> Option<Vec<RouteGroupKind>> {
+pub fn protocol_kinds(
+    protocol: &str,
+    class_kinds: &[RouteGroupKind],
+) -> Option<Vec<RouteGroupKind>> {
     let rows: Vec<&super::route_kinds::RouteKind> = super::route_kinds::ROUTE_KINDS
         .iter()
         .filter(|k| k.attaches_to(protocol))
@@ -314,9 +317,17 @@ fn evaluate_listener(
                 reasons::UNSUPPORTED_PROTOCOL,
                 &format!(
                     "{} carries no route kind for protocol {:?} (it carries {}): its datapath cannot serve this listener",
-                    if class.source.is_empty() { "the GatewayClass" } else { class.source.as_str() },
+                    if class.source.is_empty() {
+                        "the GatewayClass"
+                    } else {
+                        class.source.as_str()
+                    },
                     l.protocol,
-                    if carried.is_empty() { "none".to_owned() } else { carried.join(", ") }
+                    if carried.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        carried.join(", ")
+                    }
                 ),
             );
         }
@@ -425,7 +436,11 @@ fn resolve_certificates(
     let needs = || {
         format!(
             "{} listener terminating TLS needs tls.certificateRefs",
-            if l.protocol == "HTTPS" { "an HTTPS" } else { "a TLS" }
+            if l.protocol == "HTTPS" {
+                "an HTTPS"
+            } else {
+                "a TLS"
+            }
         )
     };
     let Some(tls) = &l.tls else {
@@ -752,7 +767,13 @@ pub(crate) mod tests {
         }
     }
 
-    pub fn tls(name: &str, port: i32, hostname: Option<&str>, mode: &str, secret: Option<&str>) -> GatewayListeners {
+    pub fn tls(
+        name: &str,
+        port: i32,
+        hostname: Option<&str>,
+        mode: &str,
+        secret: Option<&str>,
+    ) -> GatewayListeners {
         use gateway_api::apis::standard::gateways::GatewayListenersTlsMode;
         let mut l = listener(name, port, "TLS", hostname);
         l.tls = Some(GatewayListenersTls {
@@ -785,7 +806,10 @@ pub(crate) mod tests {
             reasons::UNSUPPORTED_PROTOCOL
         );
         assert!(
-            e.listeners[0].accepted.message.contains("HTTP, HTTPS, TLS, TCP, UDP"),
+            e.listeners[0]
+                .accepted
+                .message
+                .contains("HTTP, HTTPS, TLS, TCP, UDP"),
             "{}",
             e.listeners[0].accepted.message
         );
@@ -803,12 +827,18 @@ pub(crate) mod tests {
             (e.accepted.status, e.accepted.reason.as_str()),
             (Status::True, reasons::LISTENERS_NOT_VALID)
         );
-        assert_eq!(e.listeners[1].accepted.reason, reasons::UNSUPPORTED_PROTOCOL);
+        assert_eq!(
+            e.listeners[1].accepted.reason,
+            reasons::UNSUPPORTED_PROTOCOL
+        );
         assert_eq!(
             e.listeners[1].accepted.message,
             "GatewayClass alb carries no route kind for protocol \"UDP\" (it carries HTTPRoute): its datapath cannot serve this listener"
         );
-        assert_eq!(e.listeners[0].supported_kinds, vec![RouteGroupKind::gw("HTTPRoute")]);
+        assert_eq!(
+            e.listeners[0].supported_kinds,
+            vec![RouteGroupKind::gw("HTTPRoute")]
+        );
         // Every kind: HTTP listeners take HTTPRoute and GRPCRoute, each other protocol its own.
         let e = evaluate_gateway(
             &gw(vec![
@@ -842,7 +872,13 @@ pub(crate) mod tests {
         let e = evaluate_gateway(
             &gw(vec![
                 // Mixed mode: Terminate and Passthrough on one port, told apart by SNI.
-                tls("term", 8443, Some("a.example.com"), TLS_TERMINATE, Some("cert")),
+                tls(
+                    "term",
+                    8443,
+                    Some("a.example.com"),
+                    TLS_TERMINATE,
+                    Some("cert"),
+                ),
                 tls("pass", 8443, Some("b.example.com"), TLS_PASSTHROUGH, None),
                 // Terminate without a certificate: refs unresolved.
                 tls("nocert", 9443, Some("c.example.com"), TLS_TERMINATE, None),
@@ -853,11 +889,17 @@ pub(crate) mod tests {
             panic!("three listeners")
         };
         assert!(term.is_valid() && term.terminates_tls(), "{term:?}");
-        assert_eq!(term.certificate_refs, [("infra".to_owned(), "cert".to_owned())]);
+        assert_eq!(
+            term.certificate_refs,
+            [("infra".to_owned(), "cert".to_owned())]
+        );
         assert!(pass.is_valid() && !pass.terminates_tls(), "{pass:?}");
         assert!(pass.certificate_refs.is_empty());
         assert!(nocert.accepted.status.is_true());
-        assert_eq!(nocert.resolved_refs.reason, reasons::INVALID_CERTIFICATE_REF);
+        assert_eq!(
+            nocert.resolved_refs.reason,
+            reasons::INVALID_CERTIFICATE_REF
+        );
         assert_eq!(
             nocert.resolved_refs.message,
             "a TLS listener terminating TLS needs tls.certificateRefs"
@@ -865,15 +907,28 @@ pub(crate) mod tests {
         // HTTPS cannot pass TLS through.
         let mut h = https("h", None, None, "cert");
         if let Some(t) = &mut h.tls {
-            t.mode = Some(gateway_api::apis::standard::gateways::GatewayListenersTlsMode::Passthrough);
+            t.mode =
+                Some(gateway_api::apis::standard::gateways::GatewayListenersTlsMode::Passthrough);
         }
         let e = evaluate_gateway(&gw(vec![h]), &w);
         assert_eq!(e.listeners[0].accepted.reason, reasons::UNSUPPORTED_VALUE);
         // Overlapping hostnames: only listeners that terminate TLS share a certificate.
         let e = evaluate_gateway(
             &gw(vec![
-                tls("t1", 8443, Some("*.example.com"), TLS_TERMINATE, Some("cert")),
-                tls("t2", 8443, Some("a.example.com"), TLS_TERMINATE, Some("cert")),
+                tls(
+                    "t1",
+                    8443,
+                    Some("*.example.com"),
+                    TLS_TERMINATE,
+                    Some("cert"),
+                ),
+                tls(
+                    "t2",
+                    8443,
+                    Some("a.example.com"),
+                    TLS_TERMINATE,
+                    Some("cert"),
+                ),
                 tls("p", 8443, Some("b.example.com"), TLS_PASSTHROUGH, None),
             ]),
             &w,
@@ -890,13 +945,25 @@ pub(crate) mod tests {
         let cases: Vec<(Vec<GatewayListeners>, Vec<Option<&str>>)> = vec![
             // TCP takes the whole port: HTTP beside it is not distinct.
             (
-                vec![listener("web", 80, "HTTP", None), listener("raw", 80, "TCP", None)],
-                vec![Some(reasons::PROTOCOL_CONFLICT), Some(reasons::PROTOCOL_CONFLICT)],
+                vec![
+                    listener("web", 80, "HTTP", None),
+                    listener("raw", 80, "TCP", None),
+                ],
+                vec![
+                    Some(reasons::PROTOCOL_CONFLICT),
+                    Some(reasons::PROTOCOL_CONFLICT),
+                ],
             ),
             // Two TCP listeners: told apart by port alone.
             (
-                vec![listener("a", 5432, "TCP", None), listener("b", 5432, "TCP", None)],
-                vec![Some(reasons::PROTOCOL_CONFLICT), Some(reasons::PROTOCOL_CONFLICT)],
+                vec![
+                    listener("a", 5432, "TCP", None),
+                    listener("b", 5432, "TCP", None),
+                ],
+                vec![
+                    Some(reasons::PROTOCOL_CONFLICT),
+                    Some(reasons::PROTOCOL_CONFLICT),
+                ],
             ),
             // UDP runs beside TCP and HTTP on one port number.
             (
@@ -910,8 +977,14 @@ pub(crate) mod tests {
             ),
             // Two UDP listeners on one port.
             (
-                vec![listener("a", 53, "UDP", None), listener("b", 53, "UDP", None)],
-                vec![Some(reasons::PROTOCOL_CONFLICT), Some(reasons::PROTOCOL_CONFLICT)],
+                vec![
+                    listener("a", 53, "UDP", None),
+                    listener("b", 53, "UDP", None),
+                ],
+                vec![
+                    Some(reasons::PROTOCOL_CONFLICT),
+                    Some(reasons::PROTOCOL_CONFLICT),
+                ],
             ),
             // HTTPS and TLS: one family, distinct by hostname; same hostname conflicts.
             (
@@ -920,11 +993,18 @@ pub(crate) mod tests {
                     tls("t", 443, Some("b.example.com"), TLS_PASSTHROUGH, None),
                     tls("u", 443, Some("b.example.com"), TLS_PASSTHROUGH, None),
                 ],
-                vec![None, Some(reasons::HOSTNAME_CONFLICT), Some(reasons::HOSTNAME_CONFLICT)],
+                vec![
+                    None,
+                    Some(reasons::HOSTNAME_CONFLICT),
+                    Some(reasons::HOSTNAME_CONFLICT),
+                ],
             ),
             // An unsupported protocol conflicts with nothing: it produces no configuration.
             (
-                vec![listener("web", 80, "HTTP", None), listener("s", 80, "SCTP", None)],
+                vec![
+                    listener("web", 80, "HTTP", None),
+                    listener("s", 80, "SCTP", None),
+                ],
                 vec![None, None],
             ),
         ];

@@ -102,7 +102,9 @@ pub fn by_kind(kind: &str) -> Option<&'static RouteKind> {
 /// The row of a `(group, kind)`, if we implement it.
 #[must_use]
 pub fn by_group_kind(group: &str, kind: &str) -> Option<&'static RouteKind> {
-    (group == GATEWAY_API_GROUP).then(|| by_kind(kind)).flatten()
+    (group == GATEWAY_API_GROUP)
+        .then(|| by_kind(kind))
+        .flatten()
 }
 
 /// Every kind name, in table order.
@@ -157,14 +159,27 @@ impl RouteKind {
         } else if !spec["hostnames"].is_null() {
             return Err(format!("spec.hostnames is not a field of {}", self.kind));
         }
-        for (i, p) in spec["parentRefs"].as_array().into_iter().flatten().enumerate() {
+        for (i, p) in spec["parentRefs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             if p["name"].as_str().is_none_or(str::is_empty) {
                 return Err(format!("spec.parentRefs[{i}].name is required"));
             }
         }
         for (i, rule) in spec["rules"].as_array().into_iter().flatten().enumerate() {
-            list(&rule["backendRefs"], &format!("spec.rules[{i}].backendRefs"))?;
-            for (j, b) in rule["backendRefs"].as_array().into_iter().flatten().enumerate() {
+            list(
+                &rule["backendRefs"],
+                &format!("spec.rules[{i}].backendRefs"),
+            )?;
+            for (j, b) in rule["backendRefs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
                 if b["name"].as_str().is_none_or(str::is_empty) {
                     return Err(format!("spec.rules[{i}].backendRefs[{j}].name is required"));
                 }
@@ -243,10 +258,7 @@ fn parent_ref(p: &Value, route_namespace: &str) -> ParentRef {
         o.entry("kind").or_insert_with(|| "Gateway".into());
     }
     ParentRef {
-        group: p["group"]
-            .as_str()
-            .unwrap_or(GATEWAY_API_GROUP)
-            .to_owned(),
+        group: p["group"].as_str().unwrap_or(GATEWAY_API_GROUP).to_owned(),
         kind: p["kind"].as_str().unwrap_or("Gateway").to_owned(),
         namespace: non_empty(&p["namespace"])
             .unwrap_or(route_namespace)
@@ -296,7 +308,10 @@ mod tests {
         for k in ROUTE_KINDS {
             let v = k.view(&route(k.kind, spec.clone()));
             assert_eq!(v.kind.kind, k.kind);
-            assert_eq!((v.namespace.as_str(), v.name.as_str(), v.generation), ("app", "r", 3));
+            assert_eq!(
+                (v.namespace.as_str(), v.name.as_str(), v.generation),
+                ("app", "r", 3)
+            );
             assert_eq!(v.parent_refs.len(), 2);
             assert_eq!(v.parent_refs[0].namespace, "app");
             assert_eq!(v.parent_refs[0].section_name.as_deref(), Some("l"));
@@ -311,10 +326,19 @@ mod tests {
                 .collect();
             assert_eq!(
                 backends,
-                [("app", "svc", "Service"), ("b", "far", "Service"), ("app", "two", "Service")]
+                [
+                    ("app", "svc", "Service"),
+                    ("b", "far", "Service"),
+                    ("app", "two", "Service")
+                ]
             );
             if k.hostnames {
-                assert_eq!(v.hostnames, ["a.example.com", "*.example.com"], "{}", k.kind);
+                assert_eq!(
+                    v.hostnames,
+                    ["a.example.com", "*.example.com"],
+                    "{}",
+                    k.kind
+                );
                 assert!(v.names_hostnames);
             } else {
                 // TCPRoute and UDPRoute have no hostnames: a field the API would drop is
@@ -333,10 +357,22 @@ mod tests {
         assert_eq!(http.check(&route("HTTPRoute", ok)), Ok(()));
         for (spec, msg) in [
             (json!("x"), "spec must be a map"),
-            (json!({"parentRefs": {"name": "gw"}}), "spec.parentRefs must be a list"),
-            (json!({"parentRefs": [{}]}), "spec.parentRefs[0].name is required"),
-            (json!({"rules": [{"backendRefs": [{"port": 1}]}]}), "spec.rules[0].backendRefs[0].name is required"),
-            (json!({"hostnames": ["a.example.com"]}), "spec.hostnames is not a field of TCPRoute"),
+            (
+                json!({"parentRefs": {"name": "gw"}}),
+                "spec.parentRefs must be a list",
+            ),
+            (
+                json!({"parentRefs": [{}]}),
+                "spec.parentRefs[0].name is required",
+            ),
+            (
+                json!({"rules": [{"backendRefs": [{"port": 1}]}]}),
+                "spec.rules[0].backendRefs[0].name is required",
+            ),
+            (
+                json!({"hostnames": ["a.example.com"]}),
+                "spec.hostnames is not a field of TCPRoute",
+            ),
         ] {
             assert_eq!(tcp.check(&route("TCPRoute", spec)), Err(msg.to_owned()));
         }

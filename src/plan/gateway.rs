@@ -470,7 +470,8 @@ fn build_context<'a>(
                 if let Some(l) = listeners.iter_mut().find(|l| l.name == la.listener) {
                     if l.valid {
                         names.extend(la.hostnames.iter().cloned());
-                        if l.tls_mode.as_deref() != Some(crate::gateway::listeners::TLS_PASSTHROUGH) {
+                        if l.tls_mode.as_deref() != Some(crate::gateway::listeners::TLS_PASSTHROUGH)
+                        {
                             certificate_names.extend(la.hostnames.iter().cloned());
                         }
                     }

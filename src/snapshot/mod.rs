@@ -837,11 +837,13 @@ impl Snapshot {
         let nn = || Key::new(key.namespace.clone(), key.name.clone());
         match key.kind.as_str() {
             "Gateway" => Some(self.gateways.contains_key(&nn())),
-            k if crate::gateway::route_kinds::by_kind(k).is_some() => Some(self.routes.contains_key(&RouteKey::new(
-                key.kind.clone(),
-                key.namespace.clone(),
-                key.name.clone(),
-            ))),
+            k if crate::gateway::route_kinds::by_kind(k).is_some() => {
+                Some(self.routes.contains_key(&RouteKey::new(
+                    key.kind.clone(),
+                    key.namespace.clone(),
+                    key.name.clone(),
+                )))
+            }
             _ => None,
         }
     }

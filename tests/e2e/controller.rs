@@ -228,10 +228,16 @@ async fn gateway_class_accepted_or_rejected() {
     assert_eq!(
         c["status"]["supportedFeatures"],
         json!(
-            gatewright::plan::class::supported_features(["HTTPRoute"])
-                .iter()
-                .map(|f| json!({ "name": f }))
-                .collect::<Vec<_>>()
+            // The shipped Istio-based class carries HTTP, gRPC, TLS and TCP routes.
+            gatewright::plan::class::supported_features([
+                "HTTPRoute",
+                "GRPCRoute",
+                "TLSRoute",
+                "TCPRoute"
+            ])
+            .iter()
+            .map(|f| json!({ "name": f }))
+            .collect::<Vec<_>>()
         )
     );
     // A blueprint whose template does not compile says so in its own status, with the line.

@@ -38,7 +38,14 @@ async fn our_parent(api: &Api<DynamicObject>, name: &str) -> Option<(Value, i64)
 
 /// Waits until our entry of `kind` `name` says Accepted=`status`/`reason` at the route's
 /// current generation.
-async fn wait_accepted(client: &Client, ns: &str, kind: &str, name: &str, status: &str, reason: &str) {
+async fn wait_accepted(
+    client: &Client,
+    ns: &str,
+    kind: &str,
+    name: &str,
+    status: &str,
+    reason: &str,
+) {
     let api = routes(client, ns, kind);
     wait_for(
         &format!("{kind} {name} Accepted={status}/{reason}"),
@@ -48,7 +55,9 @@ async fn wait_accepted(client: &Client, ns: &str, kind: &str, name: &str, status
             async move {
                 let (entry, generation) = our_parent(&api, name).await?;
                 let c = cond(&entry["conditions"], "Accepted")?;
-                (c["status"] == status && c["reason"] == reason && c["observedGeneration"] == generation)
+                (c["status"] == status
+                    && c["reason"] == reason
+                    && c["observedGeneration"] == generation)
                     .then_some(())
             }
         },
@@ -119,11 +128,23 @@ spec:
     .await;
 
     // Each kind's status, on its own resource.
-    for (kind, name) in [("GRPCRoute", "orders"), ("TLSRoute", "db"), ("TCPRoute", "pg")] {
+    for (kind, name) in [
+        ("GRPCRoute", "orders"),
+        ("TLSRoute", "db"),
+        ("TCPRoute", "pg"),
+    ] {
         wait_accepted(&client, n, kind, name, "True", "Accepted").await;
     }
     // Istio carries no UDP: the listener says why, the route is refused.
-    wait_accepted(&client, n, "UDPRoute", "dns", "False", "NotAllowedByListeners").await;
+    wait_accepted(
+        &client,
+        n,
+        "UDPRoute",
+        "dns",
+        "False",
+        "NotAllowedByListeners",
+    )
+    .await;
     let g = wait_for("listener status of every protocol", T, || async {
         let g = gateway_json(&client, n).await;
         (g["status"]["listeners"].as_array()?.len() == 4).then_some(g)
@@ -138,23 +159,50 @@ spec:
             .unwrap()
             .clone()
     };
-    let udp = cond(&listener("dns")["conditions"], "Accepted").unwrap().clone();
-    assert_eq!((udp["status"].as_str(), udp["reason"].as_str()), (Some("False"), Some("UnsupportedProtocol")));
-    assert!(udp["message"].as_str().unwrap().contains(&format!("GatewayClass {class}")), "{udp}");
-    assert_eq!(listener("pg")["supportedKinds"], json!([{"group": "gateway.networking.k8s.io", "kind": "TCPRoute"}]));
+    let udp = cond(&listener("dns")["conditions"], "Accepted")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (udp["status"].as_str(), udp["reason"].as_str()),
+        (Some("False"), Some("UnsupportedProtocol"))
+    );
+    assert!(
+        udp["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("GatewayClass {class}")),
+        "{udp}"
+    );
+    assert_eq!(
+        listener("pg")["supportedKinds"],
+        json!([{"group": "gateway.networking.k8s.io", "kind": "TCPRoute"}])
+    );
     assert_eq!(listener("db")["supportedKinds"][0]["kind"], "TLSRoute");
 
     // A shadow route of each carried kind, of the route's own kind.
-    for (kind, shadow) in [("GRPCRoute", "orders-gw-istio"), ("TLSRoute", "db-gw-istio"), ("TCPRoute", "pg-gw-istio")] {
+    for (kind, shadow) in [
+        ("GRPCRoute", "orders-gw-istio"),
+        ("TLSRoute", "db-gw-istio"),
+        ("TCPRoute", "pg-gw-istio"),
+    ] {
         let api = routes(&client, n, kind);
         let s = wait_for(&format!("shadow {kind} {shadow}"), T, || {
             let api = api.clone();
             async move { api.get_opt(shadow).await.ok()? }
         })
         .await;
-        assert_eq!(s.data["spec"]["parentRefs"][0]["name"], "gw-istio", "{kind}");
+        assert_eq!(
+            s.data["spec"]["parentRefs"][0]["name"], "gw-istio",
+            "{kind}"
+        );
     }
-    assert!(routes(&client, n, "UDPRoute").get_opt("dns-gw-istio").await.unwrap().is_none());
+    assert!(
+        routes(&client, n, "UDPRoute")
+            .get_opt("dns-gw-istio")
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     // Flagger on the GRPCRoute: full PUTs shifting the weights step by step; after each,
     // the shadow carries them and our entry is Accepted at the route's generation.
@@ -163,7 +211,10 @@ spec:
         let mut r = grpc.get("orders").await.unwrap();
         r.data["spec"]["rules"][0]["backendRefs"][0]["weight"] = json!(100 - canary);
         r.data["spec"]["rules"][0]["backendRefs"][1]["weight"] = json!(canary);
-        let r = grpc.replace("orders", &PostParams::default(), &r).await.unwrap();
+        let r = grpc
+            .replace("orders", &PostParams::default(), &r)
+            .await
+            .unwrap();
         let generation = r.metadata.generation.unwrap();
         wait_for(
             &format!("shadow GRPCRoute weight {canary} and status at generation {generation}"),
@@ -175,7 +226,10 @@ spec:
                     let w = shadow.data["spec"]["rules"][0]["backendRefs"][1]["weight"].as_i64()?;
                     let (entry, g) = our_parent(&grpc, "orders").await?;
                     let acc = cond(&entry["conditions"], "Accepted")?;
-                    (w == canary && g == generation && acc["status"] == "True" && acc["observedGeneration"] == generation)
+                    (w == canary
+                        && g == generation
+                        && acc["status"] == "True"
+                        && acc["observedGeneration"] == generation)
                         .then_some(())
                 }
             },
@@ -193,7 +247,11 @@ spec:
         async move {
             let gone = tcp.get_opt("pg-gw-istio").await.ok()?.is_none();
             let g = gateway_json(&client, n).await;
-            let pg = g["status"]["listeners"].as_array()?.iter().find(|l| l["name"] == "pg")?.clone();
+            let pg = g["status"]["listeners"]
+                .as_array()?
+                .iter()
+                .find(|l| l["name"] == "pg")?
+                .clone();
             (gone && pg["attachedRoutes"] == 0).then_some(())
         }
     })
