@@ -63,7 +63,7 @@ GATEWRIGHT="$root/target/debug/gatewright" tests/health/run
 step "our CRDs and their validation on the oldest supported Kubernetes, 1.32 (tests/cluster/oldest/check-crds)"
 tests/cluster/oldest/check-crds
 
-step "Gateway API conformance v1.6.3, status-only tests (tests/conformance/run)"
+step "Gateway API conformance v1.7.0, status-only tests (tests/conformance/run)"
 tests/conformance/run
 
 step "install: image, Helm chart, kustomize base (tests/install/run)"

@@ -11,7 +11,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 
-GATEWAY_API=sigs.k8s.io/gateway-api@v1.6.3
+GATEWAY_API=sigs.k8s.io/gateway-api@v1.7.0
 CERT_MANAGER=github.com/cert-manager/cert-manager@v1.21.2
 ISTIO_API=istio.io/api@v1.31.1
 EXTERNAL_DNS=sigs.k8s.io/external-dns@v0.20.0
@@ -24,13 +24,25 @@ AWS_LBC=github.com/kubernetes-sigs/aws-load-balancer-controller@v0.0.0-202604231
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 moddir() {
-  local json dir
-  json=$(cd "$scratch" && GOFLAGS='' GOTOOLCHAIN=local go mod download -json "$1") || {
-    echo "error: go mod download $1 failed" >&2
+  local json field dir zip version
+  # Exits non-zero when the JSON carries an Error; the JSON says what happened.
+  json=$(cd "$scratch" && GOFLAGS='' GOTOOLCHAIN=local go mod download -json "$1" 2>/dev/null) || true
+  field() { sed -n "s/^\s*\"$1\": \"\(.*\)\",\?$/\1/p" <<<"$json"; }
+  dir=$(field Dir)
+  if [ -z "$dir" ] && [[ "$(field Error)" == *"requires go "* ]] && [ -n "$(field Sum)" ]; then
+    # The module's go.mod asks for a newer Go than this machine's (gateway-api v1.7.0 says
+    # go 1.27.0). go mod download has still fetched, verified (Sum) and extracted it, but
+    # reports no Dir: that is the zip's path in the download cache without cache/download/
+    # and /@v/<version>.zip. Only YAML is read from it; no Go code is built.
+    zip=$(field Zip)
+    version=$(field Version)
+    dir="${zip%%/cache/download/*}/${zip#*/cache/download/}"
+    dir="${dir%/@v/*}@$version"
+  fi
+  [ -n "$dir" ] && [ -d "$dir" ] || {
+    echo "error: go mod download $1 failed${json:+: $(field Error)}" >&2
     return 1
   }
-  dir=$(sed -n 's/^\s*"Dir": "\(.*\)",\?$/\1/p' <<<"$json")
-  [ -d "$dir" ] || { echo "error: no module directory for $1" >&2; return 1; }
   echo "$dir"
 }
 need() { # every listed file must exist: a version bump that moves a file fails loudly

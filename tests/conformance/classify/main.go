@@ -1,16 +1,23 @@
-// Command classify lists the upstream conformance tests of the GATEWAY-HTTP profile, at
-// the version pinned in ../go.mod, and sorts them into status-only tests and traffic tests.
+// Command classify lists the upstream conformance tests (tests.ConformanceTests) at the
+// version pinned in ../go.mod, and sorts them into status-only tests and traffic tests.
 // tests/conformance/skip-tests.txt and status-only-tests.txt are its output, and
 // FINDINGS.md explains the rules. Run it from tests/conformance:
 //
-//	go run ./classify            # a table, one test per line
-//	go run ./classify -skip      # the traffic tests (skip-tests.txt)
-//	go run ./classify -status    # the status-only tests (status-only-tests.txt)
+//	go run ./classify                          # a table, one test per line
+//	go run ./classify -skip                    # the traffic tests (skip-tests.txt)
+//	go run ./classify -status                  # the status-only tests (status-only-tests.txt)
+//	go run ./classify -profiles GATEWAY-GRPC   # only the tests of these profiles
+//
+// Both lists cover every test of the suite, whatever its profile (GATEWAY-HTTP, -GRPC,
+// -TLS, -TCP, -UDP, or none: a test needing HTTPRoute and TLSRoute belongs to no single
+// profile), because the suite runs a test whenever the GatewayClass claims all of its
+// features, whichever profiles were asked for. So a profile added to tests/conformance/run
+// needs no new list.
 //
 // A test is traffic when its Test function can reach, through static calls, closures and
 // function values inside the conformance module, a function of a package that sends
 // requests (the suite's http/tls/grpc/tcp/udp/websocket/weight/roundtripper/echo helpers,
-// net/http, crypto/tls, gRPC, websocket, DNS, net dialing, listening and lookups), reads the suite's
+// the echo servers' module sigs.k8s.io/gateway-api-conformance-images, net/http, crypto/tls, gRPC, websocket, DNS, net dialing, listening and lookups), reads the suite's
 // RoundTripper or GRPCClient, or calls a method of the RoundTripper interface. Two
 // references are not traffic: net's address helpers (SplitHostPort, ParseIP, ...), and the https:// branch of
 // the manifest loader (getContentsFromPathOrURL), which the built-in tests never take.
@@ -24,6 +31,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -49,6 +57,8 @@ var trafficPkgs = []string{
 	module + "/utils/weight",
 	module + "/utils/roundtripper",
 	module + "/utils/echo",
+	// The echo servers' client-side types, a module of their own since v1.7.0.
+	"sigs.k8s.io/gateway-api-conformance-images",
 	"net/http",
 	"crypto/tls",
 	"google.golang.org/grpc",
@@ -63,10 +73,34 @@ type facts struct {
 	address bool     // reaches a wait for a Gateway address
 }
 
+// The Gateway profiles of the suite, in the order the table prints them.
+var profiles = []suite.ConformanceProfile{
+	suite.GatewayHTTPConformanceProfile,
+	suite.GatewayGRPCConformanceProfile,
+	suite.GatewayTLSConformanceProfile,
+	suite.GatewayTCPConformanceProfile,
+	suite.GatewayUDPConformanceProfile,
+}
+
 func main() {
-	skip := flag.Bool("skip", false, "print the traffic tests of the profile, one per line")
-	status := flag.Bool("status", false, "print the status-only tests of the profile, one per line")
+	skip := flag.Bool("skip", false, "print the traffic tests, one per line, after a header comment")
+	status := flag.Bool("status", false, "print the status-only tests, one per line (name, profiles, features), after a header comment")
+	only := flag.String("profiles", "", "comma-separated profile names: only the tests that belong to one of them")
 	flag.Parse()
+
+	want := map[string]bool{}
+	if *only != "" {
+		known := map[string]bool{}
+		for _, p := range profiles {
+			known[string(p.Name)] = true
+		}
+		for _, n := range strings.Split(*only, ",") {
+			if !known[n] {
+				fail("unknown profile %q", n)
+			}
+			want[n] = true
+		}
+	}
 
 	cfg := &packages.Config{Mode: packages.LoadSyntax}
 	initial, err := packages.Load(cfg, module+"/...")
@@ -89,10 +123,11 @@ func main() {
 		byPos[fmt.Sprintf("%s:%d", filepath.Base(p.Filename), p.Line)] = fn
 	}
 
-	profile := suite.GatewayHTTPConformanceProfile
 	type row struct {
-		name, class string
+		name        string
+		in          []string // "PROFILE:core" or "PROFILE:extended", in profile order
 		provisional bool
+		parallel    bool
 		feats       []string
 		f           facts
 		where       string
@@ -100,22 +135,42 @@ func main() {
 	var rows []row
 	counts := map[string]int{}
 	for _, t := range tests.ConformanceTests {
-		class := "core"
 		var feats []string
 		for _, f := range t.Features {
 			feats = append(feats, string(f))
-			switch {
-			case profile.CoreFeatures.Has(f):
-			case profile.ExtendedFeatures.Has(f):
-				if class == "core" {
-					class = "extended"
+		}
+		// The suite's own rule (getConformanceProfilesForTest, isTestExtended): a test is
+		// in a profile when every feature is in it; core when every feature is core.
+		var in []string
+		selected := len(want) == 0
+		for _, p := range profiles {
+			class := "core"
+			for _, f := range t.Features {
+				switch {
+				case p.CoreFeatures.Has(f):
+				case p.ExtendedFeatures.Has(f):
+					if class == "core" {
+						class = "extended"
+					}
+				default:
+					class = ""
 				}
-			default:
-				class = "out"
+				if class == "" {
+					break
+				}
+			}
+			if class != "" {
+				in = append(in, string(p.Name)+":"+class)
+				counts[string(p.Name)+" "+class]++
+				if want[string(p.Name)] {
+					selected = true
+				}
 			}
 		}
-		counts[class]++
-		if class == "out" {
+		if len(in) == 0 {
+			counts["none"]++
+		}
+		if !selected {
 			continue
 		}
 		pc := reflect.ValueOf(t.Test).Pointer()
@@ -126,15 +181,35 @@ func main() {
 		if fn == nil {
 			fail("%s: no SSA function at %s (%s)", t.ShortName, where, rf.Name())
 		}
-		rows = append(rows, row{t.ShortName, class, t.Provisional, feats, analyse(fn), where})
+		rows = append(rows, row{t.ShortName, in, t.Provisional, t.Parallel, feats, analyse(fn), where})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
-	if !*skip && !*status {
-		fmt.Fprintf(os.Stderr, "%d tests: %d core, %d extended and %d outside GATEWAY-HTTP\n",
-			len(tests.ConformanceTests), counts["core"], counts["extended"], counts["out"])
+	version := moduleVersion(module)
+	scope := "every test"
+	if *only != "" {
+		scope = "the tests of " + *only
+	}
+	switch {
+	case *skip:
+		fmt.Printf("# Traffic tests of %s %s, %s: go run ./classify -skip\n", module, version, scope)
+	case *status:
+		fmt.Printf("# Status-only tests of %s %s, %s: go run ./classify -status\n", module, version, scope)
+		fmt.Printf("# name, profiles it belongs to (none: no single profile has all its features), features\n")
+	default:
+		var parts []string
+		for _, p := range profiles {
+			n := string(p.Name)
+			parts = append(parts, fmt.Sprintf("%s %d core + %d extended", n, counts[n+" core"], counts[n+" extended"]))
+		}
+		fmt.Fprintf(os.Stderr, "%s %s: %d tests; %s; %d in no profile\n",
+			module, version, len(tests.ConformanceTests), strings.Join(parts, ", "), counts["none"])
 	}
 
 	for _, r := range rows {
+		in := strings.Join(r.in, ",")
+		if in == "" {
+			in = "none"
+		}
 		switch {
 		case *skip:
 			if len(r.f.traffic) > 0 {
@@ -142,18 +217,33 @@ func main() {
 			}
 		case *status:
 			if len(r.f.traffic) == 0 {
-				fmt.Println(r.name)
+				fmt.Printf("%s\t%s\t%s\n", r.name, in, strings.Join(r.feats, ","))
 			}
 		default:
 			kind := "status"
 			if len(r.f.traffic) > 0 {
 				kind = "traffic: " + strings.Join(r.f.traffic, " ")
 			}
-			fmt.Printf("%s\t%s\tprovisional=%t\tnmbr=%t\taddress=%t\t%s\t%s\t%s\n",
-				r.name, r.class, r.provisional, r.f.nmbr, r.f.address,
+			fmt.Printf("%s\t%s\tprovisional=%t\tparallel=%t\tnmbr=%t\taddress=%t\t%s\t%s\t%s\n",
+				r.name, in, r.provisional, r.parallel, r.f.nmbr, r.f.address,
 				strings.Join(r.feats, ","), r.where, kind)
 		}
 	}
+}
+
+// moduleVersion is the version of a module this program was built with (go.mod's).
+func moduleVersion(path string) string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == path {
+				if d.Replace != nil {
+					return d.Replace.Version
+				}
+				return d.Version
+			}
+		}
+	}
+	return "(unknown version)"
 }
 
 // analyse walks everything the test function reaches inside the conformance module.
