@@ -157,6 +157,18 @@ fn render_snapshot(
                     &key.name,
                     json!(status),
                 ));
+                for set in &p.status.gateway.listener_sets {
+                    let current = snap
+                        .listener_set(&Key::new(set.namespace.clone(), set.name.clone()))
+                        .map(|e| e.json["status"].clone())
+                        .unwrap_or(Value::Null);
+                    statuses.push(status_doc(
+                        crate::gateway::listenersets::KIND,
+                        Some(&set.namespace),
+                        &set.name,
+                        set.to_status(&current, now),
+                    ));
+                }
                 for r in p.status.routes {
                     written.entry(r.route).or_default().push((key, r.entries));
                 }
@@ -174,7 +186,13 @@ fn render_snapshot(
         let entries: Vec<(&Key, &[ParentAttachment])> =
             entries.iter().map(|(k, e)| (*k, e.as_slice())).collect();
         let parents =
-            next_route_parents(&route.json(), &entries, |k| in_scope(snap, k).is_ok(), now);
+            next_route_parents(
+                &route.json(),
+                &entries,
+                |k| in_scope(snap, k).is_ok(),
+                |k| snap.listener_set_parent(k),
+                now,
+            );
         statuses.push(status_doc(
             &rkey.kind,
             Some(&rkey.namespace),

@@ -166,6 +166,9 @@ impl Controller {
         }
         self.write_gateway_status(key, &p.gateway, &outcome.status)
             .await?;
+        for set in &outcome.status.listener_sets {
+            self.write_listener_set_status(set).await?;
+        }
         // Route status, after the route's children were applied (Flagger waits on it).
         let writes: Vec<_> = p
             .plan
@@ -489,6 +492,8 @@ mod tests {
             ],
             listeners: Vec::new(),
             addresses: Vec::new(),
+            attached_listener_sets: None,
+            listener_sets: Vec::new(),
         };
         let s = planned
             .clone()

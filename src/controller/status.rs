@@ -132,6 +132,57 @@ impl Controller {
         Ok(())
     }
 
+    /// Writes a ListenerSet's planned status when it differs from what the set holds
+    /// (timestamps aside). The set's status is ours alone: its parent is our Gateway.
+    pub(super) async fn write_listener_set_status(
+        &self,
+        set: &crate::plan::status::ListenerSetStatusPlan,
+    ) -> Result<(), Error> {
+        let key = Key::new(set.namespace.clone(), set.name.clone());
+        let Some(current) = self
+            .snapshot
+            .read()
+            .map_err(|_| Error::SnapshotPoisoned)?
+            .listener_set(&key)
+            .map(|e| e.json["status"].clone())
+        else {
+            return Ok(());
+        };
+        let desired = set.to_status(&current, &now());
+        let compared = norm_status(&desired);
+        let own = own_status_key(crate::gateway::listenersets::KIND, &set.namespace, &set.name);
+        if compared == norm_status(&current) && self.cache_has_own_status(&own, &current) {
+            return Ok(());
+        }
+        self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+        self.expect_own_status(own, &compared);
+        let ar = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(
+                crate::gateway::GATEWAY_API_GROUP,
+                "v1",
+                crate::gateway::listenersets::KIND,
+            ),
+            "listenersets",
+        );
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &set.namespace, &ar);
+        match api
+            .patch_status(
+                &set.name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "status": desired })),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Deleted meanwhile: nothing to report on.
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(Error::kube(
+                format!("write the status of ListenerSet {key}"),
+                e,
+            )),
+        }
+    }
+
     /// Writes our `status.parents` entries of a route: with `Some((gateway, entries))`,
     /// the entries for that Gateway are replaced; ours for other Gateways still in the
     /// spec and still ours are kept; entries of other controllers are never touched
@@ -147,7 +198,13 @@ impl Controller {
         let next = |route: &Value| -> Option<Vec<Value>> {
             let next = {
                 let snap = self.snapshot.read().ok()?;
-                next_route_parents(route, &written, |gw| in_scope(&snap, gw).is_ok(), &now())
+                next_route_parents(
+                    route,
+                    &written,
+                    |gw| in_scope(&snap, gw).is_ok(),
+                    |k| snap.listener_set_parent(k),
+                    &now(),
+                )
             };
             let current = &route["status"]["parents"];
             let current = if current.is_null() {

@@ -873,6 +873,19 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         ctl.metrics.startup.begin(&primary_step(row.kind));
         table.push(Box::pin(watch_route_kind(ctl.clone(), row)));
     }
+    ctl.metrics
+        .startup
+        .begin(&primary_step(crate::gateway::listenersets::KIND));
+    table.push(Box::pin(watch_gateway_api_kind(
+        ctl.clone(),
+        crate::gateway::listenersets::KIND,
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(crate::gateway::GATEWAY_API_GROUP, "v1", crate::gateway::listenersets::KIND),
+            "listenersets",
+        ),
+        true,
+        on_listener_set,
+    )));
     primary!(table, ctl, Namespace, |ctl, v, deleted| {
         let name = v["metadata"]["name"]
             .as_str()
@@ -991,22 +1004,34 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
     }
 }
 
-/// Watches the routes of one kind. A kind whose CRD may be missing is looked up first: not
-/// served, it is reported, ignored (its start-up step is done: nothing can be attached
-/// through a kind the API server does not serve) and looked up again every 10 seconds;
-/// once served, its watch starts then, with nothing to wait for.
+/// Watches the routes of one kind ([`watch_gateway_api_kind`]).
 async fn watch_route_kind(ctl: Arc<Controller>, row: &'static RouteKind) {
-    let step = primary_step(row.kind);
-    let resource = route_resource(row);
-    let what = (String::new(), row.kind.to_owned());
     let handler =
         move |ctl: &Arc<Controller>, v: Value, deleted: bool| on_route(ctl, row, v, deleted);
-    if !row.optional {
+    watch_gateway_api_kind(ctl, row.kind, route_resource(row), row.optional, handler).await;
+}
+
+/// Watches a primary Gateway API kind. A kind whose CRD may be missing (`optional`) is
+/// looked up first: not served, it is reported, ignored (its start-up step is done: nothing
+/// can be attached through a kind the API server does not serve) and looked up again every
+/// 10 seconds; once served, its watch starts then, with nothing to wait for.
+async fn watch_gateway_api_kind<F>(
+    ctl: Arc<Controller>,
+    kind: &'static str,
+    resource: ApiResource,
+    optional: bool,
+    handler: F,
+) where
+    F: Fn(&Arc<Controller>, Value, bool),
+{
+    let step = primary_step(kind);
+    let what = (String::new(), kind.to_owned());
+    if !optional {
         let events = full_events(ctl.client.clone(), &resource, listed_in_pages());
         run_watch(ctl, events, Role::Primary, what, handler).await;
         return;
     }
-    let gvk = GroupVersionKind::gvk(crate::gateway::GATEWAY_API_GROUP, row.version, row.kind);
+    let gvk = GroupVersionKind::gvk(&resource.group, &resource.version, kind);
     let mut failures = 0u32;
     let mut last: Option<&'static str> = None;
     let mut missing = false;
@@ -1014,7 +1039,7 @@ async fn watch_route_kind(ctl: Arc<Controller>, row: &'static RouteKind) {
         match kube::discovery::pinned_kind(&ctl.client, &gvk).await {
             Ok(_) => {
                 let role = if missing {
-                    tracing::info!(kind = row.kind, "route kind is served now; watching it");
+                    tracing::info!(kind, "kind is served now; watching it");
                     Role::LatePrimary
                 } else {
                     Role::Primary
@@ -1032,7 +1057,7 @@ async fn watch_route_kind(ctl: Arc<Controller>, row: &'static RouteKind) {
                         ctl.metrics.startup.failed(&step, reason, &e.to_string());
                     }
                     if last != Some(reason) {
-                        tracing::warn!(kind = row.kind, %reason, error = %e, retry_in = ?delay, "failed to look a route kind up; retrying");
+                        tracing::warn!(kind, %reason, error = %e, retry_in = ?delay, "failed to look a kind up; retrying");
                     }
                     last = Some(reason);
                     tokio::time::sleep(delay).await;
@@ -1042,13 +1067,51 @@ async fn watch_route_kind(ctl: Arc<Controller>, row: &'static RouteKind) {
                 last = None;
                 if !missing {
                     missing = true;
-                    tracing::info!(kind = row.kind, api_version = %row.api_version(), "route kind not served (its CRD is not installed): routes of this kind are ignored; looking it up again every 10 s");
+                    tracing::info!(kind, api_version = %resource.api_version, "kind not served (its CRD is not installed): objects of this kind are ignored; looking it up again every 10 s");
                     primary_listed(&ctl, &step);
                 }
                 tokio::time::sleep(Duration::from_secs(10)).await;
             }
         }
     }
+}
+
+/// A ListenerSet: stored, and the Gateways it names (before and after) re-planned.
+fn on_listener_set(ctl: &Arc<Controller>, mut v: Value, deleted: bool) {
+    v["apiVersion"] = Value::String(format!("{}/v1", crate::gateway::GATEWAY_API_GROUP));
+    v["kind"] = Value::String(crate::gateway::listenersets::KIND.to_owned());
+    let key = key_of(&v);
+    let own = own_status_key(crate::gateway::listenersets::KIND, &key.namespace, &key.name);
+    let status_only = !deleted
+        && is_own_echo(ctl, &own, &v, |s| {
+            s.listener_set(&key)
+                .is_some_and(|e| same_but_status(&e.json, &v))
+        });
+    let mut parents: Vec<Key> = ctl
+        .snapshot
+        .read()
+        .ok()
+        .and_then(|s| s.listener_set_parent(&key))
+        .into_iter()
+        .collect();
+    if deleted {
+        ctl.forget_own_status(&own);
+        with_snapshot(ctl, |s| s.remove_listener_set(&key));
+    } else {
+        with_snapshot(ctl, |s| s.put_listener_set(v));
+        if status_only {
+            return;
+        }
+        parents.extend(
+            ctl.snapshot
+                .read()
+                .ok()
+                .and_then(|s| s.listener_set_parent(&key)),
+        );
+    }
+    parents.sort();
+    parents.dedup();
+    enqueue_gateways(ctl, parents);
 }
 
 /// Where the API server serves a route kind.
@@ -1087,7 +1150,7 @@ fn on_route(ctl: &Arc<Controller>, row: &RouteKind, mut v: Value, deleted: bool)
                 r.view
                     .parent_refs
                     .iter()
-                    .map(|p| Key::new(p.namespace.clone(), p.name.clone()))
+                    .filter_map(|p| s.gateway_of_parent(p))
                     .collect()
             })
         })
@@ -1107,12 +1170,10 @@ fn on_route(ctl: &Arc<Controller>, row: &RouteKind, mut v: Value, deleted: bool)
         ctl.forget_own_status(&own);
         with_snapshot(ctl, |s| s.remove_route(&key));
     } else {
-        parents.extend(
-            row.view(&v)
-                .parent_refs
-                .iter()
-                .map(|p| Key::new(p.namespace.clone(), p.name.clone())),
-        );
+        let view = row.view(&v);
+        if let Ok(s) = ctl.snapshot.read() {
+            parents.extend(view.parent_refs.iter().filter_map(|p| s.gateway_of_parent(p)));
+        }
         with_snapshot(ctl, |s| s.put_route_json(v));
         ctl.enqueue(Work::Route(key));
     }
@@ -1172,7 +1233,7 @@ fn enqueue_routes_and_parents_of(
                         r.view
                             .parent_refs
                             .iter()
-                            .map(|p| Key::new(p.namespace.clone(), p.name.clone())),
+                            .filter_map(|p| s.gateway_of_parent(p)),
                     );
                     k
                 })

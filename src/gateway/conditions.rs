@@ -146,6 +146,10 @@ pub mod reasons {
     pub const TEMPLATE_ERROR: &str = "TemplateError";
     pub const NO_PRECISE_HOSTNAME: &str = "NoPreciseHostname";
     pub const INVALID: &str = "Invalid";
+    /// A ListenerSet its parent Gateway does not allow (`spec.allowedListeners`).
+    pub const NOT_ALLOWED: &str = "NotAllowed";
+    /// A ListenerSet (or its listener) whose parent Gateway is not accepted.
+    pub const PARENT_NOT_ACCEPTED: &str = "ParentNotAccepted";
     /// Policy (GEP-713): the target does not exist, or is not ours.
     pub const TARGET_NOT_FOUND: &str = "TargetNotFound";
     /// Policy (GEP-713): another policy applies to the target instead.

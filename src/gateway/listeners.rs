@@ -107,6 +107,8 @@ pub struct ListenerEval {
     pub certificate_refs: Vec<(String, String)>,
     /// Routes attached (filled by `count_attached_routes`).
     pub attached_routes: i32,
+    /// The ListenerSet `(namespace, name)` it comes from; `None` for the Gateway's own.
+    pub set: Option<(String, String)>,
 }
 
 const LISTENER_OWNED: &[&str] = &[
@@ -172,8 +174,49 @@ impl ListenerEval {
 pub struct GatewayEval {
     /// The Gateway's `Accepted`.
     pub accepted: Cond,
-    /// One per spec listener, in spec order.
+    /// One per spec listener, in spec order, then those of each attached ListenerSet in
+    /// precedence order (each with [`ListenerEval::set`]).
     pub listeners: Vec<ListenerEval>,
+    /// The spec of each of `listeners`, in the shape of a Gateway's.
+    pub specs: Vec<GatewayListeners>,
+    /// The namespace each of `listeners` belongs to (the Gateway's, or its ListenerSet's):
+    /// `allowedRoutes` `Same` and certificateRefs are relative to it.
+    pub homes: Vec<String>,
+    /// The ListenerSets naming the Gateway as parent, in precedence order.
+    pub sets: Vec<ListenerSetEval>,
+}
+
+/// A ListenerSet naming a Gateway as its parent, judged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListenerSetEval {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// `Accepted`: the Gateway allows it and it has a valid listener.
+    pub accepted: Cond,
+}
+
+impl ListenerSetEval {
+    /// Whether it is attached: its listeners are the Gateway's.
+    #[must_use]
+    pub fn attached(&self) -> bool {
+        self.accepted.status.is_true()
+    }
+}
+
+impl GatewayEval {
+    /// The Gateway's own listeners (not those of its ListenerSets).
+    pub fn own_listeners(&self) -> impl Iterator<Item = &ListenerEval> {
+        self.listeners.iter().filter(|l| l.set.is_none())
+    }
+    /// How many ListenerSets are attached (`status.attachedListenerSets`).
+    #[must_use]
+    pub fn attached_listener_sets(&self) -> usize {
+        self.sets.iter().filter(|s| s.attached()).count()
+    }
 }
 
 const GATEWAY_OWNED: &[&str] = &[
@@ -223,16 +266,72 @@ impl ClassKinds {
 /// `allowedRoutes.kinds` naming another kind is `InvalidRouteKinds`.
 #[must_use]
 pub fn evaluate_gateway_for(gw: &Gateway, lookup: &dyn Lookup, kinds: &ClassKinds) -> GatewayEval {
+    evaluate_gateway_with(gw, &[], lookup, kinds)
+}
+
+/// As [`evaluate_gateway_for`], with the ListenerSets that name the Gateway as parent: the
+/// ones it allows add their listeners after its own, in precedence order (oldest first,
+/// then by `namespace/name`). A listener that conflicts with one of an earlier source
+/// (the Gateway, then older sets) is the one conflicted; within one source, both are.
+#[must_use]
+pub fn evaluate_gateway_with(
+    gw: &Gateway,
+    sets: &[&super::listenersets::ListenerSetView],
+    lookup: &dyn Lookup,
+    kinds: &ClassKinds,
+) -> GatewayEval {
     let ns = gw.metadata.namespace.clone().unwrap_or_default();
-    let mut listeners: Vec<ListenerEval> = gw
-        .spec
-        .listeners
-        .iter()
-        .map(|l| evaluate_listener(l, &ns, lookup, kinds))
-        .collect();
-    mark_conflicts(&mut listeners);
+    let mut listeners: Vec<ListenerEval> = Vec::new();
+    let mut specs: Vec<GatewayListeners> = Vec::new();
+    let mut homes: Vec<String> = Vec::new();
+    let mut ranks: Vec<usize> = Vec::new();
+    for l in &gw.spec.listeners {
+        listeners.push(evaluate_listener(l, &ns, lookup, kinds));
+        specs.push(l.clone());
+        homes.push(ns.clone());
+        ranks.push(0);
+    }
+    let mut ordered: Vec<&super::listenersets::ListenerSetView> = sets.to_vec();
+    super::listenersets::sort_by_precedence(&mut ordered);
+    let mut set_evals = Vec::new();
+    let mut allowed_sets = Vec::new();
+    for (i, set) in ordered.iter().enumerate() {
+        let verdict = super::listenersets::allowed(gw, &set.namespace, lookup)
+            .and_then(|()| set.unreadable.clone().map_or(Ok(()), Err));
+        if let Err(why) = &verdict {
+            let reason = if set.unreadable.is_some() {
+                reasons::INVALID
+            } else {
+                reasons::NOT_ALLOWED
+            };
+            set_evals.push(ListenerSetEval {
+                namespace: set.namespace.clone(),
+                name: set.name.clone(),
+                generation: set.generation,
+                accepted: Cond::f(types::ACCEPTED, reason, why),
+            });
+            continue;
+        }
+        allowed_sets.push(set_evals.len());
+        set_evals.push(ListenerSetEval {
+            namespace: set.namespace.clone(),
+            name: set.name.clone(),
+            generation: set.generation,
+            accepted: Cond::t(types::ACCEPTED, reasons::ACCEPTED, "the ListenerSet is accepted"),
+        });
+        for l in &set.listeners {
+            let mut e = evaluate_listener(l, &set.namespace, lookup, kinds);
+            e.set = Some(set.key());
+            listeners.push(e);
+            specs.push(l.clone());
+            homes.push(set.namespace.clone());
+            ranks.push(i + 1);
+        }
+    }
+    mark_conflicts(&mut listeners, &ranks);
     mark_overlapping_tls(&mut listeners);
 
+    let own: Vec<&ListenerEval> = listeners.iter().filter(|l| l.set.is_none()).collect();
     let unsupported = gw
         .spec
         .addresses
@@ -246,14 +345,14 @@ pub fn evaluate_gateway_for(gw: &Gateway, lookup: &dyn Lookup, kinds: &ClassKind
             reasons::UNSUPPORTED_ADDRESS,
             &format!("address type {t:?} is not supported; use IPAddress or Hostname"),
         )
-    } else if !listeners.iter().any(|l| l.accepted.status.is_true()) {
+    } else if !own.iter().any(|l| l.accepted.status.is_true()) {
         Cond::f(
             types::ACCEPTED,
             reasons::LISTENERS_NOT_VALID,
             "no listener is valid",
         )
-    } else if let Some(bad) = listeners.iter().find(|l| !l.is_valid()) {
-        let n = listeners.iter().filter(|l| !l.is_valid()).count();
+    } else if let Some(bad) = own.iter().find(|l| !l.is_valid()) {
+        let n = own.iter().filter(|l| !l.is_valid()).count();
         Cond::t(
             types::ACCEPTED,
             reasons::LISTENERS_NOT_VALID,
@@ -266,9 +365,55 @@ pub fn evaluate_gateway_for(gw: &Gateway, lookup: &dyn Lookup, kinds: &ClassKind
             "the Gateway is accepted",
         )
     };
+    // A set the Gateway allows: accepted when the Gateway is and one of its listeners is
+    // valid.
+    for i in allowed_sets {
+        let set = &mut set_evals[i];
+        let key = (set.namespace.clone(), set.name.clone());
+        let mine: Vec<&ListenerEval> = listeners
+            .iter()
+            .filter(|l| l.set.as_ref() == Some(&key))
+            .collect();
+        set.accepted = if !accepted.status.is_true() {
+            Cond::f(
+                types::ACCEPTED,
+                reasons::PARENT_NOT_ACCEPTED,
+                &format!("its parent Gateway is not accepted: {}", accepted.message),
+            )
+        } else if !mine.iter().any(|l| l.accepted.status.is_true()) {
+            Cond::f(types::ACCEPTED, reasons::LISTENERS_NOT_VALID, "no listener is valid")
+        } else if let Some(bad) = mine.iter().find(|l| !l.is_valid()) {
+            let n = mine.iter().filter(|l| !l.is_valid()).count();
+            Cond::t(
+                types::ACCEPTED,
+                reasons::LISTENERS_NOT_VALID,
+                &format!("{n} listener(s) are not valid, among them {:?}", bad.name),
+            )
+        } else {
+            set.accepted.clone()
+        };
+    }
+    // Listeners of a set that is not attached take no routes.
+    let detached: Vec<(String, String)> = set_evals
+        .iter()
+        .filter(|s| !s.attached())
+        .map(|s| (s.namespace.clone(), s.name.clone()))
+        .collect();
+    for l in listeners.iter_mut() {
+        if l.set.as_ref().is_some_and(|k| detached.contains(k)) && l.accepted.status.is_true() {
+            l.accepted = Cond::f(
+                types::ACCEPTED,
+                reasons::PARENT_NOT_ACCEPTED,
+                "its ListenerSet is not accepted",
+            );
+        }
+    }
     GatewayEval {
         accepted,
         listeners,
+        specs,
+        homes,
+        sets: set_evals,
     }
 }
 
@@ -386,6 +531,7 @@ fn evaluate_listener(
         overlapping_tls: None,
         certificate_refs,
         attached_routes: 0,
+        set: None,
     }
 }
 
@@ -570,38 +716,73 @@ fn conflict_between(a: &ListenerEval, b: &ListenerEval) -> Option<(&'static str,
 /// listener whose protocol we do not support (`UnsupportedProtocol`), or whose hostname or
 /// port is invalid, produces no configuration, so it cannot conflict with another listener
 /// and keeps its own reason.
-fn mark_conflicts(listeners: &mut [ListenerEval]) {
+fn mark_conflicts(listeners: &mut [ListenerEval], ranks: &[usize]) {
+    let rank = |i: usize| ranks.get(i).copied().unwrap_or(0);
     let mut by_port: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
     for (i, l) in listeners.iter().enumerate() {
         if l.accepted.status.is_true() {
             by_port.entry(l.port).or_default().push(i);
         }
     }
+    let mut all_ranks: Vec<usize> = ranks.to_vec();
+    all_ranks.push(0);
+    all_ranks.sort_unstable();
+    all_ranks.dedup();
     for idx in by_port.values() {
-        for &i in idx {
-            let mut conflict: Option<(&str, String)> = None;
-            for &j in idx {
-                if i == j {
-                    continue;
-                }
-                match conflict_between(&listeners[i], &listeners[j]) {
-                    Some(c) if c.0 == reasons::PROTOCOL_CONFLICT => {
-                        conflict = Some(c);
-                        break;
-                    }
-                    Some(c) => {
-                        conflict.get_or_insert(c);
-                    }
-                    None => {}
-                }
-            }
-            if let Some((reason, msg)) = conflict {
+        // Source by source, in precedence order (the Gateway, then ListenerSets): a
+        // listener that conflicts with a listener of an earlier source that stands is the
+        // one conflicted; then, among the rest of one source, every indistinct one is.
+        for &r in &all_ranks {
+            let mine: Vec<usize> = idx.iter().copied().filter(|&i| rank(i) == r).collect();
+            // Against the listeners of earlier sources that stand, then among the rest.
+            let earlier: Vec<usize> = idx
+                .iter()
+                .copied()
+                .filter(|&j| rank(j) < r && listeners[j].conflicted.is_none())
+                .collect();
+            let lost = first_conflicts(listeners, &mine, &earlier);
+            let rest: Vec<usize> = mine
+                .iter()
+                .copied()
+                .filter(|i| !lost.iter().any(|(l, ..)| l == i))
+                .collect();
+            let among = first_conflicts(listeners, &rest, &rest);
+            for (i, reason, msg) in lost.into_iter().chain(among) {
                 let l = &mut listeners[i];
                 l.conflicted = Some(Cond::t(types::CONFLICTED, reason, &msg));
                 l.accepted = Cond::f(types::ACCEPTED, reason, &msg);
             }
         }
     }
+}
+
+/// For each of `which`, its conflict with one of `others` (itself aside), a protocol
+/// conflict before a hostname one.
+fn first_conflicts(
+    listeners: &[ListenerEval],
+    which: &[usize],
+    others: &[usize],
+) -> Vec<(usize, &'static str, String)> {
+    let mut out = Vec::new();
+    for &i in which {
+        let mut conflict: Option<(&'static str, String)> = None;
+        for &j in others.iter().filter(|&&j| j != i) {
+            match conflict_between(&listeners[i], &listeners[j]) {
+                Some(c) if c.0 == reasons::PROTOCOL_CONFLICT => {
+                    conflict = Some(c);
+                    break;
+                }
+                Some(c) => {
+                    conflict.get_or_insert(c);
+                }
+                None => {}
+            }
+        }
+        if let Some((reason, msg)) = conflict {
+            out.push((i, reason, msg));
+        }
+    }
+    out
 }
 
 /// Listeners of one port that terminate TLS (HTTPS, TLS in `Terminate` mode) whose
@@ -684,6 +865,13 @@ pub(crate) mod tests {
     }
 
     impl World {
+        pub fn with_namespace(mut self, name: &str, labels: &[(&str, &str)]) -> Self {
+            self.namespaces.insert(
+                name.into(),
+                labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect(),
+            );
+            self
+        }
         pub fn with_tls_secret(mut self, ns: &str, name: &str) -> Self {
             self.secrets.insert(
                 (ns.into(), name.into()),

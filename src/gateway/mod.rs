@@ -14,6 +14,7 @@ use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 pub mod conditions;
 pub mod hostnames;
 pub mod listeners;
+pub mod listenersets;
 pub mod refs;
 pub mod route_kinds;
 pub mod routes;

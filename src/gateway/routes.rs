@@ -33,6 +33,13 @@ pub struct ParentRef {
 }
 
 impl ParentRef {
+    /// The ListenerSet `(namespace, name)` it names, if it names one.
+    #[must_use]
+    pub fn listener_set(&self) -> Option<(String, String)> {
+        (self.group == GATEWAY_API_GROUP && self.kind == super::listenersets::KIND)
+            .then(|| (self.namespace.clone(), self.name.clone()))
+    }
+
     /// Whether it names the Gateway `gw_namespace/gw_name`.
     #[must_use]
     pub fn targets(&self, gw_namespace: &str, gw_name: &str) -> bool {
@@ -85,6 +92,8 @@ pub struct RouteView {
 pub struct ListenerAttachment {
     /// Listener name.
     pub listener: String,
+    /// The ListenerSet the listener belongs to; `None` for the Gateway's own.
+    pub set: Option<(String, String)>,
     /// Intersected hostnames; empty when neither side names one (catch-all).
     pub hostnames: Vec<String>,
 }
@@ -158,11 +167,36 @@ pub fn attach_route(
         .parent_refs
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.targets(gw_ns, gw_name))
-        .map(|(i, p)| {
-            let (accepted, listeners) = attach_one(route, p, gw, eval, gw_ns, lookup);
+        .filter_map(|(i, p)| {
+            // The Gateway's own listeners, or those of one of its ListenerSets.
+            let target = if p.targets(gw_ns, gw_name) {
+                None
+            } else {
+                let key = p.listener_set()?;
+                Some(eval.sets.iter().find(|s| s.namespace == key.0 && s.name == key.1)?)
+            };
+            let (accepted, listeners) = match target {
+                Some(set) if !set.attached() => (
+                    Cond::f(
+                        types::ACCEPTED,
+                        reasons::NOT_ALLOWED_BY_LISTENERS,
+                        &format!(
+                            "ListenerSet {}/{} is not attached to its Gateway: {}",
+                            set.namespace, set.name, set.accepted.message
+                        ),
+                    ),
+                    Vec::new(),
+                ),
+                _ => attach_one(
+                    route,
+                    p,
+                    eval,
+                    target.map(|s| (s.namespace.clone(), s.name.clone())).as_ref(),
+                    lookup,
+                ),
+            };
             let wildcard_only = wildcard_only(&listeners, eval);
-            ParentAttachment {
+            Some(ParentAttachment {
                 parent_index: i,
                 status_ref: p.status_ref.clone(),
                 accepted,
@@ -170,7 +204,7 @@ pub fn attach_route(
                 listeners,
                 render_error: None,
                 wildcard_only,
-            }
+            })
         })
         .collect()
 }
@@ -178,9 +212,8 @@ pub fn attach_route(
 fn attach_one(
     route: &RouteView,
     p: &ParentRef,
-    gw: &Gateway,
     eval: &GatewayEval,
-    gw_ns: &str,
+    set: Option<&(String, String)>,
     lookup: &dyn Lookup,
 ) -> (Cond, Vec<ListenerAttachment>) {
     let a = types::ACCEPTED;
@@ -192,7 +225,10 @@ fn attach_one(
     let mut any_kind = false;
     let mut any_allowed = false;
     let mut attached = Vec::new();
-    for (l, e) in gw.spec.listeners.iter().zip(&eval.listeners) {
+    for ((l, e), home) in eval.specs.iter().zip(&eval.listeners).zip(&eval.homes) {
+        if e.set.as_ref() != set {
+            continue;
+        }
         if !(p.section_name.as_ref().is_none_or(|s| *s == l.name)
             && p.port.is_none_or(|port| port == l.port))
         {
@@ -201,13 +237,14 @@ fn attach_one(
         any_candidate = true;
         let takes_kind = e.accepted.status.is_true() && e.supported_kinds.contains(&route.kind);
         any_kind |= takes_kind;
-        if !(takes_kind && namespace_allowed(l, &route.namespace, gw_ns, lookup)) {
+        if !(takes_kind && namespace_allowed(l, &route.namespace, home, lookup)) {
             continue;
         }
         any_allowed = true;
         if !route.names_hostnames {
             attached.push(ListenerAttachment {
                 listener: e.name.clone(),
+                set: e.set.clone(),
                 hostnames: e.hostname.clone().into_iter().collect(),
             });
             continue;
@@ -221,6 +258,7 @@ fn attach_one(
         if !names.is_empty() {
             attached.push(ListenerAttachment {
                 listener: e.name.clone(),
+                set: e.set.clone(),
                 hostnames: names,
             });
         }
@@ -289,7 +327,7 @@ fn wildcard_only(attached: &[ListenerAttachment], eval: &GatewayEval) -> Option<
         .filter(|a| {
             eval.listeners
                 .iter()
-                .any(|l| l.name == a.listener && l.terminates_tls())
+                .any(|l| l.name == a.listener && l.set == a.set && l.terminates_tls())
                 && !a.hostnames.iter().any(|h| is_precise(h))
         })
         .map(|a| {
@@ -403,19 +441,24 @@ pub fn count_attached_routes<'a, R>(eval: &mut GatewayEval, routes: impl IntoIte
 where
     R: IntoIterator<Item = &'a ParentAttachment>,
 {
-    let mut per_listener: BTreeMap<&str, i32> = BTreeMap::new();
+    type ListenerId<'b> = (Option<&'b (String, String)>, &'b str);
+    let mut per_listener: BTreeMap<ListenerId<'a>, i32> = BTreeMap::new();
     for route in routes {
         let mut seen = std::collections::BTreeSet::new();
         for a in route.into_iter().filter(|a| a.is_accepted()) {
             for l in &a.listeners {
-                if seen.insert(l.listener.as_str()) {
-                    *per_listener.entry(l.listener.as_str()).or_default() += 1;
+                let id = (l.set.as_ref(), l.listener.as_str());
+                if seen.insert(id) {
+                    *per_listener.entry(id).or_default() += 1;
                 }
             }
         }
     }
     for l in &mut eval.listeners {
-        l.attached_routes = per_listener.get(l.name.as_str()).copied().unwrap_or(0);
+        l.attached_routes = per_listener
+            .get(&(l.set.as_ref(), l.name.as_str()))
+            .copied()
+            .unwrap_or(0);
     }
 }
 

@@ -10,7 +10,7 @@ use super::templates::{ChildState, DesiredChild, Held, SetInput, prune_list, ren
 use crate::api::GATEWAY_CONFIG_KIND;
 use crate::gateway::conditions::{Cond, reasons, types};
 use crate::gateway::hostnames;
-use crate::gateway::listeners::{ClassKinds, GatewayEval, evaluate_gateway_for};
+use crate::gateway::listeners::{ClassKinds, GatewayEval, evaluate_gateway_with};
 use crate::gateway::routes::{ParentAttachment, attach_route, count_attached_routes};
 use crate::gateway::{CONTROLLER_NAME, ListenerEval};
 use crate::render::context::{
@@ -82,6 +82,8 @@ pub struct GatewayPlan {
     pub addresses: Vec<GatewayStatusAddresses>,
     /// Why no address is known yet, when the status template waits.
     pub address_wait: Option<String>,
+    /// The ListenerSets naming the Gateway as parent, judged, in precedence order.
+    pub listener_sets: Vec<crate::gateway::listeners::ListenerSetEval>,
     /// Route attachments this Gateway decided, per route (its routes' `status.parents`
     /// entries of ours, before their own templates are rendered).
     pub attachments: Vec<(RouteKey, Vec<ParentAttachment>)>,
@@ -162,7 +164,9 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         |_| ClassKinds::all(),
         |p| super::class::class_kinds(class_name, p),
     );
-    let mut eval = evaluate_gateway_for(gw, snap, &kinds);
+    let sets: Vec<&crate::gateway::listenersets::ListenerSetView> =
+        snap.listener_sets_of(key).map(|s| &s.view).collect();
+    let mut eval = evaluate_gateway_with(gw, &sets, snap, &kinds);
 
     // Route attachment (independent of the blueprint), in route key order.
     let mut attachments = Vec::new();
@@ -223,6 +227,7 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         addresses: Vec::new(),
         address_wait: None,
         attachments,
+        listener_sets: std::mem::take(&mut eval.sets),
         orphaned_route_children: Vec::new(),
         context,
         accepted,
@@ -434,15 +439,31 @@ fn build_context<'a>(
     let mut listeners: Vec<ListenerVar> = eval
         .listeners
         .iter()
-        .map(|l| ListenerVar {
+        .enumerate()
+        .map(|(i, l)| ListenerVar {
             name: l.name.clone(),
+            key: match &l.set {
+                None => l.name.clone(),
+                Some((_, set)) => crate::render::safe_name(&format!("{set}-{}", l.name), 253),
+            },
+            listener_set: l.set.as_ref().map(|(namespace, name)| NamespacedName {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            }),
             port: l.port,
             protocol: l.protocol.clone(),
             hostname: l.hostname.clone(),
-            tls: spec_listeners
-                .iter()
-                .find(|s| s["name"] == l.name.as_str())
-                .and_then(|s| s.get("tls").cloned()),
+            tls: match &l.set {
+                None => spec_listeners
+                    .iter()
+                    .find(|s| s["name"] == l.name.as_str())
+                    .and_then(|s| s.get("tls").cloned()),
+                Some(_) => eval
+                    .specs
+                    .get(i)
+                    .and_then(|s| s.tls.as_ref())
+                    .and_then(|t| serde_json::to_value(t).ok()),
+            },
             tls_mode: l.tls_mode.clone(),
             certificate_refs: l
                 .certificate_refs
@@ -467,7 +488,11 @@ fn build_context<'a>(
         for p in parents.iter().filter(|p| p.is_accepted()) {
             any = true;
             for la in &p.listeners {
-                if let Some(l) = listeners.iter_mut().find(|l| l.name == la.listener) {
+                if let Some(l) = listeners.iter_mut().find(|l| {
+                    l.name == la.listener
+                        && l.listener_set.as_ref().map(|s| (&s.namespace, &s.name))
+                            == la.set.as_ref().map(|(ns, n)| (ns, n))
+                }) {
                     if l.valid {
                         names.extend(la.hostnames.iter().cloned());
                         if l.tls_mode.as_deref() != Some(crate::gateway::listeners::TLS_PASSTHROUGH)

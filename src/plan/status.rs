@@ -64,6 +64,78 @@ pub struct GatewayStatusPlan {
     pub listeners: Vec<(ListenerEval, Vec<Cond>)>,
     /// `status.addresses`.
     pub addresses: Vec<GatewayStatusAddresses>,
+    /// `status.attachedListenerSets`: how many ListenerSets are attached; `None` when no
+    /// ListenerSet names the Gateway (the field stays unset).
+    pub attached_listener_sets: Option<i32>,
+    /// The status of each ListenerSet naming the Gateway as parent.
+    pub listener_sets: Vec<ListenerSetStatusPlan>,
+}
+
+/// The status of a ListenerSet, without timestamps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListenerSetStatusPlan {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// `Accepted` and `Programmed`.
+    pub conditions: Vec<Cond>,
+    /// One entry per listener of the set (none when the set is not allowed).
+    pub listeners: Vec<(ListenerEval, Vec<Cond>)>,
+}
+
+impl ListenerSetStatusPlan {
+    fn new(set: &crate::gateway::listeners::ListenerSetEval, all: &[ListenerEval], gateway_programmed: &Cond) -> Self {
+        let key = (set.namespace.clone(), set.name.clone());
+        let programmed = if set.attached() {
+            gateway_programmed.clone()
+        } else {
+            Cond::f(types::PROGRAMMED, &set.accepted.reason, &set.accepted.message)
+        };
+        Self {
+            namespace: set.namespace.clone(),
+            name: set.name.clone(),
+            generation: set.generation,
+            listeners: all
+                .iter()
+                .filter(|l| l.set.as_ref() == Some(&key))
+                .map(|l| (l.clone(), l.status_conds(&programmed)))
+                .collect(),
+            conditions: vec![set.accepted.clone(), programmed],
+        }
+    }
+
+    /// `status` to write, merged with the set's `existing` status (JSON): lastTransitionTime
+    /// kept where a condition did not change, conditions of other owners kept.
+    #[must_use]
+    pub fn to_status(&self, existing: &Value, now: &Time) -> Value {
+        let old_conds: Vec<Condition> =
+            serde_json::from_value(existing["conditions"].clone()).unwrap_or_default();
+        let generation = Some(self.generation);
+        let listeners: Vec<Value> = self
+            .listeners
+            .iter()
+            .map(|(l, conds)| {
+                let old: Vec<Condition> = existing["listeners"]
+                    .as_array()
+                    .and_then(|ls| ls.iter().find(|o| o["name"] == l.name.as_str()))
+                    .and_then(|o| serde_json::from_value(o["conditions"].clone()).ok())
+                    .unwrap_or_default();
+                serde_json::json!({
+                    "name": l.name,
+                    "attachedRoutes": l.attached_routes,
+                    "supportedKinds": l.supported_kinds.iter().map(|k| serde_json::json!({"group": k.group, "kind": k.kind})).collect::<Vec<_>>(),
+                    "conditions": merge_conditions(&old, conds, ListenerEval::owned_types(), generation, now),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "conditions": merge_conditions(&old_conds, &self.conditions, &[types::ACCEPTED, types::PROGRAMMED], generation, now),
+            "listeners": listeners,
+        })
+    }
 }
 
 /// Plans a Gateway and every route it accepted, and computes every status.
@@ -145,9 +217,19 @@ fn gateway_status(gw: &GatewayPlan, routes: &[RoutePlan]) -> GatewayStatusPlan {
         listeners: gw
             .listeners
             .iter()
+            .filter(|l| l.set.is_none())
             .map(|l| (l.clone(), l.status_conds(&programmed)))
             .collect(),
         addresses: gw.addresses.clone(),
+        attached_listener_sets: (!gw.listener_sets.is_empty()).then(|| {
+            i32::try_from(gw.listener_sets.iter().filter(|s| s.attached()).count())
+                .unwrap_or(i32::MAX)
+        }),
+        listener_sets: gw
+            .listener_sets
+            .iter()
+            .map(|s| ListenerSetStatusPlan::new(s, &gw.listeners, &programmed))
+            .collect(),
     }
 }
 
@@ -156,7 +238,11 @@ fn programmed_cond(gw: &GatewayPlan, routes: &[RoutePlan]) -> Cond {
     if !gw.accepted {
         return Cond::f(p, reasons::INVALID, "the Gateway is not accepted");
     }
-    if !gw.listeners.iter().any(ListenerEval::is_valid) {
+    if !gw
+        .listeners
+        .iter()
+        .any(|l| l.set.is_none() && l.is_valid())
+    {
         return Cond::f(p, reasons::INVALID, "no listener is valid");
     }
     let errors: Vec<&RenderError> = gw
@@ -288,6 +374,16 @@ impl GatewayStatusPlan {
         for (l, conds) in &mut self.listeners {
             *conds = l.status_conds(&programmed);
         }
+        for set in &mut self.listener_sets {
+            if set.conditions.first().is_some_and(|a| a.status.is_true()) {
+                for (l, conds) in &mut set.listeners {
+                    *conds = l.status_conds(&programmed);
+                }
+                if let Some(p) = set.conditions.get_mut(1) {
+                    *p = programmed.clone();
+                }
+            }
+        }
         self.set(programmed);
         self
     }
@@ -362,6 +458,7 @@ impl GatewayStatusPlan {
                 now,
             )),
             listeners: Some(listeners),
+            attached_listener_sets: self.attached_listener_sets,
             ..existing.cloned().unwrap_or_default()
         }
     }
@@ -381,6 +478,7 @@ pub fn next_route_parents(
     route: &Value,
     written: &[(&Key, &[ParentAttachment])],
     ours: impl Fn(&Key) -> bool,
+    set_parent: impl Fn(&Key) -> Option<Key>,
     now: &Time,
 ) -> Vec<Value> {
     let route_ns = route["metadata"]["namespace"].as_str().unwrap_or_default();
@@ -400,7 +498,7 @@ pub fn next_route_parents(
             continue;
         }
         let parent = &e["parentRef"];
-        let gw = gateway_of(parent, route_ns);
+        let gw = gateway_of(parent, route_ns, &set_parent);
         let rewritten = gw
             .as_ref()
             .is_some_and(|g| written.iter().any(|(k, _)| *k == g));
@@ -435,17 +533,22 @@ pub fn next_route_parents(
     foreign
 }
 
-/// The Gateway a parentRef names (the route's namespace when it names none), or `None`
-/// when it names another kind.
-fn gateway_of(parent: &Value, route_ns: &str) -> Option<Key> {
+/// The Gateway a parentRef names (the route's namespace when it names none), the parent
+/// of the ListenerSet it names (`set_parent`), or `None` when it names another kind.
+fn gateway_of(parent: &Value, route_ns: &str, set_parent: &dyn Fn(&Key) -> Option<Key>) -> Option<Key> {
     let group = parent["group"].as_str().unwrap_or(GATEWAY_API_GROUP);
     let kind = parent["kind"].as_str().unwrap_or("Gateway");
-    (group == GATEWAY_API_GROUP && kind == "Gateway").then(|| {
+    let key = || {
         Key::new(
             parent["namespace"].as_str().unwrap_or(route_ns).to_owned(),
             parent["name"].as_str().unwrap_or_default().to_owned(),
         )
-    })
+    };
+    match (group == GATEWAY_API_GROUP, kind) {
+        (true, "Gateway") => Some(key()),
+        (true, crate::gateway::listenersets::KIND) => set_parent(&key()),
+        _ => None,
+    }
 }
 
 /// Parent references are equal when every field either sets is equal, with the API

@@ -436,6 +436,7 @@ fn route_parents_keep_other_controllers_and_drop_stale_entries_of_ours() {
         &route,
         &[(&one, &ones)],
         |k| in_scope(&w.snap, k).is_ok(),
+        |k| w.snap.listener_set_parent(k),
         &now,
     );
     let names: Vec<(&str, &str)> = next
@@ -468,6 +469,7 @@ fn route_parents_keep_other_controllers_and_drop_stale_entries_of_ours() {
         &route,
         &[(&two, &twos)],
         |k| in_scope(&w.snap, k).is_ok(),
+        |k| w.snap.listener_set_parent(k),
         &now,
     );
     assert_eq!(again.len(), 2, "{again:?}");
@@ -475,7 +477,13 @@ fn route_parents_keep_other_controllers_and_drop_stale_entries_of_ours() {
     assert_ne!(again[1]["conditions"][0]["message"], "kept");
     // A Gateway that is no longer ours loses its entry at the next write.
     w.gateway("two", "theirs", &[("http", None)]);
-    let after = next_route_parents(&route, &[], |k| in_scope(&w.snap, k).is_ok(), &now);
+    let after = next_route_parents(
+        &route,
+        &[],
+        |k| in_scope(&w.snap, k).is_ok(),
+        |k| w.snap.listener_set_parent(k),
+        &now,
+    );
     assert_eq!(after.len(), 1, "{after:?}");
 }
 

@@ -12,8 +12,15 @@ use serde::Serialize;
 /// A listener as templates see it.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ListenerVar {
-    /// Listener name.
+    /// Listener name (unique within its Gateway or ListenerSet, not across them).
     pub name: String,
+    /// A name unique among the merged listeners, valid as a listener name: `name` for
+    /// the Gateway's own, `<ListenerSet name>-<name>` for a ListenerSet's (what a child
+    /// Gateway carrying every listener names them by).
+    pub key: String,
+    /// The ListenerSet it comes from (`{namespace, name}`); none for the Gateway's own.
+    #[serde(rename = "listenerSet")]
+    pub listener_set: Option<NamespacedName>,
     /// Port.
     pub port: i32,
     /// Protocol (`HTTP`, `HTTPS`, ...).

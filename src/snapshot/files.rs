@@ -173,6 +173,9 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
                     snap.put_route_json(doc);
                 }
                 ("gateway.networking.k8s.io", "ReferenceGrant") => snap.put_grant(de(doc, &perr)?),
+                ("gateway.networking.k8s.io", crate::gateway::listenersets::KIND) => {
+                    snap.put_listener_set(doc);
+                }
                 ("gatewright.dev", "GatewayClassBlueprint") => {
                     loaded.blueprint_names.push(name.clone());
                     snap.put_blueprint(de(doc, &perr)?);

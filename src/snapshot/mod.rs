@@ -128,6 +128,15 @@ impl RouteEntry {
     }
 }
 
+/// A ListenerSet, as the semantics see it and as the API returned it.
+#[derive(Debug)]
+pub struct ListenerSetEntry {
+    /// The view the evaluation reads.
+    pub view: crate::gateway::listenersets::ListenerSetView,
+    /// As the API returns it.
+    pub json: Value,
+}
+
 /// Removes `item` from the set at `key` of a reverse index, and the set once empty.
 fn remove_from<K: Ord, T: Ord>(index: &mut BTreeMap<K, BTreeSet<T>>, key: &K, item: &T) {
     if let Some(set) = index.get_mut(key) {
@@ -200,6 +209,11 @@ pub struct Snapshot {
     gateways: BTreeMap<Key, Arc<GatewayEntry>>,
     routes: BTreeMap<RouteKey, Arc<RouteEntry>>,
     routes_by_gateway: BTreeMap<Key, BTreeSet<RouteKey>>,
+    /// Reverse index: the routes with a parentRef naming a ListenerSet.
+    routes_by_listener_set: BTreeMap<Key, BTreeSet<RouteKey>>,
+    listener_sets: BTreeMap<Key, Arc<ListenerSetEntry>>,
+    /// Reverse index: the ListenerSets naming a Gateway as parent.
+    listener_sets_by_gateway: BTreeMap<Key, BTreeSet<Key>>,
     /// Reverse index: the Gateways whose listeners name a Secret.
     gateways_by_secret: BTreeMap<Key, BTreeSet<Key>>,
     /// Reverse index: the routes whose backendRefs name a Service.
@@ -404,6 +418,11 @@ impl Snapshot {
                     .entry(Key::new(p.namespace.clone(), p.name.clone()))
                     .or_default()
                     .insert(key.clone());
+            } else if p.listener_set().is_some() {
+                self.routes_by_listener_set
+                    .entry(Key::new(p.namespace.clone(), p.name.clone()))
+                    .or_default()
+                    .insert(key.clone());
             }
         }
         for service in services_of(&view) {
@@ -424,15 +443,83 @@ impl Snapshot {
             }),
         );
     }
+    /// Inserts or replaces a ListenerSet.
+    pub fn put_listener_set(&mut self, json: Value) {
+        let view = crate::gateway::listenersets::ListenerSetView::from_json(&json);
+        let key = Key::new(view.namespace.clone(), view.name.clone());
+        self.remove_listener_set(&key);
+        if let Some((ns, name)) = &view.parent {
+            self.listener_sets_by_gateway
+                .entry(Key::new(ns.clone(), name.clone()))
+                .or_default()
+                .insert(key.clone());
+        }
+        self.listener_sets
+            .insert(key, Arc::new(ListenerSetEntry { view, json }));
+    }
+    /// Removes a ListenerSet.
+    pub fn remove_listener_set(&mut self, key: &Key) {
+        if let Some(old) = self.listener_sets.remove(key)
+            && let Some((ns, name)) = &old.view.parent
+        {
+            remove_from(
+                &mut self.listener_sets_by_gateway,
+                &Key::new(ns.clone(), name.clone()),
+                key,
+            );
+        }
+    }
+    /// A ListenerSet by key.
+    #[must_use]
+    pub fn listener_set(&self, key: &Key) -> Option<&Arc<ListenerSetEntry>> {
+        self.listener_sets.get(key)
+    }
+    /// The ListenerSets naming Gateway `gw` as parent, in key order.
+    pub fn listener_sets_of<'a>(
+        &'a self,
+        gw: &Key,
+    ) -> impl Iterator<Item = &'a Arc<ListenerSetEntry>> + 'a {
+        self.listener_sets_by_gateway
+            .get(gw)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.listener_sets.get(k))
+    }
+    /// The parent Gateway of the ListenerSet `key`, when the set is known and names one.
+    #[must_use]
+    pub fn listener_set_parent(&self, key: &Key) -> Option<Key> {
+        self.listener_sets
+            .get(key)
+            .and_then(|s| s.view.parent.clone())
+            .map(|(ns, name)| Key::new(ns, name))
+    }
+    /// The Gateway a route's parentRef leads to: the Gateway it names, or the parent of the
+    /// ListenerSet it names (when that set is known).
+    #[must_use]
+    pub fn gateway_of_parent(&self, p: &crate::gateway::routes::ParentRef) -> Option<Key> {
+        if p.group != crate::gateway::GATEWAY_API_GROUP {
+            return None;
+        }
+        match p.kind.as_str() {
+            "Gateway" => Some(Key::new(p.namespace.clone(), p.name.clone())),
+            crate::gateway::listenersets::KIND => self
+                .listener_sets
+                .get(&Key::new(p.namespace.clone(), p.name.clone()))
+                .and_then(|s| s.view.parent.clone())
+                .map(|(ns, name)| Key::new(ns, name)),
+            _ => None,
+        }
+    }
     /// Removes a route.
     pub fn remove_route(&mut self, key: &RouteKey) {
         if let Some(old) = self.routes.remove(key) {
             for p in &old.view.parent_refs {
-                remove_from(
-                    &mut self.routes_by_gateway,
-                    &Key::new(p.namespace.clone(), p.name.clone()),
-                    key,
-                );
+                let k = Key::new(p.namespace.clone(), p.name.clone());
+                if p.listener_set().is_some() {
+                    remove_from(&mut self.routes_by_listener_set, &k, key);
+                } else {
+                    remove_from(&mut self.routes_by_gateway, &k, key);
+                }
             }
             for service in services_of(&old.view) {
                 remove_from(&mut self.routes_by_service, &service, key);
@@ -590,6 +677,17 @@ impl Snapshot {
                     self.remove_route(k);
                 }
             }
+            crate::gateway::listenersets::KIND if api_version.is_empty() => {
+                let gone: Vec<Key> = self
+                    .listener_sets
+                    .keys()
+                    .filter(|k| !keep(k))
+                    .cloned()
+                    .collect();
+                for k in &gone {
+                    self.remove_listener_set(k);
+                }
+            }
             "Namespace" => self
                 .namespaces
                 .retain(|n, _| keep(&Key::new(String::new(), n.clone()))),
@@ -633,6 +731,9 @@ impl Snapshot {
             "Gateway" if api_version.is_empty() => self.gateways.len(),
             k if api_version.is_empty() && crate::gateway::route_kinds::by_kind(k).is_some() => {
                 self.routes.keys().filter(|r| r.kind == k).count()
+            }
+            crate::gateway::listenersets::KIND if api_version.is_empty() => {
+                self.listener_sets.len()
             }
             "Namespace" => self.namespaces.len(),
             "ReferenceGrant" => self.grants.values().map(BTreeMap::len).sum(),
@@ -739,16 +840,23 @@ impl Snapshot {
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default()
     }
-    /// Routes with a parentRef naming this Gateway, in (kind, namespace, name) order.
+    /// Routes with a parentRef naming this Gateway or one of the ListenerSets naming it as
+    /// parent, in (kind, namespace, name) order, each once.
     pub fn routes_referencing<'a>(
         &'a self,
         gw: &Key,
     ) -> impl Iterator<Item = (&'a RouteKey, &'a Arc<RouteEntry>)> + 'a {
-        self.routes_by_gateway
+        let mut keys: BTreeSet<&'a RouteKey> = self
+            .routes_by_gateway
             .get(gw)
             .into_iter()
             .flatten()
-            .filter_map(|k| self.routes.get(k).map(|r| (k, r)))
+            .collect();
+        for set in self.listener_sets_by_gateway.get(gw).into_iter().flatten() {
+            keys.extend(self.routes_by_listener_set.get(set).into_iter().flatten());
+        }
+        keys.into_iter()
+            .filter_map(|k| self.routes.get_key_value(k))
     }
     /// Live children labelled with this parent uid, parsed.
     pub fn children_of<'a>(&'a self, parent_uid: &str) -> impl Iterator<Item = Arc<Value>> + 'a {
