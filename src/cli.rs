@@ -185,14 +185,13 @@ fn render_snapshot(
         };
         let entries: Vec<(&Key, &[ParentAttachment])> =
             entries.iter().map(|(k, e)| (*k, e.as_slice())).collect();
-        let parents =
-            next_route_parents(
-                &route.json(),
-                &entries,
-                |k| in_scope(snap, k).is_ok(),
-                |k| snap.listener_set_parent(k),
-                now,
-            );
+        let parents = next_route_parents(
+            &route.json(),
+            &entries,
+            |k| in_scope(snap, k).is_ok(),
+            |k| snap.listener_set_parent(k),
+            now,
+        );
         statuses.push(status_doc(
             &rkey.kind,
             Some(&rkey.namespace),

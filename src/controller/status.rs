@@ -150,7 +150,11 @@ impl Controller {
         };
         let desired = set.to_status(&current, &now());
         let compared = norm_status(&desired);
-        let own = own_status_key(crate::gateway::listenersets::KIND, &set.namespace, &set.name);
+        let own = own_status_key(
+            crate::gateway::listenersets::KIND,
+            &set.namespace,
+            &set.name,
+        );
         if compared == norm_status(&current) && self.cache_has_own_status(&own, &current) {
             return Ok(());
         }
@@ -164,7 +168,8 @@ impl Controller {
             ),
             "listenersets",
         );
-        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &set.namespace, &ar);
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &set.namespace, &ar);
         match api
             .patch_status(
                 &set.name,

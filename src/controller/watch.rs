@@ -880,7 +880,11 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
         ctl.clone(),
         crate::gateway::listenersets::KIND,
         ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(crate::gateway::GATEWAY_API_GROUP, "v1", crate::gateway::listenersets::KIND),
+            &GroupVersionKind::gvk(
+                crate::gateway::GATEWAY_API_GROUP,
+                "v1",
+                crate::gateway::listenersets::KIND,
+            ),
             "listenersets",
         ),
         true,
@@ -1081,7 +1085,11 @@ fn on_listener_set(ctl: &Arc<Controller>, mut v: Value, deleted: bool) {
     v["apiVersion"] = Value::String(format!("{}/v1", crate::gateway::GATEWAY_API_GROUP));
     v["kind"] = Value::String(crate::gateway::listenersets::KIND.to_owned());
     let key = key_of(&v);
-    let own = own_status_key(crate::gateway::listenersets::KIND, &key.namespace, &key.name);
+    let own = own_status_key(
+        crate::gateway::listenersets::KIND,
+        &key.namespace,
+        &key.name,
+    );
     let status_only = !deleted
         && is_own_echo(ctl, &own, &v, |s| {
             s.listener_set(&key)
@@ -1172,7 +1180,11 @@ fn on_route(ctl: &Arc<Controller>, row: &RouteKind, mut v: Value, deleted: bool)
     } else {
         let view = row.view(&v);
         if let Ok(s) = ctl.snapshot.read() {
-            parents.extend(view.parent_refs.iter().filter_map(|p| s.gateway_of_parent(p)));
+            parents.extend(
+                view.parent_refs
+                    .iter()
+                    .filter_map(|p| s.gateway_of_parent(p)),
+            );
         }
         with_snapshot(ctl, |s| s.put_route_json(v));
         ctl.enqueue(Work::Route(key));

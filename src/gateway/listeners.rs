@@ -146,9 +146,14 @@ impl ListenerEval {
                 .into_iter()
                 .chain(self.conflicted.as_ref())
                 .find(|c| !c.status.is_true() || c.type_ == types::CONFLICTED);
+            // A conflicted listener says which conflict on Programmed too.
+            let reason = self
+                .conflicted
+                .as_ref()
+                .map_or(reasons::INVALID, |c| c.reason.as_str());
             Cond::f(
                 types::PROGRAMMED,
-                reasons::INVALID,
+                reason,
                 why.map_or("listener is invalid", |c| c.message.as_str()),
             )
         };
@@ -286,7 +291,7 @@ pub fn evaluate_gateway_with(
     let mut homes: Vec<String> = Vec::new();
     let mut ranks: Vec<usize> = Vec::new();
     for l in &gw.spec.listeners {
-        listeners.push(evaluate_listener(l, &ns, lookup, kinds));
+        listeners.push(evaluate_listener(l, &ns, lookup, kinds, "Gateway"));
         specs.push(l.clone());
         homes.push(ns.clone());
         ranks.push(0);
@@ -317,10 +322,15 @@ pub fn evaluate_gateway_with(
             namespace: set.namespace.clone(),
             name: set.name.clone(),
             generation: set.generation,
-            accepted: Cond::t(types::ACCEPTED, reasons::ACCEPTED, "the ListenerSet is accepted"),
+            accepted: Cond::t(
+                types::ACCEPTED,
+                reasons::ACCEPTED,
+                "the ListenerSet is accepted",
+            ),
         });
         for l in &set.listeners {
-            let mut e = evaluate_listener(l, &set.namespace, lookup, kinds);
+            let mut e =
+                evaluate_listener(l, &set.namespace, lookup, kinds, super::listenersets::KIND);
             e.set = Some(set.key());
             listeners.push(e);
             specs.push(l.clone());
@@ -380,8 +390,12 @@ pub fn evaluate_gateway_with(
                 reasons::PARENT_NOT_ACCEPTED,
                 &format!("its parent Gateway is not accepted: {}", accepted.message),
             )
-        } else if !mine.iter().any(|l| l.accepted.status.is_true()) {
-            Cond::f(types::ACCEPTED, reasons::LISTENERS_NOT_VALID, "no listener is valid")
+        } else if !mine.iter().any(|l| l.is_valid()) {
+            Cond::f(
+                types::ACCEPTED,
+                reasons::LISTENERS_NOT_VALID,
+                "no listener is valid",
+            )
         } else if let Some(bad) = mine.iter().find(|l| !l.is_valid()) {
             let n = mine.iter().filter(|l| !l.is_valid()).count();
             Cond::t(
@@ -422,6 +436,7 @@ fn evaluate_listener(
     ns: &str,
     lookup: &dyn Lookup,
     class: &ClassKinds,
+    from_kind: &str,
 ) -> ListenerEval {
     let protocol_kinds = protocol_kinds(&l.protocol, &class.kinds);
     let tls_mode = matches!(l.protocol.as_str(), "HTTPS" | "TLS").then(|| {
@@ -509,7 +524,7 @@ fn evaluate_listener(
     }
     let mut certificate_refs = Vec::new();
     if tls_mode.as_deref() == Some(TLS_TERMINATE) {
-        match resolve_certificates(l, ns, lookup) {
+        match resolve_certificates(l, ns, lookup, from_kind) {
             Ok(refs) => certificate_refs = refs,
             Err((reason, msg)) => {
                 if resolved_refs.status.is_true() {
@@ -574,10 +589,14 @@ fn supported_kinds(
 
 type RefError = (&'static str, String);
 
+/// The listener's certificate Secrets; a Secret in another namespace needs a ReferenceGrant
+/// from `from_kind` (`Gateway`, or `ListenerSet` for a set's listener: a grant to the
+/// Gateway is not inherited by its ListenerSets).
 fn resolve_certificates(
     l: &GatewayListeners,
     ns: &str,
     lookup: &dyn Lookup,
+    from_kind: &str,
 ) -> Result<Vec<(String, String)>, RefError> {
     let needs = || {
         format!(
@@ -619,7 +638,7 @@ fn resolve_certificates(
         if !grant_allows(
             lookup,
             GATEWAY_API_GROUP,
-            "Gateway",
+            from_kind,
             ns,
             "",
             "Secret",
@@ -628,7 +647,7 @@ fn resolve_certificates(
         ) {
             return Err((
                 reasons::REF_NOT_PERMITTED,
-                format!("{what}: no ReferenceGrant in {rns} allows Gateways of {ns} to use it"),
+                format!("{what}: no ReferenceGrant in {rns} allows {from_kind}s of {ns} to use it"),
             ));
         }
         let Some(info) = lookup.secret(&rns, &r.name) else {
@@ -868,7 +887,10 @@ pub(crate) mod tests {
         pub fn with_namespace(mut self, name: &str, labels: &[(&str, &str)]) -> Self {
             self.namespaces.insert(
                 name.into(),
-                labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect(),
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).into(), (*v).into()))
+                    .collect(),
             );
             self
         }

@@ -63,18 +63,23 @@ impl ListenerSetView {
             .as_array()
             .map_or(&[][..], Vec::as_slice)
             .iter()
-            .filter_map(|l| match serde_json::from_value::<GatewayListeners>(l.clone()) {
-                Ok(l) => Some(l),
-                Err(e) => {
-                    unreadable.get_or_insert_with(|| {
-                        format!("listener {}: {e}", l["name"].as_str().unwrap_or("?"))
-                    });
-                    None
-                }
-            })
+            .filter_map(
+                |l| match serde_json::from_value::<GatewayListeners>(l.clone()) {
+                    Ok(l) => Some(l),
+                    Err(e) => {
+                        unreadable.get_or_insert_with(|| {
+                            format!("listener {}: {e}", l["name"].as_str().unwrap_or("?"))
+                        });
+                        None
+                    }
+                },
+            )
             .collect();
         Self {
-            name: v["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+            name: v["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
             generation: v["metadata"]["generation"].as_i64().unwrap_or(0),
             created: v["metadata"]["creationTimestamp"]
                 .as_str()
@@ -174,12 +179,21 @@ mod tests {
 
     #[test]
     fn a_set_reads_its_parent_and_listeners() {
-        let s = set("team", "s", "2026-01-01T00:00:00Z", json!({"name": "gw", "namespace": "infra"}));
+        let s = set(
+            "team",
+            "s",
+            "2026-01-01T00:00:00Z",
+            json!({"name": "gw", "namespace": "infra"}),
+        );
         assert_eq!(s.parent, Some(("infra".into(), "gw".into())));
         assert_eq!(s.listeners[0].port, 8080);
         assert_eq!(s.listeners[0].hostname.as_deref(), Some("a.example.com"));
         let s = set("team", "s", "", json!({"name": "gw"}));
-        assert_eq!(s.parent, Some(("team".into(), "gw".into())), "defaults to its namespace");
+        assert_eq!(
+            s.parent,
+            Some(("team".into(), "gw".into())),
+            "defaults to its namespace"
+        );
         let s = set("team", "s", "", json!({"name": "gw", "kind": "Other"}));
         assert_eq!(s.parent, None);
     }
@@ -258,12 +272,26 @@ mod tests {
         use crate::gateway::listeners::{ClassKinds, evaluate_gateway_with};
         let w = World::default();
         let g = allowing_all(vec![listener("web", 80, "HTTP", Some("a.example.com"))]);
-        let older = set_with("team", "older", "2026-01-01T00:00:00Z", json!([
+        let older = set_with(
+            "team",
+            "older",
+            "2026-01-01T00:00:00Z",
+            json!([
             http("dup", "a.example.com"), http("b", "b.example.com"),
-            {"name": "raw", "port": 80, "protocol": "TCP"}]));
-        let newer = set_with("team", "newer", "2026-01-02T00:00:00Z", json!([
-            http("b", "b.example.com"), http("c", "c.example.com")]));
-        let denied = set_with("team", "denied", "2026-01-01T00:00:00Z", json!([http("d", "d.example.com")]));
+            {"name": "raw", "port": 80, "protocol": "TCP"}]),
+        );
+        let newer = set_with(
+            "team",
+            "newer",
+            "2026-01-02T00:00:00Z",
+            json!([http("b", "b.example.com"), http("c", "c.example.com")]),
+        );
+        let denied = set_with(
+            "team",
+            "denied",
+            "2026-01-01T00:00:00Z",
+            json!([http("d", "d.example.com")]),
+        );
         let mut g2 = g.clone();
         g2.spec.allowed_listeners = None;
         // Given newest first: precedence is by age, not by the order given.
@@ -290,12 +318,19 @@ mod tests {
                 (Some("newer"), "c", None),
             ]
         );
-        assert!(e.accepted.status.is_true() && e.accepted.reason == reasons::ACCEPTED, "{:?}", e.accepted);
+        assert!(
+            e.accepted.status.is_true() && e.accepted.reason == reasons::ACCEPTED,
+            "{:?}",
+            e.accepted
+        );
         assert_eq!(e.own_listeners().count(), 1);
         assert_eq!(e.attached_listener_sets(), 2);
         let older_eval = e.sets.iter().find(|s| s.name == "older").unwrap();
         assert_eq!(
-            (older_eval.accepted.status.is_true(), older_eval.accepted.reason.as_str()),
+            (
+                older_eval.accepted.status.is_true(),
+                older_eval.accepted.reason.as_str()
+            ),
             (true, reasons::LISTENERS_NOT_VALID)
         );
         // A Gateway that allows none: the set is not attached and adds nothing.
@@ -313,7 +348,12 @@ mod tests {
         let w = World::default();
         let web: GatewayListeners = serde_json::from_value(http("web", "a.example.com")).unwrap();
         let g = allowing_all(vec![web]);
-        let team = set_with("team", "team", "2026-01-01T00:00:00Z", json!([http("b", "b.example.com")]));
+        let team = set_with(
+            "team",
+            "team",
+            "2026-01-01T00:00:00Z",
+            json!([http("b", "b.example.com")]),
+        );
         let mut g2 = g.clone();
         g2.spec.allowed_listeners = None;
         let route = |parent: Value, host: &str| {
@@ -339,6 +379,10 @@ mod tests {
         let e = evaluate_gateway_with(&g2, &[&team], &w, &ClassKinds::all());
         let c = attach_route(&route(to_set, "b.example.com"), &g2, &e, &w);
         assert_eq!(c[0].accepted.reason, reasons::NOT_ALLOWED_BY_LISTENERS);
-        assert!(c[0].accepted.message.contains("not attached"), "{}", c[0].accepted.message);
+        assert!(
+            c[0].accepted.message.contains("not attached"),
+            "{}",
+            c[0].accepted.message
+        );
     }
 }

@@ -173,7 +173,11 @@ pub fn attach_route(
                 None
             } else {
                 let key = p.listener_set()?;
-                Some(eval.sets.iter().find(|s| s.namespace == key.0 && s.name == key.1)?)
+                Some(
+                    eval.sets
+                        .iter()
+                        .find(|s| s.namespace == key.0 && s.name == key.1)?,
+                )
             };
             let (accepted, listeners) = match target {
                 Some(set) if !set.attached() => (
@@ -191,7 +195,9 @@ pub fn attach_route(
                     route,
                     p,
                     eval,
-                    target.map(|s| (s.namespace.clone(), s.name.clone())).as_ref(),
+                    target
+                        .map(|s| (s.namespace.clone(), s.name.clone()))
+                        .as_ref(),
                     lookup,
                 ),
             };

@@ -24,6 +24,7 @@ pub const BASE_FEATURES: &[&str] = &[
     "Gateway",
     "GatewayInfrastructure",
     "GatewayPort8080",
+    "ListenerSet",
     "ReferenceGrant",
 ];
 

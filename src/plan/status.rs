@@ -87,12 +87,20 @@ pub struct ListenerSetStatusPlan {
 }
 
 impl ListenerSetStatusPlan {
-    fn new(set: &crate::gateway::listeners::ListenerSetEval, all: &[ListenerEval], gateway_programmed: &Cond) -> Self {
+    fn new(
+        set: &crate::gateway::listeners::ListenerSetEval,
+        all: &[ListenerEval],
+        gateway_programmed: &Cond,
+    ) -> Self {
         let key = (set.namespace.clone(), set.name.clone());
         let programmed = if set.attached() {
             gateway_programmed.clone()
         } else {
-            Cond::f(types::PROGRAMMED, &set.accepted.reason, &set.accepted.message)
+            Cond::f(
+                types::PROGRAMMED,
+                &set.accepted.reason,
+                &set.accepted.message,
+            )
         };
         Self {
             namespace: set.namespace.clone(),
@@ -238,11 +246,7 @@ fn programmed_cond(gw: &GatewayPlan, routes: &[RoutePlan]) -> Cond {
     if !gw.accepted {
         return Cond::f(p, reasons::INVALID, "the Gateway is not accepted");
     }
-    if !gw
-        .listeners
-        .iter()
-        .any(|l| l.set.is_none() && l.is_valid())
-    {
+    if !gw.listeners.iter().any(|l| l.set.is_none() && l.is_valid()) {
         return Cond::f(p, reasons::INVALID, "no listener is valid");
     }
     let errors: Vec<&RenderError> = gw
@@ -535,7 +539,11 @@ pub fn next_route_parents(
 
 /// The Gateway a parentRef names (the route's namespace when it names none), the parent
 /// of the ListenerSet it names (`set_parent`), or `None` when it names another kind.
-fn gateway_of(parent: &Value, route_ns: &str, set_parent: &dyn Fn(&Key) -> Option<Key>) -> Option<Key> {
+fn gateway_of(
+    parent: &Value,
+    route_ns: &str,
+    set_parent: &dyn Fn(&Key) -> Option<Key>,
+) -> Option<Key> {
     let group = parent["group"].as_str().unwrap_or(GATEWAY_API_GROUP);
     let kind = parent["kind"].as_str().unwrap_or("Gateway");
     let key = || {

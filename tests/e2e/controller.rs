@@ -171,7 +171,7 @@ async fn certificates(client: &Client, ns: &str) -> Vec<Value> {
 
 /// The dnsNames of the Certificate once it is the only one (no rotation under way); plays
 /// cert-manager's and Istio's part so that a rotation can finish.
-async fn cert_dns_names(client: &Client, ns: &str) -> Option<Value> {
+pub(crate) async fn cert_dns_names(client: &Client, ns: &str) -> Option<Value> {
     let certs = certificates(client, ns).await;
     if certs.len() > 1 {
         gatewright::controller::simulate_ready_where(client, Some(ns))

@@ -10,6 +10,7 @@
 mod common;
 mod controller;
 mod kinds;
+mod listenersets;
 mod mbb;
 mod monitoring;
 mod policy;
