@@ -6,8 +6,10 @@
 # a temporary directory and always brought down again, on success, failure or Ctrl-C.
 #
 # Needs Rust (with rustfmt and clippy) and Go; the cluster's binaries and CRDs, promtool
-# (tests/tools/promtool) and the CEL evaluator (tests/tools/celeval) come from the Go module
-# proxy on first use (tests/cluster/README.md); lua5.1 from Debian's packages (installed by
+# (tests/tools/promtool), the CEL evaluator (tests/tools/celeval), cert-manager and
+# external-dns (tests/tools/cert-manager, tests/tools/external-dns: the real downstream
+# controllers tests/real_downstream.rs runs against) come from the Go module proxy on first
+# use (tests/cluster/README.md); lua5.1 from Debian's packages (installed by
 # tests/health/run when missing and run as root).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,6 +27,10 @@ cargo clippy --all-targets --features cluster-tests -- -D warnings
 step "test cluster binaries (tests/cluster/build)"
 tests/cluster/build
 
+step "real downstream controllers: cert-manager v1.11.5, external-dns v0.20.0 (tests/tools/{cert-manager,external-dns}/build)"
+tests/tools/cert-manager/build
+tests/tools/external-dns/build
+
 step "alert rules and dashboard queries (tests/monitoring/check: promtool check rules, test rules)"
 tests/monitoring/check
 
@@ -34,7 +40,8 @@ export GATEWRIGHT_CLUSTER_DIR
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM HUP
-  step "test cluster down"
+  step "real downstream controllers and test cluster down"
+  tests/cluster/downstream down || rc=1
   tests/cluster/down || rc=1
   echo "==> done in $(( $(date +%s) - began ))s (exit $rc)"
   exit "$rc"
@@ -47,6 +54,9 @@ env_line="$(tests/cluster/up)"
 eval "$env_line"
 export KUBECONFIG
 echo "KUBECONFIG=$KUBECONFIG"
+
+step "real cert-manager and external-dns beside the cluster, in namespace gatewright-real (tests/cluster/downstream up)"
+tests/cluster/downstream up
 
 step "cargo test --features cluster-tests"
 # The fault tests (tests/faults) restart this cluster's API server and etcd: a binary of

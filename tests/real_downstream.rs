@@ -1,0 +1,462 @@
+//! The shipped class `istio-certmanager-externaldns` with the real cert-manager and the real
+//! external-dns beside the test cluster (tests/cluster/downstream): cert-manager issues the
+//! Certificate gatewright renders and reports it Ready itself; external-dns publishes the
+//! DNSEndpoint's records to its in-memory zone, logs them and writes
+//! `status.observedGeneration`. Only the Istio child Gateway's status is simulated (it needs
+//! a data plane), and only on that one object.
+//!
+//! Both controllers act in one namespace only (`downstream.env` names it); the other
+//! cluster tests simulate Certificate and DNSEndpoint status in namespaces of their own and
+//! are left alone. A test binary of its own: its in-process controller is the only one
+//! running while it runs (cargo runs test binaries one after the other).
+//!
+//! Needs the downstream controllers: on the harness's cluster (tests/cluster/up) the test
+//! starts them with `tests/cluster/downstream up` when they are not running already
+//! (scripts/test.sh starts them before the tests); on another cluster, point
+//! `GATEWRIGHT_DOWNSTREAM_ENV` at a file of the same form as `downstream.env`.
+#![cfg(feature = "cluster-tests")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code"
+)]
+
+#[allow(
+    dead_code,
+    reason = "shared with the e2e binary; not every helper is used here"
+)]
+#[path = "e2e/common.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
+use serde_json::{Value, json};
+
+use common::{admin, apply_yaml, unique_name, wait_for};
+
+const T: Duration = Duration::from_secs(90);
+
+/// What `tests/cluster/downstream up` wrote: where the real controllers act and log.
+struct Downstream {
+    namespace: String,
+    zone: String,
+    /// The CA issuer's kind (`Issuer` in `namespace`, or `ClusterIssuer`) and name.
+    ca_issuer: (String, String),
+    external_dns_log: PathBuf,
+}
+
+/// Reads `downstream.env` (beside the kubeconfig of the harness's cluster, or
+/// `GATEWRIGHT_DOWNSTREAM_ENV`), starting the downstream controllers first on the harness's
+/// cluster (a no-op while they run).
+fn downstream() -> Downstream {
+    let env_file = if let Some(f) = std::env::var_os("GATEWRIGHT_DOWNSTREAM_ENV") {
+        PathBuf::from(f)
+    } else {
+        let kubeconfig = PathBuf::from(
+            std::env::var_os("KUBECONFIG").expect("KUBECONFIG (scripts/test.sh sets it)"),
+        );
+        let dir = kubeconfig.parent().unwrap().to_owned();
+        assert!(
+            dir.join(".gatewright-cluster").exists(),
+            "KUBECONFIG is not a cluster of tests/cluster/up: run cert-manager and external-dns \
+             as tests/cluster/downstream does and set GATEWRIGHT_DOWNSTREAM_ENV"
+        );
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cluster/downstream");
+        let status = Command::new(script)
+            .arg("up")
+            .env("GATEWRIGHT_CLUSTER_DIR", &dir)
+            .stdout(Stdio::null())
+            .status()
+            .expect("run tests/cluster/downstream");
+        assert!(status.success(), "tests/cluster/downstream up failed");
+        dir.join("downstream.env")
+    };
+    let text = std::fs::read_to_string(&env_file)
+        .unwrap_or_else(|e| panic!("read {}: {e}", env_file.display()));
+    let env: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
+    Downstream {
+        namespace: env["namespace"].to_owned(),
+        zone: env["zones"].split_whitespace().next().unwrap().to_owned(),
+        ca_issuer: (
+            env["ca_issuer_kind"].to_owned(),
+            env["ca_issuer"].to_owned(),
+        ),
+        external_dns_log: PathBuf::from(env["external_dns_log"]),
+    }
+}
+
+fn resource(group: &str, version: &str, kind: &str) -> ApiResource {
+    let plural = format!("{}s", kind.to_ascii_lowercase());
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural)
+}
+
+fn dynamic(
+    client: &Client,
+    ns: &str,
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &resource(group, version, kind))
+}
+
+fn cond<'a>(obj: &'a Value, t: &str) -> Option<&'a Value> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+}
+
+/// The children of kind `kind` of the Gateway with `uid`, as JSON (deleted ones left out).
+async fn children(api: &Api<DynamicObject>, uid: &str) -> Vec<Value> {
+    let selector = format!("{}={uid}", gatewright::render::labels::GATEWAY_UID);
+    api.list(&ListParams::default().labels(&selector))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|o| o.metadata.deletion_timestamp.is_none())
+        .map(|o| serde_json::to_value(o).unwrap())
+        .collect()
+}
+
+/// Plays Istio's part, and only Istio's: writes the status Istio would write on the child
+/// Gateways of the Gateway with `uid` whose current generation it has not programmed yet.
+/// The Certificate and the DNSEndpoint are left to cert-manager and external-dns.
+async fn program_istio_gateways(client: &Client, ns: &str, uid: &str) {
+    let api = dynamic(client, ns, "gateway.networking.k8s.io", "v1", "Gateway");
+    for mut g in children(&api, uid).await {
+        let generation = g["metadata"]["generation"].clone();
+        if cond(&g, "Programmed").is_some_and(|c| c["observedGeneration"] == generation) {
+            continue;
+        }
+        g["apiVersion"] = json!("gateway.networking.k8s.io/v1");
+        g["kind"] = json!("Gateway");
+        let status = gatewright::simulate::ready_status(&g).unwrap();
+        let name = g["metadata"]["name"].as_str().unwrap();
+        // The object may change under us (a new generation): the next round catches up.
+        let _ = api
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "status": status })),
+            )
+            .await;
+    }
+}
+
+/// The Gateway's `Programmed` status, if it has one.
+async fn programmed(client: &Client, ns: &str, name: &str) -> Option<String> {
+    let api = dynamic(client, ns, "gateway.networking.k8s.io", "v1", "Gateway");
+    let g = serde_json::to_value(api.get(name).await.unwrap()).unwrap();
+    cond(&g, "Programmed").map(|c| c["status"].as_str().unwrap_or_default().to_owned())
+}
+
+/// Runs openssl with `args`, `input` on stdin; its stdout, or a panic with its stderr.
+fn openssl(args: &[&str], input: &[u8]) -> String {
+    let mut child = Command::new("openssl")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The subjectAltName entries of a PEM certificate, sorted (`DNS:name`, `IP Address:...`).
+fn sans(pem: &[u8]) -> Vec<String> {
+    let text = openssl(&["x509", "-noout", "-ext", "subjectAltName"], pem);
+    // "X509v3 Subject Alternative Name: \n    DNS:a, DNS:b"
+    let mut out: Vec<String> = text
+        .lines()
+        .skip(1)
+        .flat_map(|l| l.split(','))
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The issued Secret of `cert`: its `tls.crt` and `ca.crt`, once cert-manager wrote them.
+async fn issued(client: &Client, ns: &str, cert: &Value) -> (Vec<u8>, Vec<u8>) {
+    let secret_name = cert["spec"]["secretName"].as_str().unwrap();
+    let s = Api::<Secret>::namespaced(client.clone(), ns)
+        .get(secret_name)
+        .await
+        .unwrap_or_else(|e| panic!("Secret {secret_name}: {e}"));
+    let data = s.data.unwrap_or_default();
+    (
+        data.get("tls.crt").expect("tls.crt").0.clone(),
+        data.get("ca.crt").expect("ca.crt").0.clone(),
+    )
+}
+
+/// Checks that `pem` names exactly `hosts` and chains to `ca`.
+fn assert_certificate(pem: &[u8], ca: &[u8], hosts: &[&str]) {
+    let mut want: Vec<String> = hosts.iter().map(|h| format!("DNS:{h}")).collect();
+    want.sort();
+    assert_eq!(sans(pem), want, "subjectAltName of the issued certificate");
+    let issuer = openssl(&["x509", "-noout", "-issuer"], pem);
+    assert!(issuer.contains("gatewright test CA"), "{issuer}");
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.crt");
+    std::fs::write(&ca_file, ca).unwrap();
+    let verified = openssl(&["verify", "-CAfile", ca_file.to_str().unwrap()], pem);
+    assert!(verified.trim_end().ends_with("OK"), "{verified}");
+}
+
+/// The lines of external-dns's log recording `change` (`CREATE`, `DELETE`) of the A record
+/// of `host`, such as `msg="CREATE: web.example.com 300 IN A  192.0.2.10 []"`.
+fn record_lines(log: &Path, change: &str, host: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let needle = format!("{change}: {host} ");
+    text.lines()
+        .filter(|l| l.contains(&needle) && l.contains(" IN A "))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_cert_manager_and_external_dns() {
+    let began = Instant::now();
+    let d = downstream();
+    let ns = d.namespace.as_str();
+    let client = admin().await;
+    let ctl = gatewright::controller::start(
+        client.clone(),
+        gatewright::controller::Options {
+            controller_namespace: ns.to_owned(),
+            resync: Duration::from_secs(3600),
+            workers: gatewright::controller::default_workers(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+
+    // The shipped class under a name of this run, its issuer set by a GatewayClassConfig
+    // (the platform team's way) to the CA issuer of tests/cluster/downstream.
+    let class = unique_name("real");
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/gatewayclasses/istio-certmanager-externaldns"
+    );
+    let shipped = format!(
+        "{}\n---\n{}",
+        std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
+        std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
+    )
+    .replace("istio-certmanager-externaldns", &class);
+    apply_yaml(&client, &shipped).await;
+    apply_yaml(
+        &client,
+        &format!(
+            "apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassConfig\nmetadata: {{name: {class}, namespace: {ns}}}\nspec:\n  targetRef: {{group: gateway.networking.k8s.io, kind: GatewayClass, name: {class}}}\n  default:\n    certificate:\n      issuerRef: {{group: cert-manager.io, kind: {kind}, name: {ca}}}\n",
+            kind = d.ca_issuer.0,
+            ca = d.ca_issuer.1,
+        ),
+    )
+    .await;
+
+    let gw = unique_name("gw");
+    let zone = &d.zone;
+    let web = format!("{}.{zone}", unique_name("web"));
+    let api_host = format!("{}.{zone}", unique_name("api"));
+    apply_yaml(
+        &client,
+        &format!(
+            r#"apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: {gw}, namespace: {ns}}}
+spec:
+  gatewayClassName: {class}
+  listeners:
+  - name: https
+    port: 443
+    protocol: HTTPS
+    hostname: "*.{zone}"
+    tls:
+      mode: Terminate
+      options: {{gatewright.dev/certificate: generated}}
+"#
+        ),
+    )
+    .await;
+    let route = |hosts: &[&str]| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {gw}, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: {gw}}}]\n  hostnames: {hosts:?}\n  rules: [{{backendRefs: [{{name: web, port: 80}}]}}]\n"
+        )
+    };
+    apply_yaml(&client, &route(&[web.as_str(), api_host.as_str()])).await;
+    let gateways = dynamic(&client, ns, "gateway.networking.k8s.io", "v1", "Gateway");
+    let uid = gateways.get(&gw).await.unwrap().metadata.uid.unwrap();
+    let certs = dynamic(&client, ns, "cert-manager.io", "v1", "Certificate");
+    let endpoints = dynamic(&client, ns, "externaldns.k8s.io", "v1alpha1", "DNSEndpoint");
+    let setup = began.elapsed();
+
+    // cert-manager issues the Certificate and says Ready itself (no simulator touches it).
+    let t = Instant::now();
+    let cert = wait_for(
+        "cert-manager to report the Certificate Ready",
+        T,
+        || async {
+            program_istio_gateways(&client, ns, &uid).await;
+            let certs = children(&certs, &uid).await;
+            let [cert] = certs.as_slice() else {
+                return None;
+            };
+            (cond(cert, "Ready")?["status"] == "True").then(|| cert.clone())
+        },
+    )
+    .await;
+    let issued_after = t.elapsed();
+    let ready = cond(&cert, "Ready").unwrap();
+    assert_eq!(ready["reason"], "Ready", "{cert}");
+    assert_eq!(
+        ready["message"], "Certificate is up to date and has not expired",
+        "cert-manager's own condition: {cert}"
+    );
+    assert_eq!(ready["observedGeneration"], cert["metadata"]["generation"]);
+    let mut hosts = vec![web.as_str(), api_host.as_str()];
+    hosts.sort_unstable();
+    assert_eq!(cert["spec"]["dnsNames"], json!(hosts));
+    let (pem, ca) = issued(&client, ns, &cert).await;
+    assert_certificate(&pem, &ca, &hosts);
+
+    // external-dns reads the DNSEndpoint (status.observedGeneration is its write) and puts
+    // one A record per hostname in its zone, pointing at the Istio gateway's address.
+    let t = Instant::now();
+    let ep = wait_for("external-dns to observe the DNSEndpoint", T, || async {
+        program_istio_gateways(&client, ns, &uid).await;
+        let eps = children(&endpoints, &uid).await;
+        let [ep] = eps.as_slice() else {
+            return None;
+        };
+        (ep["status"]["observedGeneration"] == ep["metadata"]["generation"]).then(|| ep.clone())
+    })
+    .await;
+    assert_eq!(ep["spec"]["endpoints"].as_array().unwrap().len(), 2, "{ep}");
+    wait_for("external-dns to log the A records", T, || async {
+        hosts
+            .iter()
+            .all(|h| !record_lines(&d.external_dns_log, "CREATE", h).is_empty())
+            .then_some(())
+    })
+    .await;
+    let published_after = t.elapsed();
+    for h in &hosts {
+        let lines = record_lines(&d.external_dns_log, "CREATE", h);
+        assert_eq!(lines.len(), 1, "one A record for {h}: {lines:?}");
+        assert!(
+            lines[0].contains(gatewright::simulate::SIMULATED_IP),
+            "{}",
+            lines[0]
+        );
+    }
+
+    wait_for("the Gateway Programmed", T, || async {
+        program_istio_gateways(&client, ns, &uid).await;
+        (programmed(&client, ns, &gw).await.as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    let programmed_after = began.elapsed();
+
+    // One hostname leaves the route: external-dns deletes its record, and the Certificate
+    // is replaced make-before-break by one that cert-manager issues for the other name.
+    let t = Instant::now();
+    apply_yaml(&client, &route(&[web.as_str()])).await;
+    wait_for(
+        "external-dns to log the deletion of the A record",
+        T,
+        || async {
+            program_istio_gateways(&client, ns, &uid).await;
+            (!record_lines(&d.external_dns_log, "DELETE", &api_host).is_empty()).then_some(())
+        },
+    )
+    .await;
+    let deleted_after = t.elapsed();
+    assert!(record_lines(&d.external_dns_log, "DELETE", &web).is_empty());
+    let cert = wait_for(
+        "the replacement Certificate Ready, the old one gone",
+        T,
+        || async {
+            program_istio_gateways(&client, ns, &uid).await;
+            let certs = children(&certs, &uid).await;
+            let [cert] = certs.as_slice() else {
+                return None;
+            };
+            (cert["spec"]["dnsNames"] == json!([web]) && cond(cert, "Ready")?["status"] == "True")
+                .then(|| cert.clone())
+        },
+    )
+    .await;
+    let (pem, ca) = issued(&client, ns, &cert).await;
+    assert_certificate(&pem, &ca, &[&web]);
+    wait_for("the Gateway Programmed again", T, || async {
+        program_istio_gateways(&client, ns, &uid).await;
+        (programmed(&client, ns, &gw).await.as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    let replaced_after = t.elapsed();
+
+    // Deleting the Gateway tears its children down; external-dns deletes the last record.
+    let t = Instant::now();
+    gateways
+        .delete(&gw, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the Gateway gone", T, || async {
+        gateways.get_opt(&gw).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    wait_for("external-dns to delete the last record", T, || async {
+        (!record_lines(&d.external_dns_log, "DELETE", &web).is_empty()).then_some(())
+    })
+    .await;
+    let torn_down_after = t.elapsed();
+    let routes = dynamic(&client, ns, "gateway.networking.k8s.io", "v1", "HTTPRoute");
+    let _ = routes.delete(&gw, &DeleteParams::default()).await;
+    let _ = dynamic(
+        &client,
+        ns,
+        "gatewright.dev",
+        "v1alpha1",
+        "GatewayClassConfig",
+    )
+    .delete(&class, &DeleteParams::default())
+    .await;
+    for (group, version, kind) in [
+        ("gateway.networking.k8s.io", "v1", "GatewayClass"),
+        ("gatewright.dev", "v1alpha1", "GatewayClassBlueprint"),
+    ] {
+        let _ = Api::<DynamicObject>::all_with(client.clone(), &resource(group, version, kind))
+            .delete(&class, &DeleteParams::default())
+            .await;
+    }
+    ctl.shutdown(Duration::from_secs(10)).await;
+    eprintln!(
+        "real downstream: set up {setup:.1?}; Certificate issued {issued_after:.1?}; records \
+         published {published_after:.1?}; Gateway Programmed {programmed_after:.1?} from the \
+         start; record deleted {deleted_after:.1?} and Certificate replaced {replaced_after:.1?} \
+         after the route changed; torn down {torn_down_after:.1?}; total {:.1?}",
+        began.elapsed()
+    );
+}
