@@ -96,7 +96,12 @@ fn downstream() -> Downstream {
 }
 
 fn resource(group: &str, version: &str, kind: &str) -> ApiResource {
-    let plural = format!("{}s", kind.to_ascii_lowercase());
+    let kind_lower = kind.to_ascii_lowercase();
+    let plural = if kind_lower.ends_with('s') {
+        format!("{kind_lower}es")
+    } else {
+        format!("{kind_lower}s")
+    };
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural)
 }
 
@@ -451,6 +456,8 @@ spec:
             .delete(&class, &DeleteParams::default())
             .await;
     }
+    // The class goes once the controller has let go of it.
+    common::wait_class_gone(&client, &class, T).await;
     ctl.shutdown(Duration::from_secs(10)).await;
     eprintln!(
         "real downstream: set up {setup:.1?}; Certificate issued {issued_after:.1?}; records \
