@@ -1138,17 +1138,8 @@ fn on_route(ctl: &Arc<Controller>, row: &RouteKind, mut v: Value, deleted: bool)
     // List items may come without apiVersion and kind; the snapshot reads the kind.
     v["apiVersion"] = Value::String(row.api_version());
     v["kind"] = Value::String(row.kind.to_owned());
-    let key = RouteKey::new(
-        row.kind,
-        v["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-        v["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-    );
+    let Key { namespace, name } = key_of(&v);
+    let key = RouteKey::new(row.kind, namespace, name);
     let mut parents: Vec<Key> = ctl
         .snapshot
         .read()

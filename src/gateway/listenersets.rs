@@ -129,22 +129,17 @@ pub fn allowed(gw: &Gateway, namespace: &str, lookup: &dyn Lookup) -> Result<(),
         Some(GatewayAllowedListenersNamespacesFrom::Selector) => {
             ns.and_then(|n| n.selector.as_ref()).is_some_and(|sel| {
                 let empty = BTreeMap::new();
-                let labels = lookup.namespace_labels(namespace).unwrap_or(&empty);
-                sel.match_labels
-                    .iter()
-                    .flatten()
-                    .all(|(k, v)| labels.get(k) == Some(v))
-                    && sel.match_expressions.iter().flatten().all(|e| {
-                        let vals = e.values.as_deref().unwrap_or_default();
-                        let has = labels.get(&e.key);
-                        match e.operator.as_str() {
-                            "In" => has.is_some_and(|v| vals.contains(v)),
-                            "NotIn" => has.is_none_or(|v| !vals.contains(v)),
-                            "Exists" => has.is_some(),
-                            "DoesNotExist" => has.is_none(),
-                            _ => false,
-                        }
-                    })
+                super::selector_matches(
+                    lookup.namespace_labels(namespace).unwrap_or(&empty),
+                    sel.match_labels.as_ref(),
+                    sel.match_expressions.iter().flatten().map(|e| {
+                        (
+                            e.key.as_str(),
+                            e.operator.as_str(),
+                            e.values.as_deref().unwrap_or_default(),
+                        )
+                    }),
+                )
             })
         }
     };

@@ -29,6 +29,29 @@ pub const CONTROLLER_NAME: &str = "gatewright.dev/gateway-controller";
 /// The Gateway API group.
 pub const GATEWAY_API_GROUP: &str = "gateway.networking.k8s.io";
 
+/// Whether a Namespace's `labels` match a label selector: every `match_labels` entry, and
+/// every expression as `(key, operator, values)`. An unknown operator matches nothing.
+pub fn selector_matches<'a>(
+    labels: &BTreeMap<String, String>,
+    match_labels: Option<&BTreeMap<String, String>>,
+    mut expressions: impl Iterator<Item = (&'a str, &'a str, &'a [String])>,
+) -> bool {
+    match_labels
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v))
+        && expressions.all(|(key, operator, values)| {
+            let has = labels.get(key);
+            match operator {
+                "In" => has.is_some_and(|v| values.contains(v)),
+                "NotIn" => has.is_none_or(|v| !values.contains(v)),
+                "Exists" => has.is_some(),
+                "DoesNotExist" => has.is_none(),
+                _ => false,
+            }
+        })
+}
+
 /// What the semantics look up; implemented by the planner's snapshot.
 pub trait Lookup {
     /// Labels of a Namespace; `None` when the namespace is unknown.

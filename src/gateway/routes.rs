@@ -374,24 +374,17 @@ fn namespace_allowed(
                 return false;
             };
             let empty = BTreeMap::new();
-            let labels = lookup.namespace_labels(route_ns).unwrap_or(&empty);
-            let labels_ok = sel
-                .match_labels
-                .iter()
-                .flatten()
-                .all(|(k, v)| labels.get(k) == Some(v));
-            let exprs_ok = sel.match_expressions.iter().flatten().all(|e| {
-                let vals = e.values.as_deref().unwrap_or_default();
-                let has = labels.get(&e.key);
-                match e.operator.as_str() {
-                    "In" => has.is_some_and(|v| vals.contains(v)),
-                    "NotIn" => has.is_none_or(|v| !vals.contains(v)),
-                    "Exists" => has.is_some(),
-                    "DoesNotExist" => has.is_none(),
-                    _ => false,
-                }
-            });
-            labels_ok && exprs_ok
+            super::selector_matches(
+                lookup.namespace_labels(route_ns).unwrap_or(&empty),
+                sel.match_labels.as_ref(),
+                sel.match_expressions.iter().flatten().map(|e| {
+                    (
+                        e.key.as_str(),
+                        e.operator.as_str(),
+                        e.values.as_deref().unwrap_or_default(),
+                    )
+                }),
+            )
         }
     }
 }
