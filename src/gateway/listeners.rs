@@ -9,26 +9,8 @@ use gateway_api::apis::standard::gateways::{
 
 use super::conditions::{Cond, reasons, types};
 use super::refs::{TLS_SECRET_TYPE, grant_allows};
+pub use super::route_kinds::RouteGroupKind;
 use super::{GATEWAY_API_GROUP, Lookup, hostnames};
-
-/// A route group and kind.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RouteGroupKind {
-    /// Group.
-    pub group: String,
-    /// Kind.
-    pub kind: String,
-}
-
-impl RouteGroupKind {
-    #[cfg(test)]
-    fn gw(kind: &str) -> Self {
-        Self {
-            group: GATEWAY_API_GROUP.to_owned(),
-            kind: kind.to_owned(),
-        }
-    }
-}
 
 /// Route kinds we implement, in table order ([`super::route_kinds`]).
 #[must_use]

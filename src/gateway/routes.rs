@@ -1,4 +1,4 @@
-//! Routes, kind-independent: parentRef matching, allowedRoutes, hostname intersection
+//! Routes, kind-independent (their view is [`super::route_kinds::RouteView`]): parentRef matching, allowedRoutes, hostname intersection
 //! (GATEWAY-API.md 4.1-4.4), backend reference resolution, attachedRoutes counting.
 
 use std::collections::BTreeMap;
@@ -9,83 +9,10 @@ use gateway_api::apis::standard::gateways::{
 use serde_json::Value;
 
 use super::conditions::{Cond, reasons, types};
-use super::listeners::{GatewayEval, RouteGroupKind};
+use super::listeners::GatewayEval;
 use super::refs::grant_allows;
-use super::{GATEWAY_API_GROUP, Lookup, hostnames};
-
-/// A parentRef with the API defaults filled in.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ParentRef {
-    /// Group (default `gateway.networking.k8s.io`).
-    pub group: String,
-    /// Kind (default `Gateway`).
-    pub kind: String,
-    /// Namespace (default: the route's).
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// Listener name.
-    pub section_name: Option<String>,
-    /// Listener port.
-    pub port: Option<i32>,
-    /// The spec parentRef as written, with group and kind defaulted, for `status.parents`.
-    pub status_ref: Value,
-}
-
-impl ParentRef {
-    /// The ListenerSet `(namespace, name)` it names, if it names one.
-    #[must_use]
-    pub fn listener_set(&self) -> Option<(String, String)> {
-        (self.group == GATEWAY_API_GROUP && self.kind == super::listenersets::KIND)
-            .then(|| (self.namespace.clone(), self.name.clone()))
-    }
-
-    /// Whether it names the Gateway `gw_namespace/gw_name`.
-    #[must_use]
-    pub fn targets(&self, gw_namespace: &str, gw_name: &str) -> bool {
-        self.group == GATEWAY_API_GROUP
-            && self.kind == "Gateway"
-            && self.namespace == gw_namespace
-            && self.name == gw_name
-    }
-}
-
-/// A backendRef with defaults filled in.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BackendRef {
-    /// Group (default core).
-    pub group: String,
-    /// Kind (default `Service`).
-    pub kind: String,
-    /// Namespace (default: the route's).
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// Port.
-    pub port: Option<i32>,
-}
-
-/// What the semantics need of a route of any kind.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RouteView {
-    /// Group and kind.
-    pub kind: RouteGroupKind,
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// `metadata.generation`.
-    pub generation: i64,
-    /// Parent references.
-    pub parent_refs: Vec<ParentRef>,
-    /// `spec.hostnames` the API would accept (others never reach a child).
-    pub hostnames: Vec<String>,
-    /// Whether the spec named any hostname at all (valid or not): a route whose every
-    /// hostname is invalid matches nothing, it is not a catch-all.
-    pub names_hostnames: bool,
-    /// Backends of every rule.
-    pub backend_refs: Vec<BackendRef>,
-}
+pub use super::route_kinds::{BackendRef, ParentRef, RouteView};
+use super::{Lookup, hostnames};
 
 /// A listener a route attached to, with the hostnames traffic is accepted for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -464,6 +391,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gateway::GATEWAY_API_GROUP;
     use crate::gateway::Status;
     use crate::gateway::listeners::evaluate_gateway;
     use crate::gateway::listeners::tests::{World, gw, https, listener};
