@@ -270,6 +270,19 @@ async fn real_cert_manager_and_external_dns() {
         std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
     )
     .replace("istio-certmanager-externaldns", &class);
+    // DNS drained before what it points at goes: the DNS template empties its
+    // DNSEndpoint at teardown and waits for external-dns to have read that version (its
+    // readyWhen on observedGeneration), then 3 s for the sync to reach the zone.
+    let dns_ready = "    readyWhen: dig(object, \"status.observedGeneration\", 0) >= object.metadata.generation\n";
+    assert!(
+        shipped.contains(dns_ready),
+        "the DNS template's readyWhen moved"
+    );
+    let shipped = shipped.replacen(
+        dns_ready,
+        &format!("{dns_ready}    drain:\n      patch: {{spec: {{endpoints: []}}}}\n      settleSeconds: 3\n"),
+        1,
+    );
     apply_yaml(&client, &shipped).await;
     apply_yaml(
         &client,
@@ -422,18 +435,33 @@ spec:
     .await;
     let replaced_after = t.elapsed();
 
-    // Deleting the Gateway tears its children down; external-dns deletes the last record.
+    // Deleting the Gateway tears its children down, DNS first: external-dns has deleted
+    // the last record (by its own log) before the Istio child Gateway starts going.
     let t = Instant::now();
+    let istio = dynamic(&client, ns, "gateway.networking.k8s.io", "v1", "Gateway");
+    let istio_name = format!("{gw}-istio");
+    assert!(
+        istio.get_opt(&istio_name).await.unwrap().is_some(),
+        "the Istio child exists"
+    );
     gateways
         .delete(&gw, &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("the Gateway gone", T, || async {
-        gateways.get_opt(&gw).await.unwrap().is_none().then_some(())
+    let record_gone_first = wait_for("the Istio child Gateway to start going", T, || async {
+        // Read the log first: a DELETE logged now was logged before what is read next.
+        let logged = !record_lines(&d.external_dns_log, "DELETE", &web).is_empty();
+        let child = istio.get_opt(&istio_name).await.unwrap();
+        let going = child.is_none_or(|c| c.metadata.deletion_timestamp.is_some());
+        going.then_some(logged)
     })
     .await;
-    wait_for("external-dns to delete the last record", T, || async {
-        (!record_lines(&d.external_dns_log, "DELETE", &web).is_empty()).then_some(())
+    assert!(
+        record_gone_first,
+        "the Istio child Gateway started going before external-dns deleted {web}'s record"
+    );
+    wait_for("the Gateway gone", T, || async {
+        gateways.get_opt(&gw).await.unwrap().is_none().then_some(())
     })
     .await;
     let torn_down_after = t.elapsed();

@@ -67,6 +67,13 @@ pub struct TemplateEntry {
     /// object is updated in place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+    /// Before the teardown deletes this template's objects, drain them first: apply
+    /// `drain.patch` to each, wait until its readiness (`readyWhen`, or the default rules)
+    /// holds for that drained version, then `drain.settleSeconds`, and only then delete it
+    /// and go on with the teardown. For what others route traffic by (a DNSEndpoint: empty
+    /// its endpoints, so the records go before what they point at).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<Drain>,
     /// Route templates only: the route kinds it renders for (`HTTPRoute`, `GRPCRoute`,
     /// `TLSRoute`, `TCPRoute`, `UDPRoute`). For a route of another kind it renders nothing.
     /// Default: `[HTTPRoute]`.
@@ -76,6 +83,22 @@ pub struct TemplateEntry {
         inner(regex(pattern = r"^(HTTPRoute|GRPCRoute|TLSRoute|TCPRoute|UDPRoute)$"))
     )]
     pub kinds: Vec<String>,
+}
+
+/// How a template's objects are drained before the teardown deletes them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Drain {
+    /// A JSON merge patch that empties the object (such as `{spec: {endpoints: []}}` for a
+    /// DNSEndpoint). An empty list in it also matches a field the server leaves out.
+    #[schemars(schema_with = "free_form")]
+    pub patch: serde_json::Value,
+    /// Seconds to wait once the drained version is ready, before the delete: what the
+    /// downstream controller needs after it reports the version (one sync of external-dns,
+    /// say). Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 3600))]
+    pub settle_seconds: Option<u64>,
 }
 
 /// The route kinds [`TemplateEntry::kinds`] and [`GatewayClassBlueprintSpec::route_kinds`]

@@ -196,6 +196,31 @@ impl Controller {
     }
 
     /// Deletes a child (a no-op when it is already gone).
+    /// Applies a JSON merge patch to a live child (the teardown's drain), as our field
+    /// manager. A child gone meanwhile is no error.
+    pub(crate) async fn patch_child(
+        self: &Arc<Self>,
+        key: &ObjectKey,
+        patch: &serde_json::Value,
+    ) -> Result<(), Error> {
+        let Some(api) = self.child_api(key)? else {
+            return Ok(());
+        };
+        tracing::info!(child = %key, "draining a child before its deletion");
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        match api
+            .patch(&key.name, &pp, &kube::api::Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(Error::kube(format!("drain {key}"), e)),
+        }
+    }
+
     pub(crate) async fn delete_child(self: &Arc<Self>, key: &ObjectKey) -> Result<(), Error> {
         let Some(api) = self.child_api(key)? else {
             return Ok(());

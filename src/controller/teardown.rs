@@ -51,6 +51,64 @@ fn next_group<'a>(
     children.iter().filter(|c| Some(rank(c)) == first).collect()
 }
 
+/// What the teardown does next with a child whose template drains it first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum DrainStep {
+    /// Apply the drain patch.
+    Patch,
+    /// The drained version is not ready yet: why.
+    Wait(String),
+    /// The drained version is ready: record when (the settle time counts from then).
+    MarkDrained,
+    /// Settling: this many seconds left.
+    Settle(u64),
+    /// Drained and settled: delete it.
+    Delete,
+}
+
+/// Whether `live` holds what the drain `patch` sets: every field of the patch the same in
+/// `live`, where an empty list or null in the patch also matches a field `live` leaves out.
+fn drained(patch: &Value, live: &Value) -> bool {
+    match patch {
+        Value::Object(p) => p.iter().all(|(k, v)| match live.get(k) {
+            Some(l) => drained(v, l),
+            None => v.is_null() || v.as_array().is_some_and(Vec::is_empty),
+        }),
+        Value::Array(a) if a.is_empty() => {
+            live.is_null() || live.as_array().is_some_and(Vec::is_empty)
+        }
+        other => super::apply::is_subset(other, live),
+    }
+}
+
+/// The next drain step for `live` (its readiness judged on the live, drained, version).
+fn drain_step(
+    drain: &crate::api::Drain,
+    live: &Value,
+    ready: &crate::plan::readiness::Readiness,
+    now: Timestamp,
+) -> DrainStep {
+    use crate::plan::readiness::Readiness;
+    if !drained(&drain.patch, live) {
+        return DrainStep::Patch;
+    }
+    if let Readiness::NotReady(why) = ready {
+        return DrainStep::Wait(why.clone());
+    }
+    let Some(since) = live["metadata"]["annotations"][labels::DRAINED_AT]
+        .as_str()
+        .and_then(|t| seconds_since(t, now))
+    else {
+        return DrainStep::MarkDrained;
+    };
+    let settle = drain.settle_seconds.unwrap_or(0);
+    match u64::try_from(since) {
+        Ok(s) if s >= settle => DrainStep::Delete,
+        Ok(s) => DrainStep::Settle(settle - s),
+        Err(_) => DrainStep::Settle(settle),
+    }
+}
+
 /// A child whose deletion hangs: its key and why, in words.
 struct StuckDeletion {
     child: String,
@@ -126,42 +184,100 @@ impl Controller {
             return Ok(None);
         }
         let uid = gw.metadata.uid.clone().unwrap_or_default();
-        let (children, order) = {
+        let (children, order, prepared) = {
             let snap = self.snapshot.read().map_err(|_| Error::SnapshotPoisoned)?;
             let children: Vec<Value> = snap
                 .children_by_gateway(&uid)
                 .map(Arc::unwrap_or_clone)
                 .collect();
-            let order = crate::plan::class::resolve_blueprint(
+            let prepared = crate::plan::class::resolve_blueprint(
                 &snap,
                 snap.class(&gw.spec.gateway_class_name)
                     .map_or(&GatewayClass::default(), |c| c.as_ref()),
             )
-            .map(|p| (p.gateway_graph.order.clone(), p.route_graph.order.clone()))
-            .unwrap_or_default();
-            (children, order)
+            .ok();
+            let order = prepared
+                .as_ref()
+                .map(|p| (p.gateway_graph.order.clone(), p.route_graph.order.clone()))
+                .unwrap_or_default();
+            (children, order, prepared)
         };
         if children.is_empty() {
             return self.release(key, gw, &uid, kinds).await;
         }
         let group = next_group(&children, &uid, &order);
+        // Each child of the group is deleted, or first drained (its template's `drain`).
+        let mut draining: Vec<String> = Vec::new();
+        let mut wake: Option<u64> = None;
         for c in group
             .iter()
             .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
         {
-            self.delete_child(&ObjectKey::of(c)).await?;
+            let key = ObjectKey::of(c);
+            let drain = prepared.as_deref().and_then(|p| {
+                let set = if labels::parent_uid(c) == Some(uid.as_str()) {
+                    crate::render::TemplateSet::Gateway
+                } else {
+                    crate::render::TemplateSet::Route
+                };
+                let entry = p.entry(set, labels::template(c)?)?;
+                let drain = entry.drain.as_ref()?;
+                // A readiness rule that cannot be judged must not hold the teardown.
+                let ready = crate::plan::readiness::judge(&p.compiled, entry, Some(c))
+                    .unwrap_or(crate::plan::readiness::Readiness::Ready);
+                Some((
+                    drain.clone(),
+                    drain_step(drain, c, &ready, Timestamp::now()),
+                ))
+            });
+            match drain {
+                None | Some((_, DrainStep::Delete)) => self.delete_child(&key).await?,
+                Some((d, DrainStep::Patch)) => {
+                    self.patch_child(&key, &d.patch).await?;
+                    draining.push(format!("{key} drained; waiting for it to be ready"));
+                    wake = Some(wake.map_or(2, |w| w.min(2)));
+                }
+                Some((_, DrainStep::Wait(why))) => {
+                    draining.push(format!("{key}: {why}"));
+                    wake = Some(wake.map_or(2, |w| w.min(2)));
+                }
+                Some((d, DrainStep::MarkDrained)) => {
+                    let at = Timestamp::now().to_string();
+                    self.patch_child(
+                        &key,
+                        &json!({"metadata": {"annotations": {labels::DRAINED_AT: at}}}),
+                    )
+                    .await?;
+                    let settle = d.settle_seconds.unwrap_or(0).max(1);
+                    draining.push(format!("{key} drained and ready; settling {settle} s"));
+                    wake = Some(wake.map_or(settle, |w| w.min(settle)));
+                }
+                Some((_, DrainStep::Settle(left))) => {
+                    draining.push(format!("{key} drained and ready; settling {left} s more"));
+                    wake = Some(wake.map_or(left.max(1), |w| w.min(left.max(1))));
+                }
+            }
         }
         // A child whose deletion hangs (someone else's finalizer, a stuck controller)
         // holds the teardown: say so on the Gateway and in an Event, once.
         let limit = i64::try_from(self.opts.deletion_stuck_after.as_secs()).unwrap_or(i64::MAX);
         let (stuck, next_check) = stuck_deletions(&group, limit, Timestamp::now());
-        let cond = teardown_cond(children.len(), &group, &stuck);
+        let mut cond = teardown_cond(children.len(), &group, &stuck);
+        if !draining.is_empty() && stuck.is_empty() {
+            cond.message = format!(
+                "draining before deleting, {} children left: {}",
+                children.len(),
+                draining.join("; ")
+            );
+        }
         self.write_teardown_condition(key, gw, &cond).await?;
         self.announce_stuck(key, gw, &stuck).await;
         // Child deletions wake this Gateway through the child watches; look again at the
         // next deadline, or every 30 s while stuck.
         let again = next_check.map_or(30, |n| u64::try_from(n).unwrap_or(1).max(1));
-        Ok(Some(Duration::from_secs(again)))
+        Ok(Some(Duration::from_secs(
+            wake.map_or(again, |w| w.min(again)),
+        )))
     }
 
     /// One Warning per deletion that newly hangs.
@@ -343,5 +459,56 @@ mod tests {
         let c = teardown_cond(3, &group, &[]);
         assert_eq!(c.reason, reasons::DELETING);
         assert!(c.message.contains("3 left"), "{}", c.message);
+    }
+
+    #[test]
+    fn a_drained_child_is_deleted_only_once_ready_and_settled() {
+        use crate::plan::readiness::Readiness;
+        let drain = crate::api::Drain {
+            patch: json!({"spec": {"endpoints": []}}),
+            settle_seconds: Some(5),
+        };
+        let now: Timestamp = "2026-01-01T00:00:10Z".parse().unwrap();
+        let mut dns = json!({"apiVersion": "externaldns.k8s.io/v1alpha1", "kind": "DNSEndpoint",
+            "metadata": {"name": "d", "namespace": "ns", "generation": 3},
+            "spec": {"endpoints": [{"dnsName": "a.example.com"}]}});
+        // Records still there: empty them first, whatever the readiness says.
+        assert_eq!(
+            drain_step(&drain, &dns, &Readiness::Ready, now),
+            DrainStep::Patch
+        );
+        // Emptied (the server may leave an empty list out): wait for the downstream.
+        dns["spec"] = json!({});
+        let waiting = Readiness::NotReady("observedGeneration 3 < generation 4".into());
+        assert_eq!(
+            drain_step(&drain, &dns, &waiting, now),
+            DrainStep::Wait("observedGeneration 3 < generation 4".into())
+        );
+        dns["spec"]["endpoints"] = json!([]);
+        assert_eq!(
+            drain_step(&drain, &dns, &Readiness::Ready, now),
+            DrainStep::MarkDrained
+        );
+        dns["metadata"]["annotations"] = json!({ labels::DRAINED_AT: "2026-01-01T00:00:08Z" });
+        assert_eq!(
+            drain_step(&drain, &dns, &Readiness::Ready, now),
+            DrainStep::Settle(3)
+        );
+        dns["metadata"]["annotations"] = json!({ labels::DRAINED_AT: "2026-01-01T00:00:05Z" });
+        assert_eq!(
+            drain_step(&drain, &dns, &Readiness::Ready, now),
+            DrainStep::Delete
+        );
+        // A drain of a scalar field compares it as is.
+        let scale = crate::api::Drain {
+            patch: json!({"spec": {"replicas": 0}}),
+            settle_seconds: None,
+        };
+        let live = json!({"metadata": {"annotations": { labels::DRAINED_AT: "2026-01-01T00:00:10Z" }}, "spec": {"replicas": 0}});
+        assert_eq!(
+            drain_step(&scale, &live, &Readiness::Ready, now),
+            DrainStep::Delete
+        );
+        assert!(!drained(&scale.patch, &json!({"spec": {}})));
     }
 }

@@ -124,6 +124,7 @@ mod tests {
             template: "x: 1".into(),
             ready_when: Some("object.status.atProvider.dnsName is defined and object.status.atProvider.dnsName != ''".into()),
             rollout: None,
+            drain: None,
             kinds: Vec::new(),
         };
         let spec = GatewayClassBlueprintSpec {

@@ -221,6 +221,7 @@ mod tests {
             template: template.into(),
             ready_when: None,
             rollout: None,
+            drain: None,
             kinds: Vec::new(),
         }
     }

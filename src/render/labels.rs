@@ -30,6 +30,9 @@ pub const USES: &str = "gatewright.dev/uses";
 /// teardown deletes from the highest down by it, so the order holds even when the
 /// blueprint was deleted with the Gateway (`kubectl delete -f`, a GitOps uninstall).
 pub const ORDER: &str = "gatewright.dev/order";
+/// Annotation the teardown sets on a child it drained (its template's `drain`) when the
+/// drained version was first ready: the settle time counts from it.
+pub const DRAINED_AT: &str = "gatewright.dev/drained-at";
 /// Finalizer on our Gateways: children are deleted, in reverse dependency order, first.
 pub const GATEWAY_FINALIZER: &str = "gatewright.dev/children";
 /// The label of a ClusterRole whose rules the `gatewright-children` ClusterRole aggregates
