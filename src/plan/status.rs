@@ -463,7 +463,6 @@ impl GatewayStatusPlan {
             )),
             listeners: Some(listeners),
             attached_listener_sets: self.attached_listener_sets,
-            ..existing.cloned().unwrap_or_default()
         }
     }
 }
