@@ -1364,7 +1364,25 @@ fn every_route_kind_with_every_shipped_class() {
             accepted(),
             "{class}"
         );
-        assert_eq!(children("HTTPRoute").len(), 1, "{class}");
+        // The ListenerSet's listener and the route attached to it, with every class.
+        assert_eq!(
+            route_accepted(&all, "HTTPRoute", "team"),
+            accepted(),
+            "{class}"
+        );
+        let set = &route_status(&all, "ListenerSet", "team")["status"];
+        assert_eq!(
+            condition(set, "Accepted")["status"],
+            "True",
+            "{class}: {set}"
+        );
+        assert_eq!(set["listeners"][0]["name"], "web");
+        assert_eq!(set["listeners"][0]["attachedRoutes"], 1);
+        assert_eq!(
+            gateway_status_named(&all, "public")["status"]["attachedListenerSets"],
+            1
+        );
+        assert_eq!(children("HTTPRoute").len(), 2, "{class}");
         match *class {
             "istio-certmanager-externaldns" => {
                 for (kind, name) in [
@@ -1397,7 +1415,12 @@ fn every_route_kind_with_every_shipped_class() {
                 let cert = children("Certificate");
                 assert_eq!(
                     cert[0]["spec"]["dnsNames"],
-                    serde_json::json!(["api.example.com", "grpc.example.com", "shop.example.com"])
+                    serde_json::json!([
+                        "api.example.com",
+                        "grpc.example.com",
+                        "shop.example.com",
+                        "team.example.org"
+                    ])
                 );
                 // Once the certificate is ready, the Istio gateway: each TLS listener in its mode.
                 let mut live = Vec::new();
@@ -1452,6 +1475,16 @@ fn every_route_kind_with_every_shipped_class() {
                         ("tls-passthrough", "Passthrough"),
                         ("tls-terminate", "Terminate")
                     ]
+                );
+                // The set's listener, under its unique key.
+                assert!(
+                    istio["spec"]["listeners"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|l| l["name"] == "team-web" && l["hostname"] == "team.example.org"),
+                    "{}",
+                    istio["spec"]["listeners"]
                 );
             }
             "contour-istio" => {
