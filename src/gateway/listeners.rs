@@ -164,7 +164,8 @@ pub struct GatewayEval {
     /// One per spec listener, in spec order, then those of each attached ListenerSet in
     /// precedence order (each with [`ListenerEval::set`]).
     pub listeners: Vec<ListenerEval>,
-    /// The spec of each of `listeners`, in the shape of a Gateway's.
+    /// The spec of each ListenerSet listener (those after the Gateway's own in
+    /// `listeners`), in the shape of a Gateway's: see [`GatewayEval::spec`].
     pub specs: Vec<GatewayListeners>,
     /// The namespace each of `listeners` belongs to (the Gateway's, or its ListenerSet's):
     /// `allowedRoutes` `Same` and certificateRefs are relative to it.
@@ -195,6 +196,25 @@ impl ListenerSetEval {
 }
 
 impl GatewayEval {
+    /// The spec of listener `i` of `listeners`: the Gateway's own from `gw` (not copied),
+    /// a ListenerSet's from [`GatewayEval::specs`].
+    #[must_use]
+    pub fn spec<'a>(&'a self, gw: &'a Gateway, i: usize) -> Option<&'a GatewayListeners> {
+        let own = gw.spec.listeners.len();
+        if i < own {
+            gw.spec.listeners.get(i)
+        } else {
+            self.specs.get(i - own)
+        }
+    }
+
+    /// The spec of listener `i` of `listeners` when it is a ListenerSet's.
+    #[must_use]
+    pub fn set_spec(&self, i: usize) -> Option<&GatewayListeners> {
+        let own = self.listeners.iter().filter(|l| l.set.is_none()).count();
+        i.checked_sub(own).and_then(|j| self.specs.get(j))
+    }
+
     /// The Gateway's own listeners (not those of its ListenerSets).
     pub fn own_listeners(&self) -> impl Iterator<Item = &ListenerEval> {
         self.listeners.iter().filter(|l| l.set.is_none())
@@ -274,7 +294,6 @@ pub fn evaluate_gateway_with(
     let mut ranks: Vec<usize> = Vec::new();
     for l in &gw.spec.listeners {
         listeners.push(evaluate_listener(l, &ns, lookup, kinds, "Gateway"));
-        specs.push(l.clone());
         homes.push(ns.clone());
         ranks.push(0);
     }

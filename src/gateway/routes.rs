@@ -121,6 +121,7 @@ pub fn attach_route(
                 _ => attach_one(
                     route,
                     p,
+                    gw,
                     eval,
                     target
                         .map(|s| (s.namespace.clone(), s.name.clone()))
@@ -145,6 +146,7 @@ pub fn attach_route(
 fn attach_one(
     route: &RouteView,
     p: &ParentRef,
+    gw: &Gateway,
     eval: &GatewayEval,
     set: Option<&(String, String)>,
     lookup: &dyn Lookup,
@@ -158,10 +160,13 @@ fn attach_one(
     let mut any_kind = false;
     let mut any_allowed = false;
     let mut attached = Vec::new();
-    for ((l, e), home) in eval.specs.iter().zip(&eval.listeners).zip(&eval.homes) {
+    for (i, (e, home)) in eval.listeners.iter().zip(&eval.homes).enumerate() {
         if e.set.as_ref() != set {
             continue;
         }
+        let Some(l) = eval.spec(gw, i) else {
+            continue;
+        };
         if !(p.section_name.as_ref().is_none_or(|s| *s == l.name)
             && p.port.is_none_or(|port| port == l.port))
         {

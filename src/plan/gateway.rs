@@ -459,8 +459,7 @@ fn build_context<'a>(
                     .find(|s| s["name"] == l.name.as_str())
                     .and_then(|s| s.get("tls").cloned()),
                 Some(_) => eval
-                    .specs
-                    .get(i)
+                    .set_spec(i)
                     .and_then(|s| s.tls.as_ref())
                     .and_then(|t| serde_json::to_value(t).ok()),
             },
@@ -520,13 +519,23 @@ fn build_context<'a>(
             entries.push(*entry);
         }
     }
+    let names_len = names.len();
     let union = hostnames::dedupe_sorted(names);
     let intersection = hostnames::drop_covered(&union);
-    let precise = hostnames::dedupe_sorted(
-        certificate_names
-            .into_iter()
-            .filter(|h| crate::gateway::routes::is_precise(h)),
-    );
+    // Without a passthrough listener every name may go in a certificate: no second sort.
+    let precise = if certificate_names.len() == names_len {
+        union
+            .iter()
+            .filter(|h| crate::gateway::routes::is_precise(h))
+            .cloned()
+            .collect()
+    } else {
+        hostnames::dedupe_sorted(
+            certificate_names
+                .into_iter()
+                .filter(|h| crate::gateway::routes::is_precise(h)),
+        )
+    };
     let context = GatewayContext {
         gateway,
         class,

@@ -845,18 +845,20 @@ impl Snapshot {
     pub fn routes_referencing<'a>(
         &'a self,
         gw: &Key,
-    ) -> impl Iterator<Item = (&'a RouteKey, &'a Arc<RouteEntry>)> + 'a {
-        let mut keys: BTreeSet<&'a RouteKey> = self
-            .routes_by_gateway
-            .get(gw)
-            .into_iter()
-            .flatten()
-            .collect();
-        for set in self.listener_sets_by_gateway.get(gw).into_iter().flatten() {
+    ) -> Box<dyn Iterator<Item = (&'a RouteKey, &'a Arc<RouteEntry>)> + 'a> {
+        let direct = self.routes_by_gateway.get(gw).into_iter().flatten();
+        let Some(sets) = self.listener_sets_by_gateway.get(gw) else {
+            // No ListenerSet names the Gateway: its own index, already in order.
+            return Box::new(direct.filter_map(|k| self.routes.get_key_value(k)));
+        };
+        let mut keys: BTreeSet<&'a RouteKey> = direct.collect();
+        for set in sets {
             keys.extend(self.routes_by_listener_set.get(set).into_iter().flatten());
         }
-        keys.into_iter()
-            .filter_map(|k| self.routes.get_key_value(k))
+        Box::new(
+            keys.into_iter()
+                .filter_map(|k| self.routes.get_key_value(k)),
+        )
     }
     /// Live children labelled with this parent uid, parsed.
     pub fn children_of<'a>(&'a self, parent_uid: &str) -> impl Iterator<Item = Arc<Value>> + 'a {
