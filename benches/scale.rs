@@ -51,6 +51,13 @@ use kube::runtime::watcher::{self, Event};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
+#[path = "scale/shared.rs"]
+mod shared;
+
+/// Status writes of the simulator to Gateways (Istio's, for the child Gateways).
+static SIM_GATEWAY_STATUS_WRITES: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
 const NAMESPACES: usize = 20;
 const ROUTES_PER_GATEWAY: usize = 5;
 const CLASS: &str = "istio-certmanager-externaldns";
@@ -476,6 +483,9 @@ fn simulator(client: &Client, paused: Arc<AtomicBool>) {
                 let api: Api<DynamicObject> = api_ns(&client, &ar, &o);
                 let name = o.metadata.name.clone().unwrap_or_default();
                 let permit = sem.clone().acquire_owned().await.unwrap();
+                if ar.kind == "Gateway" {
+                    SIM_GATEWAY_STATUS_WRITES.fetch_add(1, Ordering::Relaxed);
+                }
                 tokio::spawn(async move {
                     let _ = api
                         .patch_status(
@@ -567,25 +577,9 @@ fn child_template(v: &Value) -> String {
     serde_json::to_string(&t).unwrap()
 }
 
-#[tokio::main]
-async fn main() {
-    if std::env::var_os("KUBECONFIG").is_none() {
-        println!("scale: run through scripts/bench-scale.sh N (it starts a test cluster)");
-        return;
-    }
-    let n = env_usize("SCALE_GATEWAYS", 100);
-    let changes = env_usize("SCALE_CHANGES", 200);
-    let restart_secs = env_usize("SCALE_RESTART_SECONDS", 120) as u64;
-    let conc = env_usize("SCALE_CONCURRENCY", 8);
-    let idle_objects = env_usize("SCALE_IDLE_OBJECTS", 0);
-    let Ok(bin) = std::env::var("SCALE_CONTROLLER") else {
-        println!("scale: set SCALE_CONTROLLER to the release gatewright binary");
-        return;
-    };
-    let client = Client::try_default().await.unwrap();
-    let base_port = 20000 + (std::process::id() % 20000) as u16;
 
-    // 1. Class, namespaces.
+/// Installs the shipped class the benchmark uses.
+async fn install_class(client: &Client) {
     let dir = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/gatewayclasses/",
@@ -605,6 +599,32 @@ async fn main() {
             "gatewayclassblueprints"
         };
         apply(&client, &ar(g, v, kind, plural), None, &doc, "scale").await;
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    if std::env::var_os("KUBECONFIG").is_none() {
+        println!("scale: run through scripts/bench-scale.sh N (it starts a test cluster)");
+        return;
+    }
+    let n = env_usize("SCALE_GATEWAYS", 100);
+    let changes = env_usize("SCALE_CHANGES", 200);
+    let restart_secs = env_usize("SCALE_RESTART_SECONDS", 120) as u64;
+    let conc = env_usize("SCALE_CONCURRENCY", 8);
+    let idle_objects = env_usize("SCALE_IDLE_OBJECTS", 0);
+    let Ok(bin) = std::env::var("SCALE_CONTROLLER") else {
+        println!("scale: set SCALE_CONTROLLER to the release gatewright binary");
+        return;
+    };
+    let client = Client::try_default().await.unwrap();
+    let base_port = 20000 + (std::process::id() % 20000) as u16;
+
+    // 1. Class, namespaces.
+    install_class(&client).await;
+    if std::env::var("SCALE_SHAPE").as_deref() == Ok("shared") {
+        shared::run(&client, &bin, conc, changes, base_port).await;
+        return;
     }
     let ns_ar = ar("", "v1", "Namespace", "namespaces");
     for prefix in ["scale-", "ceiling-"] {

@@ -5,6 +5,13 @@
 # machine, date, commit and load average, as benches/results/scale-N<N>-<date>.txt.
 #
 #   scripts/bench-scale.sh 100            # N = 100 (default)
+#   scripts/bench-scale.sh shared 1000    # the shared-Gateway shape: one Gateway x R = 1,000
+#                                         # HTTPRoutes created by 4 client threads: time to
+#                                         # attachedRoutes = R, to every route Accepted, to
+#                                         # Programmed with every hostname certified; status
+#                                         # writes and Certificates ordered meanwhile; weight
+#                                         # change -> shadow route at R routes; CPU and RSS
+#                                         # (saved as benches/results/shared-R<R>-<date>.txt)
 #   SCALE_IDLE_OBJECTS=2000 scripts/bench-scale.sh 100
 #                                         # also: idle RSS with 2,000 unrelated 100 KiB
 #                                         # Secrets and 2,000 Services in the cluster
@@ -15,7 +22,14 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-n="${1:-100}"
+shape=scale
+if [ "${1:-}" = shared ]; then
+  shape=shared
+  shift
+  n="${1:-1000}"
+else
+  n="${1:-100}"
+fi
 case "$n" in '' | *[!0-9]*) echo "bench-scale: N must be a number, got '$n'" >&2; exit 2 ;; esac
 
 cargo build --release --bin gatewright
@@ -37,14 +51,18 @@ eval "$env_line"
 export KUBECONFIG
 
 mkdir -p benches/results
-out="benches/results/scale-N${n}-$(date -u +%Y%m%dT%H%M%SZ).txt"
+if [ "$shape" = shared ]; then
+  out="benches/results/shared-R${n}-$(date -u +%Y%m%dT%H%M%SZ).txt"
+else
+  out="benches/results/scale-N${n}-$(date -u +%Y%m%dT%H%M%SZ).txt"
+fi
 {
-  echo "# scripts/bench-scale.sh $n"
+  echo "# scripts/bench-scale.sh $([ "$shape" = shared ] && echo "shared ")$n"
   echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "# machine: $(uname -srm), $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
   echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$out"
-SCALE_GATEWAYS="$n" SCALE_CONTROLLER="$root/target/release/gatewright" \
+SCALE_SHAPE="$shape" SCALE_GATEWAYS="$n" SCALE_ROUTES="$n" SCALE_CONTROLLER="$root/target/release/gatewright" \
   cargo bench --features cluster-tests --bench scale 2>&1 | grep --line-buffered -v '^\s*\(Finished\|Running\|Compiling\)' | tee -a "$out"
 echo "# saved as $out" >&2
