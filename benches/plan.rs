@@ -5,11 +5,13 @@
 //! - `plan_gateway` of the istio-certmanager-externaldns class for a Gateway with 10
 //!   listeners and 50 attached routes (plans per second on one core), before any child
 //!   exists and once all are ready; `plan_route` per route; `plan` (the Gateway, its 50
-//!   routes and every status);
+//!   routes and every status); `plan_with` a memo of the route plans (see
+//!   `gatewright::plan::memo`), converged, unchanged and after one route's weights changed;
 //! - `gatewright render` of a folder with 1,000 Gateways.
 //!
 //! `cargo bench --bench plan -- FILTER` prints only the figures whose name (`plan_gateway_new`,
-//! `plan_route`, `plan_gateway_converged`, `plan_converged`, `render`) contains FILTER.
+//! `plan_route`, `plan_gateway_converged`, `plan_memo`, `plan_converged`, `render`) contains
+//! FILTER.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -138,13 +140,13 @@ fn bench_plan() {
             loaded.snapshot.put_child(obj);
         }
     }
-    let snap = &loaded.snapshot;
-    let full = gatewright::plan::plan(snap, &key).unwrap();
+    let full = gatewright::plan::plan(&loaded.snapshot, &key).unwrap();
     assert!(
         full.gateway.converged() && full.status.gateway.addresses.len() == 1,
         "the bench world converges: {:?}",
         full.status.gateway.conditions
     );
+    let snap = &loaded.snapshot;
     if wanted("plan_gateway_converged") {
         let per = per_call(5, || {
             std::hint::black_box(gatewright::plan::plan_gateway(snap, &key).unwrap());
@@ -154,7 +156,52 @@ fn bench_plan() {
             1.0 / per.as_secs_f64()
         );
     }
+    if wanted("plan_memo") {
+        // The converged Gateway planned again with its remembered route plans: unchanged,
+        // then after one route's weights changed (as Flagger does), alternating routes.
+        let mut memo = gatewright::plan::PlanMemo::default();
+        gatewright::plan::plan_with(&loaded.snapshot, &key, &mut memo).unwrap();
+        let per = per_call(5, || {
+            std::hint::black_box(
+                gatewright::plan::plan_with(&loaded.snapshot, &key, &mut memo).unwrap(),
+            );
+        });
+        println!(
+            "plan with remembered route plans (same, converged, nothing changed): {per:?} per plan, {:.0} plans/s on one core ({} of 50 route plans reused)",
+            1.0 / per.as_secs_f64(),
+            memo.last.reused
+        );
+        let routes: Vec<_> = full.gateway.context.routes.clone();
+        let mut i = 0usize;
+        let mut changed = Duration::ZERO;
+        let mut n = 0u32;
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            let rkey = &routes[i % routes.len()];
+            let mut r = loaded.snapshot.route(rkey).unwrap().json();
+            let w = (i % 90) as i64;
+            r["spec"]["rules"][0]["backendRefs"][0]["weight"] = (100 - w).into();
+            r["spec"]["rules"][0]["backendRefs"][1]["weight"] = w.into();
+            loaded.snapshot.put_route_json(r);
+            i += 1;
+            let cpu = thread_cpu();
+            let t = Instant::now();
+            let p = gatewright::plan::plan_with(&loaded.snapshot, &key, &mut memo).unwrap();
+            changed += match (cpu, thread_cpu()) {
+                (Some(a), Some(b)) => b - a,
+                _ => t.elapsed(),
+            };
+            n += 1;
+            std::hint::black_box(p);
+        }
+        println!(
+            "plan with remembered route plans (same, converged, one route's weights changed): {:?} per plan ({} of 50 route plans made)",
+            changed / n,
+            memo.last.planned
+        );
+    }
     if wanted("plan_converged") {
+        let snap = &loaded.snapshot;
         let per = per_call(5, || {
             std::hint::black_box(gatewright::plan::plan(snap, &key).unwrap());
         });

@@ -577,7 +577,6 @@ fn child_template(v: &Value) -> String {
     serde_json::to_string(&t).unwrap()
 }
 
-
 /// Installs the shipped class the benchmark uses.
 async fn install_class(client: &Client) {
     let dir = concat!(

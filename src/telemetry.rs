@@ -118,6 +118,10 @@ pub struct Metrics {
     pub prunes: AtomicU64,
     /// Status writes sent.
     pub status_writes: AtomicU64,
+    /// Route plans a Gateway's plan reused from its memo (see [`crate::plan::memo`]).
+    pub route_plans_reused: AtomicU64,
+    /// Route plans made (rendered).
+    pub route_plans_made: AtomicU64,
     /// Keys waiting in the work queue.
     pub queue_depth: AtomicU64,
     /// Gateway and route watch events that changed only status: stored, nothing planned.
@@ -159,6 +163,8 @@ impl Default for Metrics {
             applies_skipped: AtomicU64::new(0),
             prunes: AtomicU64::new(0),
             status_writes: AtomicU64::new(0),
+            route_plans_reused: AtomicU64::new(0),
+            route_plans_made: AtomicU64::new(0),
             queue_depth: AtomicU64::new(0),
             status_only_events: AtomicU64::new(0),
             ready: AtomicBool::new(false),
@@ -207,6 +213,14 @@ impl Metrics {
                 result: category.to_owned(),
             })
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts the route plans one Gateway's plan reused and made.
+    pub fn route_plans(&self, counts: crate::plan::memo::MemoCounts) {
+        self.route_plans_reused
+            .fetch_add(counts.reused as u64, Ordering::Relaxed);
+        self.route_plans_made
+            .fetch_add(counts.planned as u64, Ordering::Relaxed);
     }
 
     /// Records one plan that took `elapsed`.
@@ -335,6 +349,8 @@ impl Metrics {
                 self.status_writes.load(Ordering::Relaxed),
                 self.applies_skipped.load(Ordering::Relaxed),
                 self.status_only_events.load(Ordering::Relaxed),
+                self.route_plans_reused.load(Ordering::Relaxed),
+                self.route_plans_made.load(Ordering::Relaxed),
             ],
             queue_depth: self.queue_depth.load(Ordering::Relaxed),
             ready: self.ready.load(Ordering::Relaxed),
@@ -360,7 +376,7 @@ struct Scrape {
     startup_errors: BTreeMap<(String, String), u64>,
     startup_waiting: u64,
     /// applies, prunes, status writes, applies skipped, status-only events.
-    counters: [u64; 5],
+    counters: [u64; 7],
     queue_depth: u64,
     ready: bool,
     leader: bool,
@@ -408,7 +424,15 @@ fn counter_family(
 
 impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let [applies, prunes, status_writes, skipped, status_only] = self.counters;
+        let [
+            applies,
+            prunes,
+            status_writes,
+            skipped,
+            status_only,
+            plans_reused,
+            plans_made,
+        ] = self.counters;
         counter_family(
             &mut encoder,
             "gatewright_reconcile_errors",
@@ -463,6 +487,18 @@ impl Collector for Scrape {
                 ("status", status_writes),
             ] {
                 ConstCounter::new(n).encode(m.encode_family(&[("category", category)])?)?;
+            }
+        }
+        {
+            let c = ConstCounter::new(0u64);
+            let mut m = encoder.encode_descriptor(
+                "gatewright_route_plans",
+                "Route plans by result: reused (a plan of its Gateway found its inputs unchanged) or planned (rendered)",
+                None,
+                c.metric_type(),
+            )?;
+            for (result, n) in [("reused", plans_reused), ("planned", plans_made)] {
+                ConstCounter::new(n).encode(m.encode_family(&[("result", result)])?)?;
             }
         }
         counter(

@@ -161,10 +161,11 @@ pub(super) async fn run(client: &Client, bin: &str, _conc: usize, changes: usize
     apply(client, &gw_ar(), Some(NS), &gateway(), "scale").await;
     let key = format!("{NS}/{GATEWAY}");
     let t = Instant::now();
-    while gws
-        .get(&key)
-        .is_none_or(|(g, _)| g["status"]["listeners"].as_array().is_none_or(Vec::is_empty))
-    {
+    while gws.get(&key).is_none_or(|(g, _)| {
+        g["status"]["listeners"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+    }) {
         assert!(t.elapsed() < STUCK, "the Gateway never got listener status");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -212,7 +213,12 @@ pub(super) async fn run(client: &Client, bin: &str, _conc: usize, changes: usize
             }
         }
         if at_certs.is_none()
-            && programmed_with_names(&parent, gws.get(&child_key).map(|(c, _)| c).as_ref(), &certs, &want)
+            && programmed_with_names(
+                &parent,
+                gws.get(&child_key).map(|(c, _)| c).as_ref(),
+                &certs,
+                &want,
+            )
         {
             at_certs = Some(last.elapsed());
         }

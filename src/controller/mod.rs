@@ -22,6 +22,7 @@ mod metrics;
 pub mod policy;
 mod queue;
 mod reconcile;
+mod settle;
 pub mod startup;
 mod status;
 mod teardown;
@@ -54,6 +55,18 @@ pub const FIELD_MANAGER: &str = "gatewright";
 /// the routes created with it. Routes, and Gateways that exist when the controller starts,
 /// never wait.
 pub const NEW_GATEWAY_SETTLE: Duration = Duration::from_secs(1);
+
+/// See `Controller::route_status_seen`.
+#[derive(Debug)]
+struct RouteStatusSeen {
+    route: std::sync::Weak<crate::snapshot::RouteEntry>,
+    entries: Vec<crate::gateway::ParentAttachment>,
+}
+
+/// The fewest routes a Gateway has for its route plans to be remembered between plans
+/// (see [`crate::plan::memo`]): below, planning them again costs less than the memory
+/// of keeping them for every Gateway of a fleet.
+pub const MEMO_MIN_ROUTES: usize = 16;
 pub use crate::render::labels::GATEWAY_FINALIZER;
 
 /// Errors of one reconcile.
@@ -248,6 +261,15 @@ pub struct Controller {
     /// Gateways created while we watched, and when we first saw them: planned only once
     /// [`NEW_GATEWAY_SETTLE`] has passed (see there).
     new_gateways: Mutex<HashMap<Key, Instant>>,
+    /// The route plans remembered for each Gateway with at least
+    /// [`MEMO_MIN_ROUTES`] routes (see [`crate::plan::memo`]).
+    plan_memos: Mutex<HashMap<Key, crate::plan::PlanMemo>>,
+    /// Per (Gateway, route): the route's snapshot entry and our entries for the Gateway
+    /// when a status write found nothing to change or wrote them: while both are the
+    /// same, the next plan of the Gateway does not look at the route's status again.
+    route_status_seen: Mutex<HashMap<(Key, RouteKey), RouteStatusSeen>>,
+    /// The version each make-before-break Gateway template asked for (see [`settle`]).
+    versions_asked: Mutex<HashMap<(Key, String), settle::Asked>>,
     /// Set once the controller stops: asked to, or because it cannot go on.
     stop: tokio::sync::watch::Sender<Option<Stop>>,
     /// The tasks a shutdown waits for: the worker (its reconcile under way) and the
@@ -290,6 +312,76 @@ impl Controller {
             m.remove(key);
         }
         wait
+    }
+
+    /// The route plans remembered for `key` (empty when none are), taken out while the
+    /// Gateway is planned; a Gateway is never planned twice at once.
+    pub(crate) fn take_plan_memo(&self, key: &Key) -> crate::plan::PlanMemo {
+        self.plan_memos
+            .lock()
+            .ok()
+            .and_then(|mut m| m.remove(key))
+            .unwrap_or_default()
+    }
+
+    /// Keeps the route plans of `key` for its next plan, when it has enough routes for
+    /// reusing them to matter; forgets them otherwise.
+    pub(crate) fn keep_plan_memo(&self, key: &Key, memo: crate::plan::PlanMemo) {
+        if memo.len() >= MEMO_MIN_ROUTES
+            && let Ok(mut m) = self.plan_memos.lock()
+        {
+            m.insert(key.clone(), memo);
+        }
+    }
+
+    /// `None` when the route's status already holds `parents` (its snapshot entry and our
+    /// entries are those of the last write or check); else the route's entry, to record
+    /// once the write went through (`Some(None)`: no entry, the route is gone).
+    pub(crate) fn route_status_unchanged(
+        &self,
+        gateway: &Key,
+        parents: &crate::plan::RouteParents,
+    ) -> Option<Option<Arc<crate::snapshot::RouteEntry>>> {
+        let entry = self
+            .snapshot
+            .read()
+            .ok()
+            .and_then(|s| s.route(&parents.route).cloned());
+        let seen = self.route_status_seen.lock().ok()?;
+        match (&entry, seen.get(&(gateway.clone(), parents.route.clone()))) {
+            (Some(e), Some(s))
+                if std::ptr::eq(s.route.as_ptr(), Arc::as_ptr(e))
+                    && s.entries == parents.entries =>
+            {
+                None
+            }
+            _ => Some(entry),
+        }
+    }
+
+    /// Records that `parents` were written to (or found in) the route of `entry`.
+    pub(crate) fn route_status_written(
+        &self,
+        gateway: &Key,
+        parents: &crate::plan::RouteParents,
+        entry: &Arc<crate::snapshot::RouteEntry>,
+    ) {
+        if let Ok(mut seen) = self.route_status_seen.lock() {
+            seen.insert(
+                (gateway.clone(), parents.route.clone()),
+                RouteStatusSeen {
+                    route: Arc::downgrade(entry),
+                    entries: parents.entries.clone(),
+                },
+            );
+        }
+    }
+
+    /// Forgets what was recorded for the routes of `gateway`.
+    pub(crate) fn forget_route_status(&self, gateway: &Key) {
+        if let Ok(mut seen) = self.route_status_seen.lock() {
+            seen.retain(|(g, _), _| g != gateway);
+        }
     }
 
     /// Records that `gateway` waits for `children`, held by other parents, to go.
@@ -564,6 +656,9 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         caches_synced: tokio::sync::watch::Sender::new(false),
         child_waiters: Mutex::new(BTreeMap::new()),
         new_gateways: Mutex::new(HashMap::new()),
+        plan_memos: Mutex::new(HashMap::new()),
+        route_status_seen: Mutex::new(HashMap::new()),
+        versions_asked: Mutex::new(HashMap::new()),
         fence,
         stop: tokio::sync::watch::Sender::new(None),
         drain: Mutex::new(Vec::new()),

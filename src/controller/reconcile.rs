@@ -44,11 +44,11 @@ enum Read {
 }
 
 /// A Gateway of ours, planned, with what the executor needs from the snapshot.
-struct Planned {
-    plan: Plan,
+pub(crate) struct Planned {
+    pub(crate) plan: Plan,
     gateway: Gateway,
     /// The live object of each child of [`Plan::children`], in the same order.
-    live: Vec<Option<Arc<Value>>>,
+    pub(crate) live: Vec<Option<Arc<Value>>>,
     /// The child kinds the Gateway uses: what it renders, and what it still owns (to
     /// prune or tear down).
     kinds: BTreeSet<KindKey>,
@@ -98,10 +98,15 @@ impl Controller {
         }
         let started = Instant::now();
         let listings = self.kinds.listings();
+        let mut memo = self.take_plan_memo(key);
         let read = {
             let snap = self.snapshot.read().map_err(|_| Error::SnapshotPoisoned)?;
-            read_and_plan(&snap, key)
+            read_and_plan(&snap, key, &mut memo)
         };
+        if matches!(read, Read::Planned(_)) {
+            self.metrics.route_plans(memo.last);
+            self.keep_plan_memo(key, memo);
+        }
         self.metrics.planned(started.elapsed());
         let p = match read {
             Read::Planned(p) => {
@@ -119,6 +124,8 @@ impl Controller {
             }
             Read::Nothing => {
                 // Gone or not ours: forget what was kept for it.
+                self.forget_route_status(key);
+                self.forget_versions(key);
                 self.kinds.use_kinds(self, key, BTreeSet::new());
                 if let Ok(mut r) = self.reported.lock() {
                     r.remove(key);
@@ -149,7 +156,9 @@ impl Controller {
         if p.plan.gateway.accepted {
             self.ensure_finalizer(key, &p.gateway).await?;
         }
-        let applied = self.apply_children(&p).await;
+        // New versions of make-before-break children wait until what they render settles.
+        let unsettled = self.unsettled(key, &p);
+        let applied = self.apply_children(&p, &unsettled.keys).await;
         // Fights over fields of these children with other field managers.
         let child_names: Vec<String> = p.plan.children().map(|c| c.key.to_string()).collect();
         let (fights, new_fights) = self
@@ -169,13 +178,28 @@ impl Controller {
         for set in &outcome.status.listener_sets {
             self.write_listener_set_status(set).await?;
         }
-        // Route status, after the route's children were applied (Flagger waits on it).
-        let writes: Vec<_> = p
+        // Route status, after the route's children were applied (Flagger waits on it);
+        // not for routes whose object and entries are those found written last time.
+        let todo: Vec<_> = p
             .plan
             .status
             .routes
             .iter()
-            .map(|r| self.write_route_status(&r.route, Some((key, r.entries.as_slice()))))
+            .filter_map(|r| {
+                let entry = self.route_status_unchanged(key, r)?;
+                Some((r, entry))
+            })
+            .collect();
+        let writes: Vec<_> = todo
+            .iter()
+            .map(|(r, entry)| async move {
+                self.write_route_status(&r.route, Some((key, r.entries.as_slice())))
+                    .await?;
+                if let Some(entry) = entry {
+                    self.route_status_written(key, r, entry);
+                }
+                Ok::<(), Error>(())
+            })
             .collect();
         let written: Vec<Result<(), Error>> = futures::stream::iter(writes)
             .buffered(REQUESTS_IN_FLIGHT)
@@ -199,7 +223,11 @@ impl Controller {
         {
             self.enqueue_after(super::Work::Gateway(key.clone()), d);
         }
-        requeue_after(&applied, prune_left, outcome.rollout_requeue)
+        let next = requeue_after(&applied, prune_left, outcome.rollout_requeue)?;
+        Ok(match (next, unsettled.wake) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
     }
 
     /// Adds our finalizer, so the children are torn down before the Gateway goes.
@@ -224,10 +252,13 @@ impl Controller {
     /// others. Order among the applies themselves does not matter: a dependent is only
     /// rendered once what it reads exists, and it was rendered from the snapshot before
     /// any of these writes.
-    async fn apply_children(self: &Arc<Self>, p: &Planned) -> Applied {
+    async fn apply_children(self: &Arc<Self>, p: &Planned, hold: &BTreeSet<ObjectKey>) -> Applied {
         let mut out = Applied::default();
         let mut todo = Vec::new();
         for (c, live) in p.plan.children().zip(&p.live) {
+            if hold.contains(&c.key) {
+                continue;
+            }
             match self.kinds.ensure(self, &c.key.api_version, &c.key.kind) {
                 KindState::Missing(msg) => {
                     out.missing.insert(msg);
@@ -333,14 +364,24 @@ impl Controller {
 }
 
 /// Reads what planning needs and plans, under the snapshot lock; no I/O.
-fn read_and_plan(snap: &Snapshot, key: &Key) -> Read {
-    match crate::plan::plan(snap, key) {
+fn read_and_plan(snap: &Snapshot, key: &Key, memo: &mut crate::plan::PlanMemo) -> Read {
+    match crate::plan::plan_with(snap, key, memo) {
         Ok(plan) => {
             let Some(gateway) = snap.gateway(key).map(|g| g.typed.clone()) else {
                 return Read::Nothing;
             };
-            let live: Vec<Option<Arc<Value>>> =
-                plan.children().map(|c| snap.child(&c.key)).collect();
+            // The live objects the route plans read (a reused plan's are still current).
+            let live: Vec<Option<Arc<Value>>> = plan
+                .gateway
+                .children
+                .iter()
+                .map(|c| snap.child(&c.key))
+                .chain(
+                    plan.routes
+                        .iter()
+                        .flat_map(|r| r.live_children.iter().cloned()),
+                )
+                .collect();
             let g = &plan.gateway;
             let mut kinds: BTreeSet<KindKey> = plan
                 .children()

@@ -9,6 +9,7 @@
 pub mod claims;
 pub mod class;
 pub mod gateway;
+pub mod memo;
 pub mod policy;
 pub mod readiness;
 pub mod rollout;
@@ -18,8 +19,9 @@ mod templates;
 
 pub use class::{ClassPlan, plan_class};
 pub use gateway::{GatewayPlan, plan_gateway};
+pub use memo::PlanMemo;
 pub use route::{RoutePlan, plan_route};
-pub use status::{GatewayStatusPlan, Plan, PlanStatus, RouteParents, plan};
+pub use status::{GatewayStatusPlan, Plan, PlanStatus, RouteParents, plan, plan_with};
 pub use templates::{
     ChildState, DesiredChild, Held, RolloutPhase, RolloutState, VERSION_PLACEHOLDER,
     held_by_another, holder,

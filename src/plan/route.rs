@@ -11,7 +11,7 @@ use crate::render::{RenderError, TemplateSet};
 use crate::snapshot::{ObjectKey, RouteKey, Snapshot};
 
 /// The children of one route under one Gateway.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub struct RoutePlan {
     /// The route.
     pub route: RouteKey,
@@ -33,6 +33,8 @@ pub struct RoutePlan {
     pub warnings: Vec<String>,
     /// Objects it renders that another parent already holds (see the errors).
     pub conflicts: Vec<ObjectKey>,
+    /// The live object of each child, in `children` order, as the plan read it.
+    pub live_children: Vec<Option<Arc<Value>>>,
 }
 
 /// Plans the children of `route` under the Gateway of `gw`. A route the Gateway does not
@@ -92,5 +94,10 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
     plan.rollouts = result.rollouts;
     plan.warnings = result.warnings;
     plan.conflicts = result.conflicts;
+    plan.live_children = plan
+        .children
+        .iter()
+        .map(|c| live.iter().find(|l| ObjectKey::of(l) == c.key).cloned())
+        .collect();
     plan
 }

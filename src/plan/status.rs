@@ -16,8 +16,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;
 
 use super::gateway::{GatewayPlan, OutOfScope, plan_gateway};
+use super::memo::PlanMemo;
 use super::readiness::Readiness;
-use super::route::{RoutePlan, plan_route};
+use super::route::RoutePlan;
 use super::templates::{DesiredChild, RolloutState};
 use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
 use crate::gateway::listeners::gateway_owned_types;
@@ -30,8 +31,9 @@ use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot};
 pub struct Plan {
     /// The Gateway's own children, prune list, readiness and rollouts.
     pub gateway: GatewayPlan,
-    /// One plan per route the Gateway accepted, in route order.
-    pub routes: Vec<RoutePlan>,
+    /// One plan per route the Gateway accepted, in route order (shared with the
+    /// [`PlanMemo`] that may reuse it).
+    pub routes: Vec<std::sync::Arc<RoutePlan>>,
     /// Every status to write.
     pub status: PlanStatus,
 }
@@ -151,13 +153,17 @@ impl ListenerSetStatusPlan {
 /// # Errors
 /// See [`OutOfScope`]: the Gateway is not ours to touch.
 pub fn plan(snap: &Snapshot, key: &Key) -> Result<Plan, OutOfScope> {
+    plan_with(snap, key, &mut PlanMemo::default())
+}
+
+/// [`plan`], reusing the route plans `memo` remembers from earlier plans of the same
+/// Gateway whose inputs did not change (see [`super::memo`]); the result is the same.
+///
+/// # Errors
+/// See [`OutOfScope`]: the Gateway is not ours to touch.
+pub fn plan_with(snap: &Snapshot, key: &Key, memo: &mut PlanMemo) -> Result<Plan, OutOfScope> {
     let mut gateway = plan_gateway(snap, key)?;
-    let routes: Vec<RoutePlan> = gateway
-        .context
-        .routes
-        .iter()
-        .map(|r| plan_route(snap, &gateway, r))
-        .collect();
+    let routes = memo.route_plans(snap, &gateway);
     let attachments = std::mem::take(&mut gateway.attachments);
     let status = PlanStatus {
         gateway: gateway_status(&gateway, &routes),
@@ -207,7 +213,7 @@ impl Plan {
 /// The Gateway's status: `Accepted`, `Programmed` (every child ready, every template of
 /// the Gateway and its routes rendered, an address known), the Rollout condition, and
 /// each listener's conditions.
-fn gateway_status(gw: &GatewayPlan, routes: &[RoutePlan]) -> GatewayStatusPlan {
+fn gateway_status(gw: &GatewayPlan, routes: &[std::sync::Arc<RoutePlan>]) -> GatewayStatusPlan {
     let programmed = programmed_cond(gw, routes);
     let mut conditions = vec![gw.accepted_condition.clone(), programmed.clone()];
     if gw.accepted
@@ -241,7 +247,7 @@ fn gateway_status(gw: &GatewayPlan, routes: &[RoutePlan]) -> GatewayStatusPlan {
     }
 }
 
-fn programmed_cond(gw: &GatewayPlan, routes: &[RoutePlan]) -> Cond {
+fn programmed_cond(gw: &GatewayPlan, routes: &[std::sync::Arc<RoutePlan>]) -> Cond {
     let p = types::PROGRAMMED;
     if !gw.accepted {
         return Cond::f(p, reasons::INVALID, "the Gateway is not accepted");
@@ -337,7 +343,7 @@ pub fn rollout_cond<'a>(rollouts: impl IntoIterator<Item = &'a RolloutState>) ->
 /// only the Gateway's owner.
 fn route_parents(
     attachments: Vec<(RouteKey, Vec<ParentAttachment>)>,
-    routes: &[RoutePlan],
+    routes: &[std::sync::Arc<RoutePlan>],
 ) -> Vec<RouteParents> {
     attachments
         .into_iter()

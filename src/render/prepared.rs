@@ -26,6 +26,10 @@ pub struct Prepared {
     /// [`crate::render::output::literal_kinds`]), judged against kinds' scopes by
     /// [`Prepared::scope_errors`].
     pub literal_kinds: Vec<(String, usize, crate::api::GroupKind)>,
+    /// The context variables (top-level names) the route templates read, or `None` when
+    /// that cannot be told from their text: a route template includes, extends or
+    /// imports a template other than the library (see [`crate::plan::memo`]).
+    pub route_reads: Option<BTreeSet<String>>,
     entries: BTreeMap<(TemplateSet, String), TemplateEntry>,
     parsed: std::sync::Mutex<std::collections::HashMap<u64, Box<str>>>,
 }
@@ -91,6 +95,7 @@ impl Prepared {
                     .map(|e| ((TemplateSet::Route, e.name.clone()), e.clone())),
             )
             .collect();
+        let route_reads = route_reads(&compiled, &spec.route_templates);
         Ok(Self {
             name: name.to_owned(),
             compiled,
@@ -99,6 +104,7 @@ impl Prepared {
             route_graph,
             status_deps,
             literal_kinds: literal_kinds_of(spec),
+            route_reads,
             entries,
             parsed: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
@@ -156,6 +162,54 @@ impl Prepared {
             _ => &self.gateway_graph,
         }
     }
+}
+
+/// See [`Prepared::route_reads`].
+fn route_reads(compiled: &Compiled, templates: &[TemplateEntry]) -> Option<BTreeSet<String>> {
+    let mut out = BTreeSet::new();
+    for t in templates {
+        if !reads_itself_only(&t.template) {
+            return None;
+        }
+        out.extend(
+            compiled
+                .reads(TemplateSet::Route, &t.name, &t.template)
+                .into_iter()
+                .map(|p| p.split('.').next().unwrap_or_default().to_owned()),
+        );
+    }
+    Some(out)
+}
+
+/// Whether a template's text reads no other template than the library: no `include`,
+/// `extends`, `from` or `import` tag but `import` of the library.
+fn reads_itself_only(source: &str) -> bool {
+    let mut rest = source;
+    while let Some(i) = rest.find("{%") {
+        rest = &rest[i + 2..];
+        let tag = rest
+            .split("%}")
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches(['-', '+'])
+            .trim_start();
+        let word = tag.split_whitespace().next().unwrap_or_default();
+        let library = [
+            format!("\"{}\"", crate::render::engine::LIBRARY_NAME),
+            format!("'{}'", crate::render::engine::LIBRARY_NAME),
+        ];
+        match word {
+            "include" | "extends" | "from" => return false,
+            "import" => {
+                let what = tag["import".len()..].trim_start();
+                if !library.iter().any(|l| what.starts_with(l.as_str())) {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    true
 }
 
 /// What is wrong with a template's rollout policy: `fields` or `timeoutSeconds` without

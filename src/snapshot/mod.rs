@@ -177,6 +177,16 @@ struct ChildEntry {
     parent_uid: Option<String>,
     gateway_uid: Option<String>,
     resource_version: Option<String>,
+    /// Unique to this version of the object in this process (see [`next_stamp`]).
+    stamp: u64,
+}
+
+/// A number no object version held by any snapshot of this process had before: what a
+/// memo of a plan records to know, without comparing objects, that what it read is
+/// still what the snapshot holds (offline objects have no resourceVersion).
+fn next_stamp() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl ChildEntry {
@@ -189,6 +199,7 @@ impl ChildEntry {
             parent_uid: s(labels::parent_uid(obj)),
             gateway_uid: s(labels::gateway_uid(obj)),
             resource_version: s(obj["metadata"]["resourceVersion"].as_str()),
+            stamp: next_stamp(),
         }
     }
 
@@ -230,10 +241,12 @@ pub struct Snapshot {
     children_by_parent: BTreeMap<String, BTreeSet<ObjectKey>>,
     children_by_gateway: BTreeMap<String, BTreeSet<ObjectKey>>,
     scopes: crate::render::scope::KindScopes,
+    /// Changes whenever `scopes` does (see [`next_stamp`]).
+    scopes_stamp: u64,
     /// Objects no live child holds yet but that `render` found several parents rendering:
     /// the parent that keeps each (the oldest), as the object it renders. Never set by the
     /// controller, where the live object decides.
-    claimed: BTreeMap<ObjectKey, Arc<Value>>,
+    claimed: BTreeMap<ObjectKey, (u64, Arc<Value>)>,
 }
 
 /// A stand-in UID for objects read from files, stable across runs.
@@ -297,12 +310,23 @@ impl Snapshot {
         kind: &str,
         scope: crate::render::scope::Scope,
     ) -> bool {
-        self.scopes.learn(group, kind, scope)
+        let changed = self.scopes.learn(group, kind, scope);
+        if changed {
+            self.scopes_stamp = next_stamp();
+        }
+        changed
     }
 
     /// Forgets a kind's learned scope (its CRD went away).
     pub fn forget_scope(&mut self, group: &str, kind: &str) {
         self.scopes.forget(group, kind);
+        self.scopes_stamp = next_stamp();
+    }
+
+    /// A number that changes whenever what is known of kinds' scopes does.
+    #[must_use]
+    pub fn scopes_stamp(&self) -> u64 {
+        self.scopes_stamp
     }
 
     /// What is known of kinds' scopes.
@@ -883,6 +907,21 @@ impl Snapshot {
             .filter(move |c| c.gateway_uid.as_deref() == Some(gateway_uid))
             .map(ChildEntry::object)
     }
+    /// The stamps of [`Snapshot::children_of_under`]'s objects, in the same order: equal
+    /// stamps, the same objects.
+    pub fn child_stamps_under<'a>(
+        &'a self,
+        parent_uid: &str,
+        gateway_uid: &'a str,
+    ) -> impl Iterator<Item = u64> + 'a {
+        self.children_by_parent
+            .get(parent_uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.children.get(k))
+            .filter(move |c| c.gateway_uid.as_deref() == Some(gateway_uid))
+            .map(|c| c.stamp)
+    }
     /// Live children labelled with this Gateway uid (its own and its routes'), parsed.
     pub fn children_by_gateway<'a>(
         &'a self,
@@ -961,12 +1000,21 @@ impl Snapshot {
     /// (offline arbitration, see [`Snapshot::claim`]).
     #[must_use]
     pub fn holder(&self, key: &ObjectKey) -> Option<Arc<Value>> {
-        self.child(key).or_else(|| self.claimed.get(key).cloned())
+        self.child(key)
+            .or_else(|| self.claimed.get(key).map(|(_, o)| Arc::clone(o)))
+    }
+    /// The stamp of what [`Snapshot::holder`] returns: equal stamps, the same holder.
+    #[must_use]
+    pub fn holder_stamp(&self, key: &ObjectKey) -> Option<u64> {
+        self.children
+            .get(key)
+            .map(|c| c.stamp)
+            .or_else(|| self.claimed.get(key).map(|(stamp, _)| *stamp))
     }
     /// Records that the parent of `object` (its labels say which) keeps `key` although it
     /// does not exist yet: `render` arbitrates between parents rendering the same object.
     pub fn claim(&mut self, key: ObjectKey, object: Value) {
-        self.claimed.insert(key, Arc::new(object));
+        self.claimed.insert(key, (next_stamp(), Arc::new(object)));
     }
     /// The keys of every live child.
     pub fn child_keys(&self) -> impl Iterator<Item = &ObjectKey> {

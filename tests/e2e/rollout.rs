@@ -389,6 +389,79 @@ async fn a_new_hostname_rotates_the_certificate_without_a_gap() {
 
 /// A replacement that never becomes ready keeps the old version serving and, past the
 /// blueprint's timeout, is reported stuck; a further change supersedes it cleanly.
+/// Routes created together (a GitOps sync, a team's batch) change the certificate's
+/// hostnames once per route; the replacement starts only once they have settled
+/// (`controller::settle`), so the issuer sees one new order, not one per route.
+#[tokio::test]
+async fn hostnames_added_together_order_one_new_certificate() {
+    let client = admin().await;
+    let _ctl = controller();
+    let ns = TestNamespace::new(&client, "batch").await;
+    let class = format!("batch-{}", ns.name);
+    apply_yaml(&client, &shipped("istio-certmanager-externaldns", &class)).await;
+    apply_yaml(&client, &https_gateway(&ns.name, &class)).await;
+    apply_yaml(&client, &route_yaml(&ns.name, "shop", "shop.example.com")).await;
+    let first_seen: FirstSeen = Arc::default();
+    wait_for("the Gateway to be Programmed", T, || {
+        let (client, ns) = (client.clone(), ns.name.clone());
+        let fs = first_seen.clone();
+        async move {
+            play_downstream(&client, &ns, &fs, Duration::ZERO).await;
+            let g = gateway_json(&client, &ns).await;
+            (cond(&g, "Programmed")?["status"] == "True").then_some(())
+        }
+    })
+    .await;
+    let rec = Recorder::start(vec![("Certificate".into(), certs(&client, &ns.name))]).await;
+    // Eight routes, one after the other as a sync applies them.
+    let mut want = vec!["shop.example.com".to_owned()];
+    for i in 0..8 {
+        let host = format!("team{i}.example.com");
+        apply_yaml(&client, &route_yaml(&ns.name, &format!("team{i}"), &host)).await;
+        want.push(host);
+    }
+    want.sort();
+    let last: String = wait_for("the rotation to every hostname to complete", T, || {
+        let (client, ns) = (client.clone(), ns.name.clone());
+        let fs = first_seen.clone();
+        let want = json!(want);
+        async move {
+            play_downstream(&client, &ns, &fs, Duration::ZERO).await;
+            let list = certs(&client, &ns)
+                .list(&ListParams::default())
+                .await
+                .unwrap();
+            let g = gateway_json(&client, &ns).await;
+            (list.items.len() == 1
+                && list.items[0].data["spec"]["dnsNames"] == want
+                && cond(&g, "gatewright.dev/Rollout")?["reason"] == "Complete"
+                && cond(&g, "Programmed")?["status"] == "True")
+                .then(|| list.items[0].metadata.name.clone().unwrap_or_default())
+        }
+    })
+    .await;
+    // The watch delivers in the cluster's order: once it showed the last Certificate, it
+    // showed every one created before it.
+    rec.wait_seen("the last Certificate", |seq| {
+        seq.iter()
+            .any(|s| s.kind == "Certificate" && s.name == last)
+    })
+    .await;
+    let created: std::collections::BTreeSet<String> = rec
+        .sequence()
+        .iter()
+        .filter(|s| s.kind == "Certificate" && !s.deleted)
+        .map(|s| s.name.clone())
+        .collect();
+    drop(rec);
+    // The first Certificate, and one new one for all eight routes.
+    assert_eq!(
+        created.len(),
+        2,
+        "Certificates seen while eight routes arrived: {created:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_replacement_that_never_becomes_ready_is_reported_and_superseded() {
     let client = admin().await;

@@ -12,6 +12,7 @@
 )]
 
 mod input;
+mod memo;
 mod planner;
 mod strings;
 mod templates;
@@ -60,6 +61,27 @@ fn note(s: planner::Stats) {
             t[i] += n;
         }
     }
+}
+
+#[test]
+fn a_plan_with_remembered_route_plans_equals_a_fresh_one() {
+    let mut runner = TestRunner::new(config(48, "proptest-regressions/prop-memo.txt"));
+    let reused = AtomicUsize::new(0);
+    let result = runner.run(
+        &(world::world(), memo::edits()),
+        |(w, edits)| match memo::check(&w, &edits) {
+            Ok(n) => {
+                reused.fetch_add(n, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => Err(proptest::test_runner::TestCaseError::fail(e)),
+        },
+    );
+    finish("remembered route plans against fresh ones", &runner, result);
+    let reused = reused.load(Ordering::Relaxed);
+    println!("route plans reused in all: {reused}");
+    // The property means something only if plans were reused.
+    assert!(reused > 0, "no route plan was ever reused");
 }
 
 #[test]

@@ -24,7 +24,7 @@ fn now() -> Time {
 }
 
 /// Writes `docs` into a fresh folder and loads it beside the shipped classes.
-fn load(docs: &[Value]) -> (tempfile::TempDir, Snapshot) {
+pub fn load(docs: &[Value]) -> (tempfile::TempDir, Snapshot) {
     let dir = tempfile::tempdir().unwrap();
     write_docs(dir.path(), "world.yaml", docs);
     let loaded = files::load(&[classes_dir(), dir.path().to_owned()], "gatewright-system")
@@ -66,7 +66,7 @@ fn put(owner: &str, obj: &Value, desired: &mut BTreeMap<ObjectKey, Value>) -> Re
 
 /// What the controller would apply and delete for every parent: desired children by key
 /// (an error when two parents want one object differently) and the deletions.
-fn desired_and_prune(
+pub fn desired_and_prune(
     snap: &Snapshot,
 ) -> Result<(BTreeMap<ObjectKey, Value>, BTreeSet<ObjectKey>), String> {
     let mut desired: BTreeMap<ObjectKey, Value> = BTreeMap::new();

@@ -1,0 +1,200 @@
+//! New versions of make-before-break Gateway children held back while the Gateway's
+//! inputs are still moving: routes created together (a GitOps sync, a team's batch)
+//! change a certificate's hostnames once per route, and each change would otherwise start
+//! a replacement (for a certificate, an order at the issuer, which public issuers limit).
+//!
+//! The first version a Gateway's plan asks for is created at once (a new Gateway, or a
+//! restart, is not delayed). Once the version asked for has changed, the new one is
+//! created only after it stayed the same for [`ROTATION_SETTLE`]; the version serving
+//! keeps serving meanwhile, and nothing else waits: route children and statuses are
+//! written as planned.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use super::Controller;
+use super::reconcile::Planned;
+use crate::render::TemplateSet;
+use crate::render::labels;
+use crate::snapshot::{Key, ObjectKey};
+
+/// How long the version a make-before-break Gateway template asks for must stay the same,
+/// after a change, before that version is created.
+pub const ROTATION_SETTLE: Duration = Duration::from_secs(2);
+
+/// The version a template asked for, since when, and whether it replaced another.
+#[derive(Debug)]
+pub(crate) struct Asked {
+    version: String,
+    since: Instant,
+    changed: bool,
+}
+
+/// What [`Controller::unsettled`] holds back, and when to plan again.
+#[derive(Debug, Default)]
+pub(crate) struct Unsettled {
+    /// Children not to create in this pass.
+    pub keys: BTreeSet<ObjectKey>,
+    /// When the first of them may be created.
+    pub wake: Option<Duration>,
+}
+
+/// One make-before-break child a plan asks for.
+#[derive(Debug)]
+pub(crate) struct Ask<'a> {
+    /// Its template.
+    pub template: &'a str,
+    /// The version it was rendered as.
+    pub version: &'a str,
+    /// Whether it exists.
+    pub live: bool,
+    /// Its identity.
+    pub key: &'a ObjectKey,
+}
+
+/// The make-before-break children of a plan, as [`judge`] reads them.
+fn asks(p: &Planned) -> Vec<Ask<'_>> {
+    let Some(prepared) = p.plan.gateway.blueprint.as_deref() else {
+        return Vec::new();
+    };
+    p.plan
+        .gateway
+        .children
+        .iter()
+        .zip(&p.live)
+        .filter(|(c, _)| {
+            prepared
+                .entry(TemplateSet::Gateway, &c.template)
+                .and_then(|e| e.rollout.as_ref())
+                .is_some_and(crate::api::Rollout::make_before_break)
+        })
+        .filter_map(|(c, live)| {
+            Some(Ask {
+                template: &c.template,
+                version: c.object["metadata"]["labels"][labels::VERSION].as_str()?,
+                live: live.is_some(),
+                key: &c.key,
+            })
+        })
+        .collect()
+}
+
+/// Records the version each template asks for in `asked` and says which new versions to
+/// hold back at `now`.
+pub(crate) fn judge<'a>(
+    asked: &mut HashMap<(Key, String), Asked>,
+    key: &Key,
+    children: impl IntoIterator<Item = Ask<'a>>,
+    now: Instant,
+) -> Unsettled {
+    let mut out = Unsettled::default();
+    for c in children {
+        let a = asked
+            .entry((key.clone(), c.template.to_owned()))
+            .or_insert_with(|| Asked {
+                version: c.version.to_owned(),
+                since: now,
+                changed: false,
+            });
+        if a.version != c.version {
+            *a = Asked {
+                version: c.version.to_owned(),
+                since: now,
+                changed: true,
+            };
+        }
+        let waited = now.saturating_duration_since(a.since);
+        if !c.live && a.changed && waited < ROTATION_SETTLE {
+            out.keys.insert(c.key.clone());
+            let left = ROTATION_SETTLE - waited;
+            out.wake = Some(out.wake.map_or(left, |w| w.min(left)));
+        }
+    }
+    out
+}
+
+impl Controller {
+    /// See the module docs.
+    pub(crate) fn unsettled(&self, key: &Key, p: &Planned) -> Unsettled {
+        self.versions_asked
+            .lock()
+            .map(|mut m| judge(&mut m, key, asks(p), Instant::now()))
+            .unwrap_or_default()
+    }
+
+    /// Forgets the versions recorded for `key`'s templates.
+    pub(crate) fn forget_versions(&self, key: &Key) {
+        if let Ok(mut m) = self.versions_asked.lock() {
+            m.retain(|(k, _), _| k != key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask<'a>(version: &'a str, live: bool, key: &'a ObjectKey) -> Ask<'a> {
+        Ask {
+            template: "certificate",
+            version,
+            live,
+            key,
+        }
+    }
+
+    #[test]
+    fn a_first_version_goes_at_once_and_a_changed_one_waits_until_it_settles() {
+        let gw = Key::new("ns", "gw");
+        let (k1, k2, k3) = (
+            ObjectKey::of(
+                &serde_json::json!({"apiVersion": "v1", "kind": "Certificate", "metadata": {"name": "a-1", "namespace": "ns"}}),
+            ),
+            ObjectKey::of(
+                &serde_json::json!({"apiVersion": "v1", "kind": "Certificate", "metadata": {"name": "a-2", "namespace": "ns"}}),
+            ),
+            ObjectKey::of(
+                &serde_json::json!({"apiVersion": "v1", "kind": "Certificate", "metadata": {"name": "a-3", "namespace": "ns"}}),
+            ),
+        );
+        let mut asked = HashMap::new();
+        let t0 = Instant::now();
+        // The first version asked for is created at once.
+        let u = judge(&mut asked, &gw, [ask("1", false, &k1)], t0);
+        assert!(u.keys.is_empty() && u.wake.is_none());
+        // It changes: held, and woken when it has stayed the same long enough.
+        let u = judge(
+            &mut asked,
+            &gw,
+            [ask("2", false, &k2)],
+            t0 + Duration::from_millis(100),
+        );
+        assert_eq!(u.keys, BTreeSet::from([k2.clone()]));
+        assert_eq!(u.wake, Some(ROTATION_SETTLE));
+        // It changes again before that: the wait starts over.
+        let t = t0 + Duration::from_millis(900);
+        let u = judge(&mut asked, &gw, [ask("3", false, &k3)], t);
+        assert_eq!(u.keys, BTreeSet::from([k3.clone()]));
+        let u = judge(
+            &mut asked,
+            &gw,
+            [ask("3", false, &k3)],
+            t + Duration::from_millis(500),
+        );
+        assert_eq!(u.wake, Some(ROTATION_SETTLE - Duration::from_millis(500)));
+        // Settled: created.
+        let u = judge(&mut asked, &gw, [ask("3", false, &k3)], t + ROTATION_SETTLE);
+        assert!(u.keys.is_empty() && u.wake.is_none());
+        // A version that exists is never held, and another Gateway is judged on its own.
+        let u = judge(&mut asked, &gw, [ask("4", true, &k1)], t + ROTATION_SETTLE);
+        assert!(u.keys.is_empty());
+        let other = Key::new("ns", "other");
+        let u = judge(
+            &mut asked,
+            &other,
+            [ask("9", false, &k1)],
+            t + ROTATION_SETTLE,
+        );
+        assert!(u.keys.is_empty());
+    }
+}

@@ -1,0 +1,206 @@
+//! Route plans remembered between the plans of one Gateway, so that re-planning after one
+//! route changed renders that route alone.
+//!
+//! A [`RoutePlan`] is a function of what its templates can read and of the live objects
+//! it judges. A remembered plan is reused when all of these are the same as when it was
+//! made:
+//! - the route (the snapshot's entry, by identity: the snapshot replaces an entry when the
+//!   route changes);
+//! - the blueprint (its prepared form, by identity) and whether the Gateway is accepted
+//!   and accepts the route;
+//! - the Gateway's part of the template context that route templates read
+//!   ([`RouteContext`]): always the Gateway itself (names, labels and the decoration of
+//!   every child come from it), and `class`, `values`, `listeners`, `hostnames` only when a
+//!   route template names them ([`Prepared::route_reads`], from the templates' own
+//!   undeclared variables). When that cannot be told (a route template includes another
+//!   template, or reads `routes`, every route's object), nothing is remembered;
+//! - the route's live children under the Gateway, and whatever holds each object the
+//!   plan renders (by the snapshot's stamps: each version of an object has its own);
+//! - what is known of kinds' scopes (the snapshot's scopes stamp).
+//!
+//! Nothing else reaches a route's templates or its readiness rules; the planner's tests
+//! check, over random sequences of changes, that a plan made with the memo equals one
+//! made without it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use serde_json::Value;
+
+use super::gateway::GatewayPlan;
+use super::route::RoutePlan;
+use crate::render::context::{HostnamesVar, ListenerVar};
+use crate::render::prepared::Prepared;
+use crate::snapshot::{RouteEntry, RouteKey, Snapshot};
+
+/// What route templates read of a Gateway's plan (see the module docs).
+#[derive(Debug, PartialEq)]
+pub(crate) struct RouteContext {
+    gateway_uid: String,
+    gateway: Arc<Value>,
+    class: Option<Value>,
+    values: Option<Value>,
+    listeners: Option<Vec<ListenerVar>>,
+    hostnames: Option<HostnamesVar>,
+    scopes: u64,
+}
+
+impl RouteContext {
+    /// The context of `gw`'s route templates, or `None` when they read what it does not
+    /// hold.
+    fn of(gw: &GatewayPlan, prepared: &Prepared, snap: &Snapshot) -> Option<Self> {
+        let reads = prepared.route_reads.as_ref()?;
+        if reads.contains("routes") {
+            return None;
+        }
+        let ctx = &gw.context;
+        Some(Self {
+            gateway_uid: gw.uid.clone(),
+            gateway: Arc::clone(&ctx.gateway),
+            class: reads.contains("class").then(|| ctx.class.clone()),
+            values: reads.contains("values").then(|| ctx.values.clone()),
+            listeners: reads.contains("listeners").then(|| ctx.listeners.clone()),
+            hostnames: reads.contains("hostnames").then(|| ctx.hostnames.clone()),
+            scopes: snap.scopes_stamp(),
+        })
+    }
+}
+
+/// One remembered route plan and what it was made from.
+#[derive(Debug)]
+struct Entry {
+    route: Weak<RouteEntry>,
+    blueprint: Weak<Prepared>,
+    context: Arc<RouteContext>,
+    accepted: bool,
+    live: Vec<u64>,
+    holders: Vec<Option<u64>>,
+    plan: Arc<RoutePlan>,
+}
+
+/// The remembered route plans of one Gateway. Keep one per Gateway and pass it to
+/// [`super::plan_with`]; a fresh one (or none) plans everything.
+#[derive(Debug, Default)]
+pub struct PlanMemo {
+    context: Option<Arc<RouteContext>>,
+    routes: HashMap<RouteKey, Entry>,
+    /// Route plans reused and made by the last plan.
+    pub last: MemoCounts,
+}
+
+/// How many route plans a plan reused and how many it made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoCounts {
+    /// Reused.
+    pub reused: usize,
+    /// Made.
+    pub planned: usize,
+}
+
+impl PlanMemo {
+    /// How many route plans it remembers.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.routes.len()
+    }
+
+    /// Whether it remembers none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    /// The route plans of `gw`, reusing the remembered ones whose inputs did not change;
+    /// remembers the new ones and forgets the routes the Gateway no longer has.
+    pub(crate) fn route_plans(&mut self, snap: &Snapshot, gw: &GatewayPlan) -> Vec<Arc<RoutePlan>> {
+        let context = gw
+            .blueprint
+            .as_deref()
+            .and_then(|p| RouteContext::of(gw, p, snap))
+            .map(|c| match &self.context {
+                // The same context as last time: keep its Arc, so entries compare by address.
+                Some(old) if **old == c => Arc::clone(old),
+                _ => Arc::new(c),
+            });
+        self.last = MemoCounts::default();
+        let Some(context) = context else {
+            self.context = None;
+            self.routes.clear();
+            self.last.planned = gw.context.routes.len();
+            return gw
+                .context
+                .routes
+                .iter()
+                .map(|r| Arc::new(super::plan_route(snap, gw, r)))
+                .collect();
+        };
+        self.context = Some(Arc::clone(&context));
+        let mut next = HashMap::with_capacity(gw.context.routes.len());
+        let mut out = Vec::with_capacity(gw.context.routes.len());
+        for rkey in &gw.context.routes {
+            let entry = snap.route(rkey);
+            let old = self.routes.remove(rkey);
+            if let (Some(old), Some(entry)) = (old, entry)
+                && old.still_holds(snap, gw, entry, &context)
+            {
+                self.last.reused += 1;
+                out.push(Arc::clone(&old.plan));
+                next.insert(rkey.clone(), old);
+                continue;
+            }
+            self.last.planned += 1;
+            let plan = Arc::new(super::plan_route(snap, gw, rkey));
+            // A plan with a conflict is made again each time: which of its template's
+            // objects another parent holds is not all in it.
+            if let (Some(entry), Some(prepared), true) =
+                (entry, &gw.blueprint, plan.conflicts.is_empty())
+            {
+                next.insert(
+                    rkey.clone(),
+                    Entry {
+                        route: Arc::downgrade(entry),
+                        blueprint: Arc::downgrade(prepared),
+                        context: Arc::clone(&context),
+                        accepted: gw.accepted && gw.context.accepts(rkey),
+                        live: snap.child_stamps_under(&entry.uid, &gw.uid).collect(),
+                        holders: held_keys(&plan).map(|k| snap.holder_stamp(k)).collect(),
+                        plan: Arc::clone(&plan),
+                    },
+                );
+            }
+            out.push(plan);
+        }
+        self.routes = next;
+        out
+    }
+}
+
+/// The objects a route plan (without conflicts) rendered, whose holder decides whether it
+/// may write them.
+fn held_keys(plan: &RoutePlan) -> impl Iterator<Item = &crate::snapshot::ObjectKey> {
+    plan.children.iter().map(|c| &c.key)
+}
+
+impl Entry {
+    fn still_holds(
+        &self,
+        snap: &Snapshot,
+        gw: &GatewayPlan,
+        route: &Arc<RouteEntry>,
+        context: &Arc<RouteContext>,
+    ) -> bool {
+        std::ptr::eq(self.route.as_ptr(), Arc::as_ptr(route))
+            && gw
+                .blueprint
+                .as_ref()
+                .is_some_and(|b| std::ptr::eq(self.blueprint.as_ptr(), Arc::as_ptr(b)))
+            && Arc::ptr_eq(&self.context, context)
+            && self.accepted == (gw.accepted && gw.context.accepts(&self.plan.route))
+            && snap
+                .child_stamps_under(&route.uid, &gw.uid)
+                .eq(self.live.iter().copied())
+            && held_keys(&self.plan)
+                .map(|k| snap.holder_stamp(k))
+                .eq(self.holders.iter().copied())
+    }
+}
