@@ -348,10 +348,11 @@ fn route_parents(
     attachments
         .into_iter()
         .map(|(route, mut entries)| {
+            // Route plans are in route key order, one per route.
             let errors: Vec<&RenderError> = routes
+                .binary_search_by(|r| r.route.cmp(&route))
+                .map_or(&[][..], |i| routes[i].errors.as_slice())
                 .iter()
-                .filter(|r| r.route == route)
-                .flat_map(|r| r.errors.iter())
                 .collect();
             let render_error = errors.first().map(|first| {
                 Cond::f(
