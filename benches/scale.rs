@@ -597,7 +597,7 @@ async fn install_class(client: &Client) {
         } else {
             "gatewayclassblueprints"
         };
-        apply(&client, &ar(g, v, kind, plural), None, &doc, "scale").await;
+        apply(client, &ar(g, v, kind, plural), None, &doc, "scale").await;
     }
 }
 

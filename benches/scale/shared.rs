@@ -179,7 +179,7 @@ pub(super) async fn run(client: &Client, bin: &str, _conc: usize, changes: usize
     let before = apiserver_counts(client).await;
     let updates0 = parent_updates.load(Ordering::Relaxed);
     let sim0 = super::SIM_GATEWAY_STATUS_WRITES.load(Ordering::Relaxed);
-    let ordered0 = ordered.lock().unwrap().len();
+    let ordered0 = ordered.lock().unwrap().clone();
     let cpu0 = p.cpu();
     let t = Instant::now();
     {
@@ -259,8 +259,13 @@ pub(super) async fn run(client: &Client, bin: &str, _conc: usize, changes: usize
         .filter(|((_, r), _)| r == "httproutes/status")
         .map(|(_, n)| *n)
         .sum();
-    let certificates: Vec<String> = ordered.lock().unwrap().iter().skip(0).cloned().collect();
-    let orders = certificates.len() - ordered0;
+    let certificates: Vec<String> = ordered
+        .lock()
+        .unwrap()
+        .difference(&ordered0)
+        .cloned()
+        .collect();
+    let orders = certificates.len();
     let secs = |d: Option<Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64());
     println!("  {r_total} routes created (by the client) in {created:.1?}");
     println!(

@@ -180,12 +180,18 @@ impl Controller {
         }
         // Route status, after the route's children were applied (Flagger waits on it);
         // not for routes whose object and entries are those found written last time.
+        // (Recorded only for Gateways with many routes: for a few, looking costs less than
+        // the memory of remembering.)
+        let remember = p.plan.status.routes.len() >= super::MEMO_MIN_ROUTES;
         let todo: Vec<_> = p
             .plan
             .status
             .routes
             .iter()
             .filter_map(|r| {
+                if !remember {
+                    return Some((r, None));
+                }
                 let entry = self.route_status_unchanged(key, r)?;
                 Some((r, entry))
             })

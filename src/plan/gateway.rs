@@ -64,8 +64,8 @@ pub struct GatewayPlan {
     pub generation: Option<i64>,
     /// The blueprint used, when the class resolved to one.
     pub blueprint: Option<Arc<Prepared>>,
-    /// Children to apply, in dependency order.
-    pub children: Vec<DesiredChild>,
+    /// Children to apply, in dependency order (shared with the memo that may reuse them).
+    pub children: Arc<Vec<DesiredChild>>,
     /// Templates held back waiting for a dependency.
     pub held: Vec<Held>,
     /// Template errors.
@@ -152,6 +152,16 @@ fn ours<'a>(
 /// # Errors
 /// See [`OutOfScope`].
 pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScope> {
+    plan_gateway_with(snap, key, None)
+}
+
+/// [`plan_gateway`], reusing what `memo` remembers of the Gateway's earlier plan when
+/// nothing its templates read changed (see [`super::memo`]); the result is the same.
+pub(crate) fn plan_gateway_with(
+    snap: &Snapshot,
+    key: &Key,
+    mut memo: Option<&mut super::memo::GatewayMemo>,
+) -> Result<GatewayPlan, OutOfScope> {
     let (entry, class) = ours(snap, key)?;
     let gw = &entry.typed;
     let class_name = &gw.spec.gateway_class_name;
@@ -210,14 +220,15 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         params.ok(),
     );
     context.decoration = GatewayDecoration::new(&gateway_json, &uid);
-    let live: Vec<Arc<Value>> = snap.children_of(&uid).collect();
+    // The live children, parsed (or as the memo parsed them, when they are the same).
+    let live = super::memo::LiveChildren::read(snap, &uid, memo.as_deref().map(|m| &m.live));
 
     let mut plan = GatewayPlan {
         key: key.clone(),
         uid: uid.clone(),
         generation,
         blueprint: blueprint.clone(),
-        children: Vec::new(),
+        children: Arc::default(),
         held: Vec::new(),
         errors: Vec::new(),
         prune: Vec::new(),
@@ -236,9 +247,7 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
         conflicts: Vec::new(),
     };
 
-    let mut addresses = Vec::new();
-    let mut address_wait: Option<String> = None;
-    if let (true, Some(prepared)) = (accepted, blueprint.as_deref()) {
+    if let (true, Some(prepared)) = (accepted, blueprint.as_ref()) {
         let route_values: Vec<minijinja::Value> =
             accepted_routes.iter().map(|r| r.lazy_value()).collect();
         let gateway_value = minijinja::Value::from(minijinja::value::Serde(&*gateway_json));
@@ -251,54 +260,38 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
             hostnames: &plan.context.hostnames,
         }
         .to_value();
-        let input = SetInput {
-            prepared,
-            set: TemplateSet::Gateway,
-            namespace: &key.namespace,
-            owner: Owner {
-                parent: &plan.context.gateway,
-                gateway: &plan.context.gateway,
-                parent_uid: &uid,
-                gateway_uid: &uid,
-                decoration: &plan.context.decoration,
-            },
-            live: &live,
-            scopes: snap.scopes(),
-            all_children: &|k| snap.holder(k),
-            route_kind: None,
-        };
         plan.context.base = base.clone();
-        let result = render_set(&input, &base, None);
-        plan.prune = prune_list(Some(prepared), TemplateSet::Gateway, &live, &result);
-        match &prepared.spec.status {
-            Some(_) => match prepared
-                .status_deps
-                .iter()
-                .find(|d| !result.resources.contains_key(*d))
-            {
-                Some(missing) => {
-                    address_wait = Some(format!("the status template waits for template {missing}"))
+        let rendered = match memo
+            .as_ref()
+            .and_then(|m| m.rendered_for(&plan, prepared, &live, snap))
+        {
+            Some(r) => r.clone(),
+            None => {
+                let input = SetInput {
+                    prepared,
+                    set: TemplateSet::Gateway,
+                    namespace: &key.namespace,
+                    owner: Owner {
+                        parent: &plan.context.gateway,
+                        gateway: &plan.context.gateway,
+                        parent_uid: &uid,
+                        gateway_uid: &uid,
+                        decoration: &plan.context.decoration,
+                    },
+                    live: &live.objects,
+                    scopes: snap.scopes(),
+                    all_children: &|k| snap.holder(k),
+                    route_kind: None,
+                };
+                let r = render_gateway(&input, &base, gw);
+                if let Some(memo) = memo.as_deref_mut() {
+                    let inputs = super::memo::GatewayInputs::of(&plan, prepared, &live, snap);
+                    memo.remember(inputs, &r, snap, prepared);
                 }
-                None => {
-                    let ctx = with_resources(&base, None, &result.resources, &result.pending);
-                    match render_addresses(prepared, &ctx) {
-                        Ok(a) => addresses = a,
-                        Err(e) if e.category == "UndefinedVariable" => {
-                            address_wait = Some(format!("the status template waits: {}", e.message))
-                        }
-                        Err(e) => plan.errors.push(e),
-                    }
-                }
-            },
-            None => addresses = spec_addresses(gw),
-        }
-        plan.children = result.children;
-        plan.held = result.held;
-        plan.errors.extend(result.errors);
-        plan.states = result.states;
-        plan.rollouts = result.rollouts;
-        plan.warnings = result.warnings;
-        plan.conflicts = result.conflicts;
+                r
+            }
+        };
+        rendered.into_plan(&mut plan);
         // Route children of routes this Gateway no longer accepts.
         let mut route_children = snap.route_children_by_gateway(&uid).peekable();
         if route_children.peek().is_some() {
@@ -310,11 +303,91 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
                 .collect();
         }
     }
+    if let Some(memo) = memo {
+        memo.live = live;
+    }
 
     plan.listeners = eval.listeners;
-    plan.addresses = addresses;
-    plan.address_wait = address_wait;
     Ok(plan)
+}
+
+/// What rendering a Gateway's own templates gave: the part of its plan that
+/// [`super::memo`] can reuse while nothing the templates read changed.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Rendered {
+    pub children: Arc<Vec<DesiredChild>>,
+    pub held: Vec<Held>,
+    pub errors: Vec<RenderError>,
+    pub prune: Vec<ObjectKey>,
+    pub states: Vec<ChildState>,
+    pub rollouts: Vec<super::RolloutState>,
+    pub warnings: Vec<String>,
+    pub conflicts: Vec<ObjectKey>,
+    pub addresses: Vec<GatewayStatusAddresses>,
+    pub address_wait: Option<String>,
+}
+
+impl Rendered {
+    fn into_plan(self, plan: &mut GatewayPlan) {
+        plan.children = self.children;
+        plan.held = self.held;
+        plan.errors = self.errors;
+        plan.prune = self.prune;
+        plan.states = self.states;
+        plan.rollouts = self.rollouts;
+        plan.warnings = self.warnings;
+        plan.conflicts = self.conflicts;
+        plan.addresses = self.addresses;
+        plan.address_wait = self.address_wait;
+    }
+}
+
+/// Renders the Gateway templates of `input`, and the status template from what they gave.
+fn render_gateway(
+    input: &SetInput<'_>,
+    base: &minijinja::Value,
+    gw: &gateway_api::apis::standard::gateways::Gateway,
+) -> Rendered {
+    let prepared = input.prepared;
+    let result = render_set(input, base, None);
+    let mut out = Rendered {
+        prune: prune_list(Some(prepared), TemplateSet::Gateway, input.live, &result),
+        ..Rendered::default()
+    };
+    let mut errors = Vec::new();
+    match &prepared.spec.status {
+        Some(_) => match prepared
+            .status_deps
+            .iter()
+            .find(|d| !result.resources.contains_key(*d))
+        {
+            Some(missing) => {
+                out.address_wait =
+                    Some(format!("the status template waits for template {missing}"));
+            }
+            None => {
+                let ctx = with_resources(base, None, &result.resources, &result.pending);
+                match render_addresses(prepared, &ctx) {
+                    Ok(a) => out.addresses = a,
+                    Err(e) if e.category == "UndefinedVariable" => {
+                        out.address_wait =
+                            Some(format!("the status template waits: {}", e.message));
+                    }
+                    Err(e) => errors.push(e),
+                }
+            }
+        },
+        None => out.addresses = spec_addresses(gw),
+    }
+    out.children = Arc::new(result.children);
+    out.held = result.held;
+    out.errors = errors;
+    out.errors.extend(result.errors);
+    out.states = result.states;
+    out.rollouts = result.rollouts;
+    out.warnings = result.warnings;
+    out.conflicts = result.conflicts;
+    out
 }
 
 /// The values layers of a Gateway, merged; `Err` names a bad `infrastructure.parametersRef`.

@@ -15,7 +15,7 @@ use gateway_api::apis::standard::gateways::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;
 
-use super::gateway::{GatewayPlan, OutOfScope, plan_gateway};
+use super::gateway::{GatewayPlan, OutOfScope};
 use super::memo::PlanMemo;
 use super::readiness::Readiness;
 use super::route::RoutePlan;
@@ -162,7 +162,7 @@ pub fn plan(snap: &Snapshot, key: &Key) -> Result<Plan, OutOfScope> {
 /// # Errors
 /// See [`OutOfScope`]: the Gateway is not ours to touch.
 pub fn plan_with(snap: &Snapshot, key: &Key, memo: &mut PlanMemo) -> Result<Plan, OutOfScope> {
-    let mut gateway = plan_gateway(snap, key)?;
+    let mut gateway = super::gateway::plan_gateway_with(snap, key, Some(&mut memo.gateway))?;
     let routes = memo.route_plans(snap, &gateway);
     let attachments = std::mem::take(&mut gateway.attachments);
     let status = PlanStatus {

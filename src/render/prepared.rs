@@ -30,6 +30,8 @@ pub struct Prepared {
     /// that cannot be told from their text: a route template includes, extends or
     /// imports a template other than the library (see [`crate::plan::memo`]).
     pub route_reads: Option<BTreeSet<String>>,
+    /// The same for the Gateway templates and the status template.
+    pub gateway_reads: Option<BTreeSet<String>>,
     entries: BTreeMap<(TemplateSet, String), TemplateEntry>,
     parsed: std::sync::Mutex<std::collections::HashMap<u64, Box<str>>>,
 }
@@ -95,7 +97,24 @@ impl Prepared {
                     .map(|e| ((TemplateSet::Route, e.name.clone()), e.clone())),
             )
             .collect();
-        let route_reads = route_reads(&compiled, &spec.route_templates);
+        let route_reads = reads_of(&compiled, TemplateSet::Route, &spec.route_templates);
+        let gateway_reads = reads_of(&compiled, TemplateSet::Gateway, &spec.gateway_templates)
+            .and_then(|mut r| {
+                let status = spec.status.as_ref().map_or("", |s| s.template.as_str());
+                reads_itself_only(status).then(|| {
+                    r.extend(
+                        compiled
+                            .reads(
+                                TemplateSet::Status,
+                                crate::render::engine::STATUS_TEMPLATE,
+                                status,
+                            )
+                            .into_iter()
+                            .map(|p| p.split('.').next().unwrap_or_default().to_owned()),
+                    );
+                    r
+                })
+            });
         Ok(Self {
             name: name.to_owned(),
             compiled,
@@ -105,6 +124,7 @@ impl Prepared {
             status_deps,
             literal_kinds: literal_kinds_of(spec),
             route_reads,
+            gateway_reads,
             entries,
             parsed: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
@@ -165,7 +185,11 @@ impl Prepared {
 }
 
 /// See [`Prepared::route_reads`].
-fn route_reads(compiled: &Compiled, templates: &[TemplateEntry]) -> Option<BTreeSet<String>> {
+fn reads_of(
+    compiled: &Compiled,
+    set: TemplateSet,
+    templates: &[TemplateEntry],
+) -> Option<BTreeSet<String>> {
     let mut out = BTreeSet::new();
     for t in templates {
         if !reads_itself_only(&t.template) {
@@ -173,7 +197,7 @@ fn route_reads(compiled: &Compiled, templates: &[TemplateEntry]) -> Option<BTree
         }
         out.extend(
             compiled
-                .reads(TemplateSet::Route, &t.name, &t.template)
+                .reads(set, &t.name, &t.template)
                 .into_iter()
                 .map(|p| p.split('.').next().unwrap_or_default().to_owned()),
         );

@@ -892,6 +892,15 @@ impl Snapshot {
             .flatten()
             .filter_map(|k| self.children.get(k).map(ChildEntry::object))
     }
+    /// The stamps of [`Snapshot::children_of`]'s objects, in the same order: equal
+    /// stamps, the same objects.
+    pub fn child_stamps_of<'a>(&'a self, parent_uid: &str) -> impl Iterator<Item = u64> + 'a {
+        self.children_by_parent
+            .get(parent_uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.children.get(k).map(|c| c.stamp))
+    }
     /// Live children labelled with this parent uid and this Gateway uid (a route's
     /// children under one of its Gateways), parsed.
     pub fn children_of_under<'a>(

@@ -1,5 +1,5 @@
-//! The planner's memo (`gatewright::plan::memo`): a plan made with the route plans it
-//! remembers equals the plan made afresh, over random worlds and random sequences of
+//! The planner's memo (`gatewright::plan::memo`): a plan made with what it remembers (the
+//! route plans, and what the Gateway's own templates rendered) equals the plan made afresh, over random worlds and random sequences of
 //! changes: a route's weights or hostnames, a route gone, a Gateway's labels or listener
 //! hostname, a live child no longer ready or gone, a round of the controller applying
 //! what was planned (children created, then ready).
@@ -182,6 +182,37 @@ fn compare(snap: &Snapshot, memos: &mut BTreeMap<Key, PlanMemo>) -> Result<usize
                             a.route.kind, a.route.namespace, a.route.name
                         ));
                     }
+                }
+                let (a, b) = (&fresh.gateway, &with.gateway);
+                let same = a.children == b.children
+                    && a.held == b.held
+                    && a.errors == b.errors
+                    && a.prune == b.prune
+                    && a.states == b.states
+                    && a.rollouts == b.rollouts
+                    && a.warnings == b.warnings
+                    && a.conflicts == b.conflicts
+                    && a.addresses == b.addresses
+                    && a.address_wait == b.address_wait
+                    && a.orphaned_route_children == b.orphaned_route_children;
+                if !same {
+                    return Err(format!(
+                        "Gateway {key}: its own plan differs:\nfresh: children {:#?} held {:?} errors {:?} prune {:?} states {:?} rollouts {:?} addresses {:?}\nwith memo: children {:#?} held {:?} errors {:?} prune {:?} states {:?} rollouts {:?} addresses {:?}",
+                        a.children,
+                        a.held,
+                        a.errors,
+                        a.prune,
+                        a.states,
+                        a.rollouts,
+                        a.addresses,
+                        b.children,
+                        b.held,
+                        b.errors,
+                        b.prune,
+                        b.states,
+                        b.rollouts,
+                        b.addresses
+                    ));
                 }
                 if fresh.status != with.status {
                     return Err(format!(

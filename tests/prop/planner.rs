@@ -73,7 +73,7 @@ pub fn desired_and_prune(
     let mut prune = BTreeSet::new();
     for whole in plan_all(snap) {
         let p = &whole.gateway;
-        for c in &p.children {
+        for c in p.children.iter() {
             put(
                 &format!("Gateway {}/{}", p.key.namespace, p.key.name),
                 &c.object,

@@ -388,7 +388,7 @@ fn placement_case(
         let rp = rp.ok_or_else(|| TestCaseError::fail("the route is not attached"))?;
         (rp.children, rp.errors, ROUTE_UID)
     } else {
-        (p.children, p.errors, GW_UID)
+        (p.children.as_ref().clone(), p.errors, GW_UID)
     };
     let listed = |api: &str, kind: &str| {
         let group = gatewright::render::output::api_group(api);
