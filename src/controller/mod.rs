@@ -267,7 +267,7 @@ pub struct Controller {
     /// Per (Gateway, route): the route's snapshot entry and our entries for the Gateway
     /// when a status write found nothing to change or wrote them: while both are the
     /// same, the next plan of the Gateway does not look at the route's status again.
-    route_status_seen: Mutex<HashMap<(Key, RouteKey), RouteStatusSeen>>,
+    route_status_seen: Mutex<HashMap<Key, HashMap<RouteKey, RouteStatusSeen>>>,
     /// The version each make-before-break Gateway template asked for (see [`settle`]).
     versions_asked: Mutex<HashMap<(Key, String), settle::Asked>>,
     /// Set once the controller stops: asked to, or because it cannot go on.
@@ -334,29 +334,31 @@ impl Controller {
         }
     }
 
-    /// `None` when the route's status already holds `parents` (its snapshot entry and our
-    /// entries are those of the last write or check); else the route's entry, to record
-    /// once the write went through (`Some(None)`: no entry, the route is gone).
-    pub(crate) fn route_status_unchanged(
+    /// The routes of `parents` whose status must be looked at: not those whose snapshot
+    /// entry and our entries are those of the last write or check. Each comes with its
+    /// entry, to record once the write went through (`None`: the route is gone).
+    pub(crate) fn route_status_to_write<'a>(
         &self,
         gateway: &Key,
-        parents: &crate::plan::RouteParents,
-    ) -> Option<Option<Arc<crate::snapshot::RouteEntry>>> {
-        let entry = self
-            .snapshot
-            .read()
-            .ok()
-            .and_then(|s| s.route(&parents.route).cloned());
-        let seen = self.route_status_seen.lock().ok()?;
-        match (&entry, seen.get(&(gateway.clone(), parents.route.clone()))) {
-            (Some(e), Some(s))
-                if std::ptr::eq(s.route.as_ptr(), Arc::as_ptr(e))
-                    && s.entries == parents.entries =>
-            {
-                None
-            }
-            _ => Some(entry),
-        }
+        parents: &'a [crate::plan::RouteParents],
+    ) -> Vec<(&'a crate::plan::RouteParents, Option<Arc<crate::snapshot::RouteEntry>>)> {
+        let (Ok(snap), Ok(seen)) = (self.snapshot.read(), self.route_status_seen.lock()) else {
+            return parents.iter().map(|p| (p, None)).collect();
+        };
+        let seen = seen.get(gateway);
+        parents
+            .iter()
+            .filter_map(|p| {
+                let entry = snap.route(&p.route).cloned();
+                let unchanged = match (&entry, seen.and_then(|s| s.get(&p.route))) {
+                    (Some(e), Some(s)) => {
+                        std::ptr::eq(s.route.as_ptr(), Arc::as_ptr(e)) && s.entries == p.entries
+                    }
+                    _ => false,
+                };
+                (!unchanged).then_some((p, entry))
+            })
+            .collect()
     }
 
     /// Records that `parents` were written to (or found in) the route of `entry`.
@@ -367,8 +369,8 @@ impl Controller {
         entry: &Arc<crate::snapshot::RouteEntry>,
     ) {
         if let Ok(mut seen) = self.route_status_seen.lock() {
-            seen.insert(
-                (gateway.clone(), parents.route.clone()),
+            seen.entry(gateway.clone()).or_default().insert(
+                parents.route.clone(),
                 RouteStatusSeen {
                     route: Arc::downgrade(entry),
                     entries: parents.entries.clone(),
@@ -380,7 +382,7 @@ impl Controller {
     /// Forgets what was recorded for the routes of `gateway`.
     pub(crate) fn forget_route_status(&self, gateway: &Key) {
         if let Ok(mut seen) = self.route_status_seen.lock() {
-            seen.retain(|(g, _), _| g != gateway);
+            seen.remove(gateway);
         }
     }
 

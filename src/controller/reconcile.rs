@@ -183,19 +183,12 @@ impl Controller {
         // (Recorded only for Gateways with many routes: for a few, looking costs less than
         // the memory of remembering.)
         let remember = p.plan.status.routes.len() >= super::MEMO_MIN_ROUTES;
-        let todo: Vec<_> = p
-            .plan
-            .status
-            .routes
-            .iter()
-            .filter_map(|r| {
-                if !remember {
-                    return Some((r, None));
-                }
-                let entry = self.route_status_unchanged(key, r)?;
-                Some((r, entry))
-            })
-            .collect();
+        let routes = &p.plan.status.routes;
+        let todo: Vec<_> = if remember {
+            self.route_status_to_write(key, routes)
+        } else {
+            routes.iter().map(|r| (r, None)).collect()
+        };
         let writes: Vec<_> = todo
             .iter()
             .map(|(r, entry)| async move {
@@ -261,8 +254,21 @@ impl Controller {
     async fn apply_children(self: &Arc<Self>, p: &Planned, hold: &BTreeSet<ObjectKey>) -> Applied {
         let mut out = Applied::default();
         let mut todo = Vec::new();
-        for (c, live) in p.plan.children().zip(&p.live) {
+        // Which route plan each child belongs to (`None`: the Gateway's own).
+        let owners = std::iter::repeat_n(None, p.plan.gateway.children.len()).chain(
+            p.plan
+                .routes
+                .iter()
+                .enumerate()
+                .flat_map(|(i, r)| std::iter::repeat_n(Some(i), r.children.len())),
+        );
+        for ((c, live), owner) in p.plan.children().zip(&p.live).zip(owners) {
             if hold.contains(&c.key) {
+                continue;
+            }
+            // A route plan reused from the memo whose children were all found to hold
+            // what it renders: same objects, same live objects, same verdict.
+            if owner.is_some_and(|i| p.plan.routes[i].applied.get()) {
                 continue;
             }
             match self.kinds.ensure(self, &c.key.api_version, &c.key.kind) {
@@ -270,17 +276,31 @@ impl Controller {
                     out.missing.insert(msg);
                 }
                 KindState::Pending => out.pending_kinds = true,
-                KindState::Served { .. } => todo.push((c, live)),
+                KindState::Served { .. } => todo.push((c, live, owner)),
             }
         }
         let applies: Vec<_> = todo
-            .into_iter()
-            .map(|(c, live)| self.apply_child(&c.key, &c.object, live.as_deref()))
+            .iter()
+            .map(|(c, live, _)| self.apply_child(&c.key, &c.object, live.as_deref()))
             .collect();
         let results: Vec<_> = futures::stream::iter(applies)
             .buffered(REQUESTS_IN_FLIGHT)
             .collect()
             .await;
+        // Route plans none of whose children needed a write.
+        let mut quiet: Vec<bool> = p.plan.routes.iter().map(|r| !r.children.is_empty()).collect();
+        for ((_, _, owner), r) in todo.iter().zip(&results) {
+            if let Some(i) = owner
+                && !matches!(r, Ok(false))
+            {
+                quiet[*i] = false;
+            }
+        }
+        for (r, q) in p.plan.routes.iter().zip(quiet) {
+            if q && out.missing.is_empty() && !out.pending_kinds {
+                r.applied.set();
+            }
+        }
         for r in results {
             match r {
                 Ok(sent) => out.changed |= sent,
@@ -379,9 +399,9 @@ fn read_and_plan(snap: &Snapshot, key: &Key, memo: &mut crate::plan::PlanMemo) -
             // The live objects the route plans read (a reused plan's are still current).
             let live: Vec<Option<Arc<Value>>> = plan
                 .gateway
-                .children
+                .live_children
                 .iter()
-                .map(|c| snap.child(&c.key))
+                .cloned()
                 .chain(
                     plan.routes
                         .iter()

@@ -99,6 +99,8 @@ pub struct GatewayPlan {
     pub warnings: Vec<String>,
     /// Objects it renders that another parent already holds (see the errors).
     pub conflicts: Vec<ObjectKey>,
+    /// The live object of each child, in `children` order, as the plan read it.
+    pub live_children: Vec<Option<Arc<Value>>>,
 }
 
 impl GatewayPlan {
@@ -245,6 +247,7 @@ pub(crate) fn plan_gateway_with(
         rollouts: Vec::new(),
         warnings: Vec::new(),
         conflicts: Vec::new(),
+        live_children: Vec::new(),
     };
 
     if let (true, Some(prepared)) = (accepted, blueprint.as_ref()) {
@@ -325,6 +328,7 @@ pub(crate) struct Rendered {
     pub conflicts: Vec<ObjectKey>,
     pub addresses: Vec<GatewayStatusAddresses>,
     pub address_wait: Option<String>,
+    pub live_children: Vec<Option<Arc<Value>>>,
 }
 
 impl Rendered {
@@ -339,6 +343,7 @@ impl Rendered {
         plan.conflicts = self.conflicts;
         plan.addresses = self.addresses;
         plan.address_wait = self.address_wait;
+        plan.live_children = self.live_children;
     }
 }
 
@@ -379,6 +384,11 @@ fn render_gateway(
         },
         None => out.addresses = spec_addresses(gw),
     }
+    out.live_children = result
+        .children
+        .iter()
+        .map(|c| input.live.iter().find(|l| ObjectKey::of(l) == c.key).cloned())
+        .collect();
     out.children = Arc::new(result.children);
     out.held = result.held;
     out.errors = errors;

@@ -35,6 +35,32 @@ pub struct RoutePlan {
     pub conflicts: Vec<ObjectKey>,
     /// The live object of each child, in `children` order, as the plan read it.
     pub live_children: Vec<Option<Arc<Value>>>,
+    /// Set by whoever applies the plan once every child was found to hold what it
+    /// renders: while the plan is reused (the same objects and the same live objects),
+    /// nothing needs to be applied (see [`super::memo`]).
+    pub applied: AppliedMark,
+}
+
+/// See [`RoutePlan::applied`]. Never part of a plan's equality.
+#[derive(Debug, Default)]
+pub struct AppliedMark(std::sync::atomic::AtomicBool);
+
+impl AppliedMark {
+    /// Whether it was set.
+    #[must_use]
+    pub fn get(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    /// Sets it.
+    pub fn set(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl PartialEq for AppliedMark {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Plans the children of `route` under the Gateway of `gw`. A route the Gateway does not
