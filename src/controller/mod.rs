@@ -341,7 +341,10 @@ impl Controller {
         &self,
         gateway: &Key,
         parents: &'a [crate::plan::RouteParents],
-    ) -> Vec<(&'a crate::plan::RouteParents, Option<Arc<crate::snapshot::RouteEntry>>)> {
+    ) -> Vec<(
+        &'a crate::plan::RouteParents,
+        Option<Arc<crate::snapshot::RouteEntry>>,
+    )> {
         let (Ok(snap), Ok(seen)) = (self.snapshot.read(), self.route_status_seen.lock()) else {
             return parents.iter().map(|p| (p, None)).collect();
         };

@@ -288,7 +288,12 @@ impl Controller {
             .collect()
             .await;
         // Route plans none of whose children needed a write.
-        let mut quiet: Vec<bool> = p.plan.routes.iter().map(|r| !r.children.is_empty()).collect();
+        let mut quiet: Vec<bool> = p
+            .plan
+            .routes
+            .iter()
+            .map(|r| !r.children.is_empty())
+            .collect();
         for ((_, _, owner), r) in todo.iter().zip(&results) {
             if let Some(i) = owner
                 && !matches!(r, Ok(false))

@@ -387,7 +387,13 @@ fn render_gateway(
     out.live_children = result
         .children
         .iter()
-        .map(|c| input.live.iter().find(|l| ObjectKey::of(l) == c.key).cloned())
+        .map(|c| {
+            input
+                .live
+                .iter()
+                .find(|l| ObjectKey::of(l) == c.key)
+                .cloned()
+        })
         .collect();
     out.children = Arc::new(result.children);
     out.held = result.held;

@@ -329,10 +329,15 @@ impl PlanMemo {
     }
 }
 
-/// The objects a route plan (without conflicts) rendered, whose holder decides whether it
-/// may write them.
+/// The objects a route plan (without conflicts) rendered that did not exist when it was
+/// made: whoever creates one decides whether the plan may write it. (One that existed was
+/// the route's own live child, whose stamp the memo compares anyway.)
 fn held_keys(plan: &RoutePlan) -> impl Iterator<Item = &crate::snapshot::ObjectKey> {
-    plan.children.iter().map(|c| &c.key)
+    plan.children
+        .iter()
+        .zip(&plan.live_children)
+        .filter(|(_, live)| live.is_none())
+        .map(|(c, _)| &c.key)
 }
 
 impl Entry {
