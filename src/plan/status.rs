@@ -153,7 +153,7 @@ impl ListenerSetStatusPlan {
 /// # Errors
 /// See [`OutOfScope`]: the Gateway is not ours to touch.
 pub fn plan(snap: &Snapshot, key: &Key) -> Result<Plan, OutOfScope> {
-    plan_with(snap, key, &mut PlanMemo::default())
+    plan_inner(snap, key, None)
 }
 
 /// [`plan`], reusing the route plans `memo` remembers from earlier plans of the same
@@ -162,8 +162,25 @@ pub fn plan(snap: &Snapshot, key: &Key) -> Result<Plan, OutOfScope> {
 /// # Errors
 /// See [`OutOfScope`]: the Gateway is not ours to touch.
 pub fn plan_with(snap: &Snapshot, key: &Key, memo: &mut PlanMemo) -> Result<Plan, OutOfScope> {
-    let mut gateway = super::gateway::plan_gateway_with(snap, key, Some(&mut memo.gateway))?;
-    let routes = memo.route_plans(snap, &gateway);
+    plan_inner(snap, key, Some(memo))
+}
+
+fn plan_inner(
+    snap: &Snapshot,
+    key: &Key,
+    mut memo: Option<&mut PlanMemo>,
+) -> Result<Plan, OutOfScope> {
+    let mut gateway =
+        super::gateway::plan_gateway_with(snap, key, memo.as_deref_mut().map(|m| &mut m.gateway))?;
+    let routes = match memo {
+        Some(m) => m.route_plans(snap, &gateway),
+        None => gateway
+            .context
+            .routes
+            .iter()
+            .map(|r| std::sync::Arc::new(super::plan_route(snap, &gateway, r)))
+            .collect(),
+    };
     let attachments = std::mem::take(&mut gateway.attachments);
     let status = PlanStatus {
         gateway: gateway_status(&gateway, &routes),
