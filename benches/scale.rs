@@ -577,6 +577,41 @@ fn child_template(v: &Value) -> String {
     serde_json::to_string(&t).unwrap()
 }
 
+/// Route weight changes, one after the other: change `i` patches the route `pick(i)`
+/// names (namespace, route, `namespace/name` of its shadow route) to canary weight
+/// 1..=50 and takes the time until `routes` (a watch) shows the shadow route carrying it.
+async fn weight_latencies(
+    client: &Client,
+    routes: &View,
+    changes: usize,
+    pick: impl Fn(usize) -> (String, String, String),
+) -> Vec<Duration> {
+    let mut lat = Vec::new();
+    for i in 0..changes {
+        let (ns, name, shadow) = pick(i);
+        let w = 1 + (i % 50) as i64;
+        let t = Instant::now();
+        api(client, &rt_ar(), Some(&ns))
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"rules": [{"backendRefs": [{"name": "primary", "port": 80, "weight": 100 - w}, {"name": "canary", "port": 80, "weight": w}]}]}})))
+            .await
+            .unwrap();
+        loop {
+            if let Some((s, at)) = routes.get(&shadow)
+                && s["spec"]["rules"][0]["backendRefs"][1]["weight"] == w
+            {
+                lat.push(at.saturating_duration_since(t));
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "shadow route {shadow} never carried weight {w}"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    lat
+}
+
 /// Installs the shipped class the benchmark uses.
 async fn install_class(client: &Client) {
     let dir = concat!(
@@ -800,32 +835,13 @@ async fn main() {
 
     // 3a. Route weight change -> shadow route seen by a watch.
     paused.store(false, Ordering::Relaxed);
-    let mut lat = Vec::new();
-    for i in 0..changes {
+    let mut lat = weight_latencies(&client, &routes, changes, |i| {
         let g = (i * 7919) % n;
         let ns = ns_of("scale-", g);
-        let w = 1 + (i % 50) as i64;
         let shadow = format!("{ns}/gw{g}-r0-gw{g}-istio");
-        let t = Instant::now();
-        api(&client, &rt_ar(), Some(&ns))
-            .patch(&format!("gw{g}-r0"), &PatchParams::default(), &Patch::Merge(&json!({"spec": {"rules": [{"backendRefs": [{"name": "primary", "port": 80, "weight": 100 - w}, {"name": "canary", "port": 80, "weight": w}]}]}})))
-            .await
-            .unwrap();
-        let sent = Instant::now();
-        loop {
-            if let Some((s, at)) = routes.get(&shadow)
-                && s["spec"]["rules"][0]["backendRefs"][1]["weight"] == w
-            {
-                lat.push(at.saturating_duration_since(t));
-                break;
-            }
-            assert!(
-                sent.elapsed() < Duration::from_secs(60),
-                "shadow route {shadow} never carried weight {w}"
-            );
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    }
+        (ns, format!("gw{g}-r0"), shadow)
+    })
+    .await;
     // Back to weight 0 everywhere we touched is not needed: the world stays converged.
     let weight_lat = format!("{}/{}", ms(pct(&mut lat, 0.5)), ms(pct(&mut lat, 0.99)));
     println!(

@@ -12,12 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use super::{
-    Proc, STUCK, View, api, apiserver_counts, apply, ar, cond, env_usize, gw_ar, ms, par, pct,
+    Proc, STUCK, View, apiserver_counts, apply, ar, cond, env_usize, gw_ar, ms, par, pct,
     print_reconciles, print_writes, programmed, route_accepted, rt_ar, simulator, writes_between,
 };
 
@@ -291,30 +290,15 @@ pub(super) async fn run(client: &Client, bin: &str, _conc: usize, changes: usize
 
     // Weight change -> shadow route, at R routes.
     let cpu1 = p.cpu();
-    let mut lat = Vec::new();
-    for i in 0..changes {
+    let mut lat = super::weight_latencies(client, &routes, changes, |i| {
         let r = (i * 7919) % r_total;
-        let w = 1 + (i % 50) as i64;
-        let shadow = format!("{NS}/r{r}-{GATEWAY}-istio");
-        let t = Instant::now();
-        api(client, &rt_ar(), Some(NS))
-            .patch(&format!("r{r}"), &PatchParams::default(), &Patch::Merge(&json!({"spec": {"rules": [{"backendRefs": [{"name": "primary", "port": 80, "weight": 100 - w}, {"name": "canary", "port": 80, "weight": w}]}]}})))
-            .await
-            .unwrap();
-        loop {
-            if let Some((s, at)) = routes.get(&shadow)
-                && s["spec"]["rules"][0]["backendRefs"][1]["weight"] == w
-            {
-                lat.push(at.saturating_duration_since(t));
-                break;
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "shadow route {shadow} never carried weight {w}"
-            );
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    }
+        (
+            NS.to_owned(),
+            format!("r{r}"),
+            format!("{NS}/r{r}-{GATEWAY}-istio"),
+        )
+    })
+    .await;
     let cpu_changes = p.cpu() - cpu1;
     let weight = format!("{}/{}", ms(pct(&mut lat, 0.5)), ms(pct(&mut lat, 0.99)));
     println!(

@@ -6,6 +6,7 @@ use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::GatewayStatusAddresses;
 use serde_json::Value;
 
+use super::gateway_memo::Rendered;
 use super::templates::{ChildState, DesiredChild, Held, SetInput, prune_list, render_set};
 use crate::api::GATEWAY_CONFIG_KIND;
 use crate::gateway::conditions::{Cond, reasons, types};
@@ -162,7 +163,7 @@ pub fn plan_gateway(snap: &Snapshot, key: &Key) -> Result<GatewayPlan, OutOfScop
 pub(crate) fn plan_gateway_with(
     snap: &Snapshot,
     key: &Key,
-    mut memo: Option<&mut super::memo::GatewayMemo>,
+    mut memo: Option<&mut super::gateway_memo::GatewayMemo>,
 ) -> Result<GatewayPlan, OutOfScope> {
     let (entry, class) = ours(snap, key)?;
     let gw = &entry.typed;
@@ -223,7 +224,8 @@ pub(crate) fn plan_gateway_with(
     );
     context.decoration = GatewayDecoration::new(&gateway_json, &uid);
     // The live children, parsed (or as the memo parsed them, when they are the same).
-    let live = super::memo::LiveChildren::read(snap, &uid, memo.as_deref().map(|m| &m.live));
+    let live =
+        super::gateway_memo::LiveChildren::read(snap, &uid, memo.as_deref().map(|m| &m.live));
 
     let mut plan = GatewayPlan {
         key: key.clone(),
@@ -266,7 +268,7 @@ pub(crate) fn plan_gateway_with(
         plan.context.base = base.clone();
         let rendered = match memo
             .as_ref()
-            .and_then(|m| m.rendered_for(&plan, prepared, &live, snap))
+            .and_then(|m| m.rendered_for(&context_ref(&plan), prepared, &live, snap))
         {
             Some(r) => r.clone(),
             None => {
@@ -288,13 +290,18 @@ pub(crate) fn plan_gateway_with(
                 };
                 let r = render_gateway(&input, &base, gw);
                 if let Some(memo) = memo.as_deref_mut() {
-                    let inputs = super::memo::GatewayInputs::of(&plan, prepared, &live, snap);
+                    let inputs = super::gateway_memo::GatewayInputs::of(
+                        &context_ref(&plan),
+                        prepared,
+                        &live,
+                        snap,
+                    );
                     memo.remember(inputs, &r, snap, prepared);
                 }
                 r
             }
         };
-        rendered.into_plan(&mut plan);
+        take_rendered(&mut plan, rendered);
         // Route children of routes this Gateway no longer accepts.
         let mut route_children = snap.route_children_by_gateway(&uid).peekable();
         if route_children.peek().is_some() {
@@ -314,37 +321,32 @@ pub(crate) fn plan_gateway_with(
     Ok(plan)
 }
 
-/// What rendering a Gateway's own templates gave: the part of its plan that
-/// [`super::memo`] can reuse while nothing the templates read changed.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Rendered {
-    pub children: Arc<Vec<DesiredChild>>,
-    pub held: Vec<Held>,
-    pub errors: Vec<RenderError>,
-    pub prune: Vec<ObjectKey>,
-    pub states: Vec<ChildState>,
-    pub rollouts: Vec<super::RolloutState>,
-    pub warnings: Vec<String>,
-    pub conflicts: Vec<ObjectKey>,
-    pub addresses: Vec<GatewayStatusAddresses>,
-    pub address_wait: Option<String>,
-    pub live_children: Vec<Option<Arc<Value>>>,
+/// What the Gateway's own templates read of its plan, for [`super::gateway_memo`].
+fn context_ref(plan: &GatewayPlan) -> super::gateway_memo::ContextRef<'_> {
+    let ctx = &plan.context;
+    super::gateway_memo::ContextRef {
+        uid: &plan.uid,
+        gateway: &ctx.gateway,
+        class: &ctx.class,
+        values: &ctx.values,
+        listeners: &ctx.listeners,
+        hostnames: &ctx.hostnames,
+    }
 }
 
-impl Rendered {
-    fn into_plan(self, plan: &mut GatewayPlan) {
-        plan.children = self.children;
-        plan.held = self.held;
-        plan.errors = self.errors;
-        plan.prune = self.prune;
-        plan.states = self.states;
-        plan.rollouts = self.rollouts;
-        plan.warnings = self.warnings;
-        plan.conflicts = self.conflicts;
-        plan.addresses = self.addresses;
-        plan.address_wait = self.address_wait;
-        plan.live_children = self.live_children;
-    }
+/// Puts what rendering the Gateway's own templates gave into its plan.
+fn take_rendered(plan: &mut GatewayPlan, r: Rendered) {
+    plan.children = r.children;
+    plan.held = r.held;
+    plan.errors = r.errors;
+    plan.prune = r.prune;
+    plan.states = r.states;
+    plan.rollouts = r.rollouts;
+    plan.warnings = r.warnings;
+    plan.conflicts = r.conflicts;
+    plan.addresses = r.addresses;
+    plan.address_wait = r.address_wait;
+    plan.live_children = r.live_children;
 }
 
 /// Renders the Gateway templates of `input`, and the status template from what they gave.

@@ -18,12 +18,7 @@
 //!   plan renders (by the snapshot's stamps: each version of an object has its own);
 //! - what is known of kinds' scopes (the snapshot's scopes stamp).
 //!
-//! **The Gateway's own templates** ([`GatewayMemo`]): what they rendered (children,
-//! readiness, prune list, replacements, addresses) is reused when the blueprint, the
-//! Gateway, `class`, `values`, `listeners` (with the routes attached to each), `hostnames`,
-//! the Gateway's live children and the holders of what it renders are the same; not when
-//! a Gateway template or the status template reads `routes`. The live children, parsed, are
-//! reused when their stamps are the same.
+//! **The Gateway's own templates**: see [`super::gateway_memo`].
 //!
 //! Nothing else reaches the templates or the readiness rules; the property tests check,
 //! over random sequences of changes, that a plan made with the memo equals one made
@@ -85,157 +80,12 @@ struct Entry {
     plan: Arc<RoutePlan>,
 }
 
-/// The live children of a Gateway as a plan read them, with their stamps.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct LiveChildren {
-    stamps: Vec<u64>,
-    /// Parsed.
-    pub objects: Vec<Arc<Value>>,
-}
-
-impl LiveChildren {
-    /// The live children of `uid`: those `before` holds when their stamps are the same,
-    /// else parsed from the snapshot.
-    pub(crate) fn read(snap: &Snapshot, uid: &str, before: Option<&Self>) -> Self {
-        if let Some(b) = before
-            && snap.child_stamps_of(uid).eq(b.stamps.iter().copied())
-        {
-            return b.clone();
-        }
-        Self {
-            stamps: snap.child_stamps_of(uid).collect(),
-            objects: snap.children_of(uid).collect(),
-        }
-    }
-}
-
-/// What a Gateway's own templates (and its status template) read: its plan's context,
-/// its live children, the blueprint and kinds' scopes. `None` when they read `routes`
-/// (every route's object) or what cannot be told from their text.
-#[derive(Debug, PartialEq)]
-pub(crate) struct GatewayInputs {
-    /// The blueprint's address ([`GatewayMemo`] keeps it, so it is not reused).
-    blueprint: usize,
-    uid: String,
-    gateway: Arc<Value>,
-    class: Value,
-    values: Value,
-    listeners: Vec<ListenerVar>,
-    hostnames: HostnamesVar,
-    live: Vec<u64>,
-    scopes: u64,
-}
-
-impl GatewayInputs {
-    /// Whether `gw`'s plan has the same inputs (compared in place, nothing copied).
-    fn matches(
-        &self,
-        gw: &GatewayPlan,
-        prepared: &Arc<Prepared>,
-        live: &LiveChildren,
-        snap: &Snapshot,
-    ) -> bool {
-        let ctx = &gw.context;
-        self.blueprint == Arc::as_ptr(prepared) as usize
-            && self.scopes == snap.scopes_stamp()
-            && self.live == live.stamps
-            && self.uid == gw.uid
-            && (Arc::ptr_eq(&self.gateway, &ctx.gateway) || *self.gateway == *ctx.gateway)
-            && self.class == ctx.class
-            && self.values == ctx.values
-            && self.listeners == ctx.listeners
-            && self.hostnames == ctx.hostnames
-    }
-
-    pub(crate) fn of(
-        gw: &GatewayPlan,
-        prepared: &Arc<Prepared>,
-        live: &LiveChildren,
-        snap: &Snapshot,
-    ) -> Option<Self> {
-        let reads = prepared.gateway_reads.as_ref()?;
-        if reads.contains("routes") {
-            return None;
-        }
-        let ctx = &gw.context;
-        Some(Self {
-            blueprint: Arc::as_ptr(prepared) as usize,
-            uid: gw.uid.clone(),
-            gateway: Arc::clone(&ctx.gateway),
-            class: ctx.class.clone(),
-            values: ctx.values.clone(),
-            listeners: ctx.listeners.clone(),
-            hostnames: ctx.hostnames.clone(),
-            live: live.stamps.clone(),
-            scopes: snap.scopes_stamp(),
-        })
-    }
-}
-
-/// What the last plan of a Gateway rendered of its own templates, and from what.
-#[derive(Debug, Default)]
-pub struct GatewayMemo {
-    /// The blueprint the inputs name by address (kept, so the address is not reused).
-    blueprint: Option<Arc<Prepared>>,
-    inputs: Option<GatewayInputs>,
-    holders: Vec<Option<u64>>,
-    rendered: Option<super::gateway::Rendered>,
-    /// The live children the last plan read.
-    pub(crate) live: LiveChildren,
-}
-
-impl GatewayMemo {
-    /// What the last plan rendered, when `gw`'s plan has the same inputs and every object
-    /// it rendered has the same holder.
-    pub(crate) fn rendered_for(
-        &self,
-        gw: &GatewayPlan,
-        prepared: &Arc<Prepared>,
-        live: &LiveChildren,
-        snap: &Snapshot,
-    ) -> Option<&super::gateway::Rendered> {
-        let (Some(then), Some(r)) = (&self.inputs, &self.rendered) else {
-            return None;
-        };
-        (then.matches(gw, prepared, live, snap)
-            && r.children
-                .iter()
-                .map(|c| snap.holder_stamp(&c.key))
-                .eq(self.holders.iter().copied()))
-        .then_some(r)
-    }
-
-    /// Remembers what was rendered from `inputs` (not when another parent holds an
-    /// object it renders: see [`PlanMemo::route_plans`]).
-    pub(crate) fn remember(
-        &mut self,
-        inputs: Option<GatewayInputs>,
-        rendered: &super::gateway::Rendered,
-        snap: &Snapshot,
-        prepared: &Arc<Prepared>,
-    ) {
-        if inputs.is_none() || !rendered.conflicts.is_empty() {
-            self.inputs = None;
-            self.rendered = None;
-            return;
-        }
-        self.blueprint = Some(Arc::clone(prepared));
-        self.holders = rendered
-            .children
-            .iter()
-            .map(|c| snap.holder_stamp(&c.key))
-            .collect();
-        self.inputs = inputs;
-        self.rendered = Some(rendered.clone());
-    }
-}
-
 /// The remembered route plans of one Gateway. Keep one per Gateway and pass it to
 /// [`super::plan_with`]; a fresh one (or none) plans everything.
 #[derive(Debug, Default)]
 pub struct PlanMemo {
     /// The Gateway's own part.
-    pub(crate) gateway: GatewayMemo,
+    pub(crate) gateway: super::gateway_memo::GatewayMemo,
     context: Option<Arc<RouteContext>>,
     routes: HashMap<RouteKey, Entry>,
     /// Route plans reused and made by the last plan.

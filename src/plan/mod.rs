@@ -9,6 +9,7 @@
 pub mod claims;
 pub mod class;
 pub mod gateway;
+mod gateway_memo;
 pub mod memo;
 pub mod policy;
 pub mod readiness;

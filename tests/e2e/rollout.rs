@@ -250,6 +250,27 @@ async fn event_reasons(client: &Client, ns: &str) -> Vec<String> {
     list.into_iter().filter_map(|e| e.reason).collect()
 }
 
+/// The shipped istio-certmanager-externaldns class as `class`, an HTTPS Gateway of it in
+/// `ns` and a route for `shop.example.com`, the downstream played until the Gateway is
+/// Programmed; what the downstream player has seen.
+async fn shop_gateway_programmed(client: &Client, ns: &str, class: &str) -> FirstSeen {
+    apply_yaml(client, &shipped("istio-certmanager-externaldns", class)).await;
+    apply_yaml(client, &https_gateway(ns, class)).await;
+    apply_yaml(client, &route_yaml(ns, "shop", "shop.example.com")).await;
+    let first_seen: FirstSeen = Arc::default();
+    wait_for("the Gateway to be Programmed", T, || {
+        let (client, ns) = (client.clone(), ns.to_owned());
+        let fs = first_seen.clone();
+        async move {
+            play_downstream(&client, &ns, &fs, Duration::ZERO).await;
+            let g = gateway_json(&client, &ns).await;
+            (cond(&g, "Programmed")?["status"] == "True").then_some(())
+        }
+    })
+    .await;
+    first_seen
+}
+
 /// Adding an HTTPRoute with a new hostname rotates the certificate make-before-break: at
 /// no observed moment does the listener point at a Certificate that is missing or not
 /// ready, and the old Certificate is deleted only after the switch.
@@ -259,20 +280,7 @@ async fn a_new_hostname_rotates_the_certificate_without_a_gap() {
     let _ctl = controller();
     let ns = TestNamespace::new(&client, "rotate").await;
     let class = format!("rot-{}", ns.name);
-    apply_yaml(&client, &shipped("istio-certmanager-externaldns", &class)).await;
-    apply_yaml(&client, &https_gateway(&ns.name, &class)).await;
-    apply_yaml(&client, &route_yaml(&ns.name, "shop", "shop.example.com")).await;
-    let first_seen: FirstSeen = Arc::default();
-    wait_for("the Gateway to be Programmed", T, || {
-        let (client, ns) = (client.clone(), ns.name.clone());
-        let fs = first_seen.clone();
-        async move {
-            play_downstream(&client, &ns, &fs, Duration::ZERO).await;
-            let g = gateway_json(&client, &ns).await;
-            (cond(&g, "Programmed")?["status"] == "True").then_some(())
-        }
-    })
-    .await;
+    let first_seen = shop_gateway_programmed(&client, &ns.name, &class).await;
     let before: Vec<String> = certs(&client, &ns.name)
         .list(&ListParams::default())
         .await
@@ -387,8 +395,6 @@ async fn a_new_hostname_rotates_the_certificate_without_a_gap() {
     ns.delete().await;
 }
 
-/// A replacement that never becomes ready keeps the old version serving and, past the
-/// blueprint's timeout, is reported stuck; a further change supersedes it cleanly.
 /// Routes created together (a GitOps sync, a team's batch) change the certificate's
 /// hostnames once per route; the replacement starts only once they have settled
 /// (`controller::settle`), so the issuer sees one new order, not one per route.
@@ -398,20 +404,7 @@ async fn hostnames_added_together_order_one_new_certificate() {
     let _ctl = controller();
     let ns = TestNamespace::new(&client, "batch").await;
     let class = format!("batch-{}", ns.name);
-    apply_yaml(&client, &shipped("istio-certmanager-externaldns", &class)).await;
-    apply_yaml(&client, &https_gateway(&ns.name, &class)).await;
-    apply_yaml(&client, &route_yaml(&ns.name, "shop", "shop.example.com")).await;
-    let first_seen: FirstSeen = Arc::default();
-    wait_for("the Gateway to be Programmed", T, || {
-        let (client, ns) = (client.clone(), ns.name.clone());
-        let fs = first_seen.clone();
-        async move {
-            play_downstream(&client, &ns, &fs, Duration::ZERO).await;
-            let g = gateway_json(&client, &ns).await;
-            (cond(&g, "Programmed")?["status"] == "True").then_some(())
-        }
-    })
-    .await;
+    let first_seen = shop_gateway_programmed(&client, &ns.name, &class).await;
     let rec = Recorder::start(vec![("Certificate".into(), certs(&client, &ns.name))]).await;
     // Eight routes, one after the other as a sync applies them.
     let mut want = vec!["shop.example.com".to_owned()];
@@ -460,8 +453,12 @@ async fn hostnames_added_together_order_one_new_certificate() {
         2,
         "Certificates seen while eight routes arrived: {created:?}"
     );
+    delete_class(&client, &class).await;
+    ns.delete().await;
 }
 
+/// A replacement that never becomes ready keeps the old version serving and, past the
+/// blueprint's timeout, is reported stuck; a further change supersedes it cleanly.
 #[tokio::test]
 async fn a_replacement_that_never_becomes_ready_is_reported_and_superseded() {
     let client = admin().await;
