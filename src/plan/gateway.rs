@@ -386,17 +386,7 @@ fn render_gateway(
         },
         None => out.addresses = spec_addresses(gw),
     }
-    out.live_children = result
-        .children
-        .iter()
-        .map(|c| {
-            input
-                .live
-                .iter()
-                .find(|l| ObjectKey::of(l) == c.key)
-                .cloned()
-        })
-        .collect();
+    out.live_children = super::templates::live_of(&result.children, input.live);
     out.children = Arc::new(result.children);
     out.held = result.held;
     out.errors = errors;

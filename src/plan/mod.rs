@@ -4,7 +4,9 @@
 //! entries in each route's `status.parents`), built from [`plan_gateway`] (the Gateway's
 //! children and the route attachments it decides) and [`plan_route`] (one route's
 //! children under that Gateway). [`plan_class`] for a GatewayClass, [`rollout`] for how
-//! long replacements have taken. No client, no clock (times are arguments), no I/O.
+//! long replacements have taken. [`plan_with`] is [`plan`] with a [`PlanMemo`] of what the
+//! Gateway's earlier plan rendered ([`memo`]); the result is the same. No client, no clock
+//! (times are arguments), no I/O.
 
 pub mod claims;
 pub mod class;

@@ -120,10 +120,6 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
     plan.rollouts = result.rollouts;
     plan.warnings = result.warnings;
     plan.conflicts = result.conflicts;
-    plan.live_children = plan
-        .children
-        .iter()
-        .map(|c| live.iter().find(|l| ObjectKey::of(l) == c.key).cloned())
-        .collect();
+    plan.live_children = super::templates::live_of(&plan.children, &live);
     plan
 }

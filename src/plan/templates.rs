@@ -243,6 +243,14 @@ pub fn holder(live: &Value) -> String {
     }
 }
 
+/// The live object of each of `children`, in their order, from the parent's `live` ones.
+pub(crate) fn live_of(children: &[DesiredChild], live: &[Arc<Value>]) -> Vec<Option<Arc<Value>>> {
+    children
+        .iter()
+        .map(|c| live.iter().find(|l| ObjectKey::of(l) == c.key).cloned())
+        .collect()
+}
+
 /// Renders every template of `input.set` in order. `base` is the context without
 /// `resources`, which this function fills template by template.
 pub(crate) fn render_set(

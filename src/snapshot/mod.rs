@@ -886,20 +886,29 @@ impl Snapshot {
     }
     /// Live children labelled with this parent uid, parsed.
     pub fn children_of<'a>(&'a self, parent_uid: &str) -> impl Iterator<Item = Arc<Value>> + 'a {
+        self.entries_of(parent_uid).map(ChildEntry::object)
+    }
+    /// The entries of the live children labelled with this parent uid.
+    fn entries_of<'a>(&'a self, parent_uid: &str) -> impl Iterator<Item = &'a ChildEntry> + 'a {
         self.children_by_parent
             .get(parent_uid)
             .into_iter()
             .flatten()
-            .filter_map(|k| self.children.get(k).map(ChildEntry::object))
+            .filter_map(|k| self.children.get(k))
+    }
+    /// [`Snapshot::entries_of`], of those also labelled with this Gateway uid.
+    fn entries_under<'a>(
+        &'a self,
+        parent_uid: &str,
+        gateway_uid: &'a str,
+    ) -> impl Iterator<Item = &'a ChildEntry> + 'a {
+        self.entries_of(parent_uid)
+            .filter(move |c| c.gateway_uid.as_deref() == Some(gateway_uid))
     }
     /// The stamps of [`Snapshot::children_of`]'s objects, in the same order: equal
     /// stamps, the same objects.
     pub fn child_stamps_of<'a>(&'a self, parent_uid: &str) -> impl Iterator<Item = u64> + 'a {
-        self.children_by_parent
-            .get(parent_uid)
-            .into_iter()
-            .flatten()
-            .filter_map(|k| self.children.get(k).map(|c| c.stamp))
+        self.entries_of(parent_uid).map(|c| c.stamp)
     }
     /// Live children labelled with this parent uid and this Gateway uid (a route's
     /// children under one of its Gateways), parsed.
@@ -908,12 +917,7 @@ impl Snapshot {
         parent_uid: &str,
         gateway_uid: &'a str,
     ) -> impl Iterator<Item = Arc<Value>> + 'a {
-        self.children_by_parent
-            .get(parent_uid)
-            .into_iter()
-            .flatten()
-            .filter_map(|k| self.children.get(k))
-            .filter(move |c| c.gateway_uid.as_deref() == Some(gateway_uid))
+        self.entries_under(parent_uid, gateway_uid)
             .map(ChildEntry::object)
     }
     /// The stamps of [`Snapshot::children_of_under`]'s objects, in the same order: equal
@@ -923,13 +927,7 @@ impl Snapshot {
         parent_uid: &str,
         gateway_uid: &'a str,
     ) -> impl Iterator<Item = u64> + 'a {
-        self.children_by_parent
-            .get(parent_uid)
-            .into_iter()
-            .flatten()
-            .filter_map(|k| self.children.get(k))
-            .filter(move |c| c.gateway_uid.as_deref() == Some(gateway_uid))
-            .map(|c| c.stamp)
+        self.entries_under(parent_uid, gateway_uid).map(|c| c.stamp)
     }
     /// Live children labelled with this Gateway uid (its own and its routes'), parsed.
     pub fn children_by_gateway<'a>(
