@@ -291,7 +291,7 @@ fn report(out: &mut Output, key: &Key, p: &Plan) {
     for r in &p.gateway.rollouts {
         out.stderr.push(format!(
             "rollout: {gw}: template {}: {} -> {} ({:?}): {}",
-            r.template,
+            r.label(),
             r.from.as_deref().unwrap_or("-"),
             r.to,
             r.phase,

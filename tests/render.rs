@@ -16,6 +16,9 @@ use gatewright::cli::{self, EXIT_INPUT, EXIT_OK, EXIT_TEMPLATE};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
+#[path = "render/groups.rs"]
+mod groups;
+
 const CLASSES: &[&str] = &[
     "istio-certmanager-externaldns",
     "contour-istio",

@@ -121,8 +121,8 @@ pub enum RolloutStrategy {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "(has(self.strategy) && self.strategy == 'MakeBeforeBreak') || (!has(self.fields) && !has(self.timeoutSeconds))",
-    "message": "rollout.fields and rollout.timeoutSeconds take effect only with strategy MakeBeforeBreak"
+    "rule": "(has(self.strategy) && self.strategy == 'MakeBeforeBreak') || (!has(self.fields) && !has(self.timeoutSeconds) && !has(self.per))",
+    "message": "rollout.fields, rollout.per and rollout.timeoutSeconds take effect only with strategy MakeBeforeBreak"
 }]))]
 pub struct Rollout {
     /// `InPlace` (the default) or `MakeBeforeBreak`.
@@ -146,6 +146,22 @@ pub struct Rollout {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 86400))]
     pub timeout_seconds: Option<u64>,
+    /// With `MakeBeforeBreak`: `Template` (the default): everything the template renders
+    /// is one version, replaced together; `Object`: each object it renders (told apart by
+    /// its name as rendered) has a version of its own and is replaced on its own, so a
+    /// change to one certificate of a group does not re-issue the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per: Option<RolloutUnit>,
+}
+
+/// What one version of a make-before-break template covers.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RolloutUnit {
+    /// Everything the template renders: one version, replaced together.
+    #[default]
+    Template,
+    /// Each object it renders, by its name as rendered: replaced on its own.
+    Object,
 }
 
 impl TemplateEntry {
@@ -198,6 +214,12 @@ impl Rollout {
     #[must_use]
     pub fn timeout(&self) -> u64 {
         self.timeout_seconds.unwrap_or(600)
+    }
+
+    /// Whether each object the template renders is versioned and replaced on its own.
+    #[must_use]
+    pub fn per_object(&self) -> bool {
+        self.make_before_break() && self.per == Some(RolloutUnit::Object)
     }
 }
 

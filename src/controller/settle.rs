@@ -44,6 +44,9 @@ pub(crate) struct Unsettled {
 pub(crate) struct Ask<'a> {
     /// Its template.
     pub template: &'a str,
+    /// For a template versioned per object: the object (its name as rendered), whose
+    /// versions settle on their own.
+    pub slot: &'a str,
     /// The version it was rendered as.
     pub version: &'a str,
     /// Whether it exists.
@@ -71,6 +74,7 @@ fn asks(p: &Planned) -> Vec<Ask<'_>> {
         .filter_map(|(c, live)| {
             Some(Ask {
                 template: &c.template,
+                slot: labels::slot(&c.object).unwrap_or_default(),
                 version: c.object["metadata"]["labels"][labels::VERSION].as_str()?,
                 live: live.is_some(),
                 key: &c.key,
@@ -82,7 +86,7 @@ fn asks(p: &Planned) -> Vec<Ask<'_>> {
 /// Records the version each template asks for in `asked` and says which new versions to
 /// hold back at `now`.
 pub(crate) fn judge<'a>(
-    asked: &mut HashMap<(Key, String), Asked>,
+    asked: &mut HashMap<(Key, String, String), Asked>,
     key: &Key,
     children: impl IntoIterator<Item = Ask<'a>>,
     now: Instant,
@@ -90,7 +94,7 @@ pub(crate) fn judge<'a>(
     let mut out = Unsettled::default();
     for c in children {
         let a = asked
-            .entry((key.clone(), c.template.to_owned()))
+            .entry((key.clone(), c.template.to_owned(), c.slot.to_owned()))
             .or_insert_with(|| Asked {
                 version: c.version.to_owned(),
                 since: now,
@@ -125,7 +129,7 @@ impl Controller {
     /// Forgets the versions recorded for `key`'s templates.
     pub(crate) fn forget_versions(&self, key: &Key) {
         if let Ok(mut m) = self.versions_asked.lock() {
-            m.retain(|(k, _), _| k != key);
+            m.retain(|(k, _, _), _| k != key);
         }
     }
 }
@@ -137,6 +141,7 @@ mod tests {
     fn ask<'a>(version: &'a str, live: bool, key: &'a ObjectKey) -> Ask<'a> {
         Ask {
             template: "certificate",
+            slot: "",
             version,
             live,
             key,

@@ -52,9 +52,9 @@ pub struct RolloutEvent {
     pub message: String,
 }
 
-/// The key of a replacement: `template=to`.
+/// The key of a replacement: `template=to` (`template (object name)=to` per object).
 fn rollout_key(r: &RolloutState) -> String {
-    format!("{}={}", r.template, r.to)
+    format!("{}={}", r.label(), r.to)
 }
 
 /// Seconds from an RFC 3339 time to `now`, if it parses.
@@ -118,11 +118,11 @@ pub fn condition(
             match p {
                 Progress::Stuck => Some(format!(
                     "template {}: version {} is not ready after {waited}s (timeout {}s): {}; a further change supersedes it",
-                    r.template, r.to, r.timeout_seconds, r.waiting_for
+                    r.label(), r.to, r.timeout_seconds, r.waiting_for
                 )),
                 Progress::SwitchStuck => Some(format!(
                     "template {}: not done after {waited}s (timeout {}s): {}; version {old} is kept until then",
-                    r.template, r.timeout_seconds, r.waiting_for
+                    r.label(), r.timeout_seconds, r.waiting_for
                 )),
                 _ => None,
             }
@@ -143,7 +143,7 @@ pub fn events(
     now: &BTreeMap<String, Progress>,
 ) -> Vec<RolloutEvent> {
     let split = |k: &str| {
-        k.split_once('=')
+        k.rsplit_once('=')
             .map(|(t, v)| (t.to_owned(), v.to_owned()))
             .unwrap_or_default()
     };
@@ -219,6 +219,7 @@ mod tests {
             .unwrap();
         RolloutState {
             template: "cert".into(),
+            object: None,
             from: Some("aaaa0000".into()),
             to: "bbbb1111".into(),
             phase,

@@ -337,7 +337,7 @@ pub fn rollout_cond<'a>(rollouts: impl IntoIterator<Item = &'a RolloutState>) ->
         .map(|r| {
             format!(
                 "template {}: {} -> {} ({:?}): {}",
-                r.template,
+                r.label(),
                 r.from.as_deref().unwrap_or("-"),
                 r.to,
                 r.phase,

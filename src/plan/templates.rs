@@ -92,6 +92,9 @@ pub enum RolloutPhase {
 pub struct RolloutState {
     /// The template.
     pub template: String,
+    /// For a template versioned per object (`rollout.per: Object`): the object, by its
+    /// name as rendered.
+    pub object: Option<String>,
     /// The version serving now (the old one), if any.
     pub from: Option<String>,
     /// The version being rolled out.
@@ -104,6 +107,18 @@ pub struct RolloutState {
     pub started: Option<String>,
     /// Seconds the whole replacement may take before it is reported stuck.
     pub timeout_seconds: u64,
+}
+
+impl RolloutState {
+    /// The template, and the object for a template versioned per object: what the
+    /// replacement is of, in words.
+    #[must_use]
+    pub fn label(&self) -> String {
+        match &self.object {
+            Some(o) => format!("{} (object {o})", self.template),
+            None => self.template.clone(),
+        }
+    }
 }
 
 /// Text a make-before-break template sees as `version` while it renders; replaced by the
@@ -276,9 +291,12 @@ pub(crate) fn render_set(
             out.pending.insert(name.clone(), Vec::new());
         }
     }
-    // The version of each make-before-break template that dependents read.
-    let mut active: BTreeMap<String, String> = BTreeMap::new();
+    // The versions of each make-before-break template that dependents read (one per
+    // object for a template versioned per object).
+    let mut active: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut finishing: Vec<(String, String, Vec<ObjectKey>)> = Vec::new();
+    // Objects of per-object templates no longer rendered, kept while read.
+    let mut vanished: Vec<Vanished> = Vec::new();
     for (position, name) in prepared.graph(input.set).order.iter().enumerate() {
         let deps = prepared
             .graph(input.set)
@@ -367,8 +385,29 @@ pub(crate) fn render_set(
             }
         };
         let mut objects = objects.as_ref().clone();
-        // A template that renders nothing has no version (and nothing reads one).
+        let per_object = rollout.is_some_and(crate::api::Rollout::per_object);
+        // Per object: each object's name as rendered names the versions of it.
+        let slots: Vec<Option<String>> = objects
+            .iter()
+            .map(|o| {
+                per_object.then(|| {
+                    o["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned()
+                })
+            })
+            .collect();
+        // A template that renders nothing has no version (and nothing reads one). Per
+        // object, each object has its own (its label), and the template's is empty.
         let version = rollout.filter(|_| !objects.is_empty()).map(|r| {
+            if per_object {
+                for o in &mut objects {
+                    let v = version_of(std::slice::from_ref(o), &r.fields);
+                    stamp_version(o, &v);
+                }
+                return String::new();
+            }
             let v = version_of(&objects, &r.fields);
             for o in &mut objects {
                 stamp_version(o, &v);
@@ -378,19 +417,28 @@ pub(crate) fn render_set(
         // Which version of each make-before-break template this one was rendered from.
         let uses: Vec<String> = deps
             .iter()
-            .filter_map(|d| active.get(d).map(|v| format!("{d}={v}")))
+            .flat_map(|d| {
+                active
+                    .get(d)
+                    .into_iter()
+                    .flatten()
+                    .map(move |v| format!("{d}={v}"))
+            })
             .collect();
         let first_state = out.states.len();
         let mut seen = Vec::new();
         let mut complete = true;
         let mut held_elsewhere = false;
-        for mut obj in objects {
+        for (mut obj, slot) in objects.into_iter().zip(slots) {
             decoration.apply(&mut obj, name);
             if !obj["metadata"]["annotations"].is_object() {
                 obj["metadata"]["annotations"] = serde_json::json!({});
             }
             let ann = &mut obj["metadata"]["annotations"];
             ann[labels::ORDER] = Value::String(position.to_string());
+            if let Some(slot) = slot {
+                ann[labels::SLOT] = Value::String(slot);
+            }
             if !uses.is_empty() {
                 ann[labels::USES] = Value::String(uses.join(","));
             }
@@ -455,16 +503,41 @@ pub(crate) fn render_set(
         }
         if let (Some(r), Some(v)) = (rollout, version) {
             let new_states = out.states.split_off(first_state);
+            if per_object {
+                let step = SlotsStep {
+                    name,
+                    entry,
+                    timeout: r.timeout(),
+                    new_states,
+                };
+                step.settle(
+                    input,
+                    &live,
+                    &mut out,
+                    &mut active,
+                    &mut finishing,
+                    &mut vanished,
+                );
+                continue;
+            }
             let step = RolloutStep {
                 name,
                 entry,
                 version: v,
+                slot: None,
                 timeout: r.timeout(),
                 complete,
                 seen,
                 new_states,
             };
-            step.settle(input, &mut out, &mut active, &mut finishing);
+            let done = step.settle(input, &mut out, &mut finishing, None);
+            if let Some(serving) = done.serving {
+                out.resources.insert(name.clone(), serving);
+            }
+            if !done.pending.is_empty() {
+                out.pending.insert(name.clone(), done.pending);
+            }
+            active.insert(name.clone(), done.active.into_iter().collect());
             continue;
         }
         // A dependent sees a template's objects once all of them exist.
@@ -473,49 +546,67 @@ pub(crate) fn render_set(
         }
     }
     finish_rollouts(prepared, input, &mut out, &finishing);
+    keep_vanished(input, &mut out, &vanished);
     out
 }
 
-/// One make-before-break template's objects as rendered this pass.
+/// One make-before-break template's objects as rendered this pass (or, for a template
+/// versioned per object, one of its objects).
 struct RolloutStep<'a> {
     name: &'a String,
     entry: &'a crate::api::TemplateEntry,
     version: String,
+    /// Per object: the object (its name as rendered); its versions are the old ones.
+    slot: Option<&'a str>,
     timeout: u64,
     complete: bool,
     seen: Vec<Value>,
     new_states: Vec<ChildState>,
 }
 
+/// What [`RolloutStep::settle`] decided for dependents.
+#[derive(Default)]
+struct Settled {
+    /// The objects dependents read, when known (every one of them exists).
+    serving: Option<Vec<Value>>,
+    /// The new version's objects while they are not ready (`pending.<template>`).
+    pending: Vec<Value>,
+    /// The version dependents are rendered from.
+    active: Option<String>,
+}
+
 impl RolloutStep<'_> {
     /// Decides which version serves (and what dependents read), what old objects stay,
-    /// and where the replacement stands.
+    /// and where the replacement stands. `hold`: why the new version may not take over
+    /// yet although it is ready (per object: another object it may take names from is not
+    /// ready yet).
     fn settle(
         self,
         input: &SetInput<'_>,
         out: &mut SetResult,
-        active: &mut BTreeMap<String, String>,
         finishing: &mut Vec<(String, String, Vec<ObjectKey>)>,
-    ) {
+        hold: Option<&str>,
+    ) -> Settled {
         let name = self.name;
         let v = self.version;
         let mut olds: BTreeMap<&str, Vec<&Arc<Value>>> = BTreeMap::new();
-        for c in input
-            .live
-            .iter()
-            .filter(|c| labels::template(c) == Some(name.as_str()) && version_label(c) != v)
-        {
+        for c in input.live.iter().filter(|c| {
+            labels::template(c) == Some(name.as_str())
+                && version_label(c) != v
+                && self.slot.is_none_or(|s| labels::slot(c) == Some(s))
+        }) {
             olds.entry(version_label(c)).or_default().push(c);
         }
-        let new_ready = self.complete && self.new_states.iter().all(|s| s.readiness.is_ready());
+        let ready_now = self.complete && self.new_states.iter().all(|s| s.readiness.is_ready());
+        let new_ready = ready_now && hold.is_none();
         if olds.is_empty() {
             // First version, or nothing to replace: as an in-place template.
             out.states.extend(self.new_states);
-            if self.complete {
-                out.resources.insert(name.clone(), self.seen);
-            }
-            active.insert(name.clone(), v);
-            return;
+            return Settled {
+                serving: self.complete.then_some(self.seen),
+                pending: Vec::new(),
+                active: Some(v),
+            };
         }
         let in_use = versions_in_use(input.live, name);
         let started = self
@@ -556,11 +647,11 @@ impl RolloutStep<'_> {
                 .map(|objs| objs.iter().map(|o| ObjectKey::of(o)).collect())
                 .unwrap_or_default()
         };
+        let object = self.slot.map(str::to_owned);
         if let Some(old) = serving {
             // The old version serves: dependents read it, status judges it; the new one is
             // applied beside it (and shown as pending). Versions neither serving nor
             // pointed at are superseded.
-            out.pending.insert(name.clone(), self.seen.clone());
             let objs = olds.get(old.as_str()).cloned().unwrap_or_default();
             for o in &objs {
                 let key = ObjectKey::of(o);
@@ -572,46 +663,57 @@ impl RolloutStep<'_> {
                     });
                 }
             }
-            out.resources
-                .insert(name.clone(), objs.iter().map(|o| (***o).clone()).collect());
             for ver in olds
                 .keys()
                 .filter(|ver| **ver == old || in_use.contains(*ver))
             {
                 out.keep.extend(old_keys(ver));
             }
-            let waiting: Vec<String> = self
-                .new_states
-                .iter()
-                .filter(|s| !s.readiness.is_ready())
-                .map(|s| match &s.readiness {
-                    Readiness::NotReady(why) => format!("{} ({why})", s.key),
-                    _ => format!("{} (not created yet)", s.key),
-                })
-                .collect();
+            let waiting_for = match hold {
+                Some(why) if ready_now => {
+                    format!("{why}; version {old} keeps serving until then")
+                }
+                _ => {
+                    let waiting: Vec<String> = self
+                        .new_states
+                        .iter()
+                        .filter(|s| !s.readiness.is_ready())
+                        .map(|s| match &s.readiness {
+                            Readiness::NotReady(why) => format!("{} ({why})", s.key),
+                            _ => format!("{} (not created yet)", s.key),
+                        })
+                        .collect();
+                    format!(
+                        "the new version to be ready: {}; version {old} keeps serving",
+                        waiting.join("; ")
+                    )
+                }
+            };
             out.rollouts.push(RolloutState {
                 template: name.clone(),
+                object,
                 from: Some(old.clone()),
                 to: v.clone(),
                 phase: RolloutPhase::WaitingForNew,
-                waiting_for: format!(
-                    "the new version to be ready: {}; version {old} keeps serving",
-                    waiting.join("; ")
-                ),
+                waiting_for,
                 started,
                 timeout_seconds: self.timeout,
             });
-            active.insert(name.clone(), old);
+            Settled {
+                serving: Some(objs.iter().map(|o| (***o).clone()).collect()),
+                pending: self.seen,
+                active: Some(old),
+            }
         } else {
             // The new version is ready: dependents switch to it in this pass; the old ones
             // go once nothing points at them and the dependents are ready.
             out.states.extend(self.new_states);
-            out.resources.insert(name.clone(), self.seen);
             let old_versions: Vec<String> = olds.keys().map(|k| (*k).to_owned()).collect();
             let keys: Vec<ObjectKey> = olds.keys().flat_map(|ver| old_keys(ver)).collect();
             out.keep.extend(keys.iter().cloned());
             out.rollouts.push(RolloutState {
                 template: name.clone(),
+                object,
                 from: old_versions.last().cloned(),
                 to: v.clone(),
                 phase: RolloutPhase::Switching,
@@ -620,7 +722,206 @@ impl RolloutStep<'_> {
                 timeout_seconds: self.timeout,
             });
             finishing.push((name.clone(), v.clone(), keys));
-            active.insert(name.clone(), v);
+            Settled {
+                serving: Some(self.seen),
+                pending: Vec::new(),
+                active: Some(v),
+            }
+        }
+    }
+}
+
+/// The live objects of a per-object template that it no longer renders, and whether
+/// dependents still read them.
+struct Vanished {
+    keys: Vec<(ObjectKey, String)>,
+    /// Some object of the template is not serving its newest version yet: what vanished
+    /// may have moved there, so dependents keep reading it.
+    serving: bool,
+}
+
+/// A make-before-break template versioned per object (`rollout.per: Object`), as rendered
+/// this pass: each object is replaced on its own ([`RolloutStep`] with its slot).
+///
+/// Names can move between its objects (a group of hostnames split in two, or two merged),
+/// so: once dependents read the template, a new object is shown to them only once it is
+/// ready, a changed object switches only once every new object is ready, and an object no
+/// longer rendered keeps being read while anything of the template waits, and is kept
+/// until no live dependent names it.
+struct SlotsStep<'a> {
+    name: &'a String,
+    entry: &'a crate::api::TemplateEntry,
+    timeout: u64,
+    new_states: Vec<ChildState>,
+}
+
+impl SlotsStep<'_> {
+    fn settle(
+        self,
+        input: &SetInput<'_>,
+        live: &BTreeMap<ObjectKey, &Value>,
+        out: &mut SetResult,
+        active: &mut BTreeMap<String, Vec<String>>,
+        finishing: &mut Vec<(String, String, Vec<ObjectKey>)>,
+        vanished: &mut Vec<Vanished>,
+    ) {
+        let name = self.name;
+        let children: Vec<DesiredChild> = out
+            .children
+            .iter()
+            .filter(|c| &c.template == name)
+            .cloned()
+            .collect();
+        let in_use = versions_in_use(input.live, name);
+        // Dependents read this template already: its objects are replaced one by one.
+        // Else (a new Gateway, or nothing read yet) every object is as a first version.
+        let established = !in_use.is_empty();
+        let slots: BTreeSet<&str> = children
+            .iter()
+            .filter_map(|c| labels::slot(&c.object))
+            .collect();
+        let state_of = |key: &ObjectKey| self.new_states.iter().find(|s| &s.key == key).cloned();
+        let ready = |c: &DesiredChild| {
+            live.contains_key(&c.key) && state_of(&c.key).is_some_and(|s| s.readiness.is_ready())
+        };
+        // New objects (no version of them live, or only this one) while dependents read
+        // the template: shown once ready; until then, changed objects do not switch.
+        let fresh: Vec<&DesiredChild> = children
+            .iter()
+            .filter(|c| {
+                established
+                    && !in_use.contains(version_label(&c.object))
+                    && !input.live.iter().any(|l| {
+                        labels::template(l) == Some(name.as_str())
+                            && labels::slot(l) == labels::slot(&c.object)
+                            && ObjectKey::of(l) != c.key
+                    })
+            })
+            .collect();
+        let fresh_waiting: Vec<String> = fresh
+            .iter()
+            .filter(|c| !ready(c))
+            .map(|c| c.key.to_string())
+            .collect();
+        let hold = (!fresh_waiting.is_empty()).then(|| {
+            format!(
+                "waiting for the new {} to be ready first (what this one drops may move there)",
+                fresh_waiting.join(", ")
+            )
+        });
+        let mut serving: Vec<Value> = Vec::new();
+        let mut pending: Vec<Value> = Vec::new();
+        let mut versions: Vec<String> = Vec::new();
+        let mut complete = true;
+        let mut waiting = !fresh_waiting.is_empty();
+        for c in &children {
+            let slot = labels::slot(&c.object);
+            let v = version_label(&c.object).to_owned();
+            let state = state_of(&c.key);
+            let live_obj = live.get(&c.key).map(|o| (*o).clone());
+            if fresh.iter().any(|f| f.key == c.key) {
+                out.states.extend(state.clone());
+                if ready(c) {
+                    serving.extend(live_obj);
+                    versions.push(v);
+                } else {
+                    pending.extend(live_obj);
+                    let why = match state.map(|s| s.readiness) {
+                        Some(Readiness::NotReady(why)) => format!("{} ({why})", c.key),
+                        _ => format!("{} (not created yet)", c.key),
+                    };
+                    out.rollouts.push(RolloutState {
+                        template: name.clone(),
+                        object: slot.map(str::to_owned),
+                        from: None,
+                        to: v,
+                        phase: RolloutPhase::WaitingForNew,
+                        waiting_for: format!("the new object to be ready: {why}"),
+                        started: live.get(&c.key).map(|o| created(o).to_owned()),
+                        timeout_seconds: self.timeout,
+                    });
+                }
+                continue;
+            }
+            let step = RolloutStep {
+                name,
+                entry: self.entry,
+                version: v,
+                slot,
+                timeout: self.timeout,
+                complete: live_obj.is_some(),
+                seen: live_obj.into_iter().collect(),
+                new_states: state.into_iter().collect(),
+            };
+            let before = out.rollouts.len();
+            let done = step.settle(input, out, finishing, hold.as_deref());
+            waiting |= out.rollouts[before..]
+                .iter()
+                .any(|r| r.phase == RolloutPhase::WaitingForNew);
+            match done.serving {
+                Some(s) => serving.extend(s),
+                None => complete = false,
+            }
+            pending.extend(done.pending);
+            versions.extend(done.active);
+        }
+        // Objects no longer rendered (or rendered before the template was versioned per
+        // object): read while anything of the template waits.
+        let gone: Vec<&Arc<Value>> = input
+            .live
+            .iter()
+            .filter(|l| {
+                labels::template(l) == Some(name.as_str())
+                    && labels::slot(l).is_none_or(|s| !slots.contains(s))
+            })
+            .collect();
+        if waiting && established {
+            for g in &gone {
+                if let Ok(r) = readiness::judge(&input.prepared.compiled, self.entry, Some(g)) {
+                    out.states.push(ChildState {
+                        template: name.clone(),
+                        key: ObjectKey::of(g),
+                        readiness: r,
+                    });
+                }
+                serving.push((***g).clone());
+                versions.push(version_label(g).to_owned());
+            }
+        }
+        vanished.push(Vanished {
+            keys: gone
+                .iter()
+                .map(|g| (ObjectKey::of(g), version_label(g).to_owned()))
+                .collect(),
+            serving: waiting && established,
+        });
+        if established || complete {
+            out.resources.insert(name.clone(), serving);
+        }
+        out.pending.insert(name.clone(), pending);
+        active.insert(name.clone(), versions);
+    }
+}
+
+/// The objects per-object templates no longer render stay while dependents read them or
+/// a live dependent still names their version, and while some child of the set is not
+/// ready; then they are pruned.
+fn keep_vanished(input: &SetInput<'_>, out: &mut SetResult, vanished: &[Vanished]) {
+    let all_ready = out.states.iter().all(|s| s.readiness.is_ready());
+    for v in vanished {
+        for (key, version) in &v.keys {
+            let template = input
+                .live
+                .iter()
+                .find(|l| &ObjectKey::of(l) == key)
+                .and_then(|l| labels::template(l))
+                .unwrap_or_default();
+            if v.serving
+                || !all_ready
+                || versions_in_use(input.live, template).contains(version.as_str())
+            {
+                out.keep.insert(key.clone());
+            }
         }
     }
 }

@@ -138,6 +138,7 @@ fn base_environment() -> Environment<'static> {
     env.add_function("fail", fail);
     env.add_function("dig", dig);
     env.add_function("range", range);
+    env.add_filter("groups", groups);
     env
 }
 
@@ -446,6 +447,66 @@ fn sha256(value: &str) -> String {
     hex(&Sha256::digest(value.as_bytes()))
 }
 
+/// The most groups [`groups`] makes: the Gateway API's limit on a listener's
+/// `certificateRefs`, where each group's certificate is listed.
+pub const MAX_GROUPS: usize = 64;
+
+/// `items | groups(max)`: the strings of `items` in groups of at most `max`, each item's
+/// group decided by a stable hash of the item alone, as `[{index, items}]` in index order
+/// with the items sorted and empty groups left out. The number of groups is the smallest
+/// power of two (at most [`MAX_GROUPS`]) that keeps every group at or under `max`, so
+/// adding or removing an item changes one group, and only a change in the number of groups
+/// (a doubling or halving) moves items between groups. For certificates: public ACME
+/// issuers take at most 100 names per certificate.
+fn groups(items: Vec<String>, max: usize) -> Result<Value, minijinja::Error> {
+    if max == 0 {
+        return Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            "groups(max): max must be at least 1",
+        ));
+    }
+    let mut items = items;
+    items.sort();
+    items.dedup();
+    let hashed: Vec<(u64, String)> = items
+        .into_iter()
+        .map(|i| {
+            let d = Sha256::digest(i.as_bytes());
+            let mut head = [0u8; 8];
+            head.copy_from_slice(&d[..8]);
+            (u64::from_be_bytes(head), i)
+        })
+        .collect();
+    let mut n = 1usize;
+    loop {
+        let mut out: Vec<Vec<&str>> = vec![Vec::new(); n];
+        for (h, i) in &hashed {
+            // n is a power of two no larger than 64: the mask keeps the low bits.
+            let g = usize::try_from(h & (n as u64 - 1)).unwrap_or_default();
+            out[g].push(i);
+        }
+        if out.iter().all(|g| g.len() <= max) {
+            let list: Vec<serde_json::Value> = out
+                .into_iter()
+                .enumerate()
+                .filter(|(_, g)| !g.is_empty())
+                .map(|(index, items)| serde_json::json!({ "index": index, "items": items }))
+                .collect();
+            return Ok(Value::from(minijinja::value::Serde(list)));
+        }
+        if n >= MAX_GROUPS {
+            return Err(minijinja::Error::new(
+                ErrorKind::InvalidOperation,
+                format!(
+                    "groups({max}): {} items do not fit {MAX_GROUPS} groups of at most {max}",
+                    hashed.len()
+                ),
+            ));
+        }
+        n *= 2;
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     bytes
@@ -543,4 +604,60 @@ fn fail(message: &str, _kw: Kwargs) -> Result<Value, minijinja::Error> {
         ErrorKind::InvalidOperation,
         format!("fail(): {message}"),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group_of(groups: &Value) -> std::collections::BTreeMap<String, usize> {
+        let json: serde_json::Value = serde_json::to_value(groups).unwrap();
+        let mut out = std::collections::BTreeMap::new();
+        for g in json.as_array().unwrap() {
+            for i in g["items"].as_array().unwrap() {
+                out.insert(
+                    i.as_str().unwrap().to_owned(),
+                    usize::try_from(g["index"].as_u64().unwrap()).unwrap(),
+                );
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn groups_are_bounded_stable_and_a_power_of_two() {
+        let names =
+            |n: usize| -> Vec<String> { (0..n).map(|i| format!("h{i}.example.com")).collect() };
+        assert_eq!(
+            group_of(&groups(names(3), 100).unwrap()).values().max(),
+            Some(&0)
+        );
+        let a = group_of(&groups(names(1000), 100).unwrap());
+        assert_eq!(a.len(), 1000, "every name in one group");
+        let count = |m: &std::collections::BTreeMap<String, usize>| {
+            let mut sizes = std::collections::BTreeMap::new();
+            for g in m.values() {
+                *sizes.entry(*g).or_insert(0usize) += 1;
+            }
+            sizes
+        };
+        let sizes = count(&a);
+        assert!(sizes.values().all(|s| *s <= 100), "{sizes:?}");
+        let n = sizes.keys().max().unwrap() + 1;
+        assert!(n.is_power_of_two() && n <= MAX_GROUPS, "{n}");
+        // One more name: every other name stays in its group.
+        let mut more = names(1000);
+        more.push("new.example.com".into());
+        let b = group_of(&groups(more, 100).unwrap());
+        assert_eq!(count(&b).len(), sizes.len());
+        assert!(a.iter().all(|(k, g)| b[k] == *g));
+        // Order and duplicates of the input do not matter.
+        let mut shuffled = names(1000);
+        shuffled.reverse();
+        shuffled.push("h1.example.com".into());
+        assert_eq!(group_of(&groups(shuffled, 100).unwrap()), a);
+        // Too many for 64 groups, and max 0: errors, not a panic.
+        assert!(groups(names(100), 1).is_err());
+        assert!(groups(names(3), 0).is_err());
+    }
 }

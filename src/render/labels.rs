@@ -26,6 +26,10 @@ pub const VERSION: &str = "gatewright.dev/version";
 /// it was rendered from (`template=version,...`), so an old version is never deleted while
 /// a live object still points at it.
 pub const USES: &str = "gatewright.dev/uses";
+/// Annotation on a child of a make-before-break template versioned per object
+/// (`rollout.per: Object`): its name as rendered, before the version suffix. The versions
+/// of one such object share it, and are replaced one by one.
+pub const SLOT: &str = "gatewright.dev/slot";
 /// Annotation: the position of the child's template in its set's dependency order. The
 /// teardown deletes from the highest down by it, so the order holds even when the
 /// blueprint was deleted with the Gateway (`kubectl delete -f`, a GitOps uninstall).
@@ -138,6 +142,13 @@ pub fn order(obj: &Value) -> Option<usize> {
 #[must_use]
 pub fn template(obj: &Value) -> Option<&str> {
     obj["metadata"]["labels"][TEMPLATE].as_str()
+}
+
+/// The object of a per-object make-before-break template a child is a version of
+/// ([`SLOT`]), if any.
+#[must_use]
+pub fn slot(obj: &Value) -> Option<&str> {
+    obj["metadata"]["annotations"][SLOT].as_str()
 }
 
 /// What every child of one Gateway carries, whichever its parent (the Gateway or one of

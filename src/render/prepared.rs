@@ -289,9 +289,11 @@ fn rollout_errors(blueprint: &str, template: &str, r: &crate::api::Rollout) -> V
     let mut out = Vec::new();
     let err =
         |m: String| RenderError::new(blueprint, template, None, m).with_category("InvalidRollout");
-    if !r.make_before_break() && (!r.fields.is_empty() || r.timeout_seconds.is_some()) {
+    if !r.make_before_break()
+        && (!r.fields.is_empty() || r.timeout_seconds.is_some() || r.per.is_some())
+    {
         out.push(err(
-            "rollout.fields and rollout.timeoutSeconds take effect only with strategy MakeBeforeBreak".to_owned(),
+            "rollout.fields, rollout.per and rollout.timeoutSeconds take effect only with strategy MakeBeforeBreak".to_owned(),
         ));
     }
     for f in &r.fields {
