@@ -94,10 +94,11 @@ impl Diagram {
                         .as_ref()
                         .filter(|r| r.make_before_break())
                         .map(|r| {
+                            let what = if r.per_object() { " per object" } else { "" };
                             if r.fields.is_empty() {
-                                "MakeBeforeBreak".to_owned()
+                                format!("MakeBeforeBreak{what}")
                             } else {
-                                format!("MakeBeforeBreak on {}", r.fields.join(", "))
+                                format!("MakeBeforeBreak{what} on {}", r.fields.join(", "))
                             }
                         }),
                     create: Some(i + 1),
