@@ -5,7 +5,9 @@
 //!
 //! The first version a Gateway's plan asks for is created at once (a new Gateway, or a
 //! restart, is not delayed). Once the version asked for has changed, the new one is
-//! created only after it stayed the same for [`ROTATION_SETTLE`]; the version serving
+//! created only after it stayed the same for [`ROTATION_SETTLE`]; so is a new object of a
+//! template versioned per object that the Gateway asked for before (a group of names split
+//! off); the version serving
 //! keeps serving meanwhile, and nothing else waits: route children and statuses are
 //! written as planned.
 
@@ -92,13 +94,20 @@ pub(crate) fn judge<'a>(
     now: Instant,
 ) -> Unsettled {
     let mut out = Unsettled::default();
+    // Templates this Gateway asked for before: a new object of one (a group of names split
+    // off) is part of a change, and waits as a changed version does.
+    let known: std::collections::HashSet<String> = asked
+        .keys()
+        .filter(|(k, _, _)| k == key)
+        .map(|(_, t, _)| t.clone())
+        .collect();
     for c in children {
         let a = asked
             .entry((key.clone(), c.template.to_owned(), c.slot.to_owned()))
             .or_insert_with(|| Asked {
                 version: c.version.to_owned(),
                 since: now,
-                changed: false,
+                changed: known.contains(c.template),
             });
         if a.version != c.version {
             *a = Asked {
@@ -201,5 +210,45 @@ mod tests {
             t + ROTATION_SETTLE,
         );
         assert!(u.keys.is_empty());
+    }
+
+    #[test]
+    fn a_new_object_of_a_known_template_waits_but_not_the_first_ones() {
+        let gw = Key::new("ns", "gw");
+        let key = |n: &str| {
+            ObjectKey::of(
+                &serde_json::json!({"apiVersion": "v1", "kind": "Certificate", "metadata": {"name": n, "namespace": "ns"}}),
+            )
+        };
+        let (a, b, c) = (&key("tls-0-1"), &key("tls-1-1"), &key("tls-2-1"));
+        fn ask<'a>(slot: &'a str, key: &'a ObjectKey) -> Ask<'a> {
+            Ask {
+                template: "certificate",
+                slot,
+                version: "1",
+                live: false,
+                key,
+            }
+        }
+        let mut asked = HashMap::new();
+        let t0 = Instant::now();
+        // Every object of the first plan goes at once.
+        let u = judge(&mut asked, &gw, [ask("tls-0", a), ask("tls-1", b)], t0);
+        assert!(u.keys.is_empty(), "{u:?}");
+        // A group split off later waits until it settles.
+        let u = judge(
+            &mut asked,
+            &gw,
+            [ask("tls-0", a), ask("tls-1", b), ask("tls-2", c)],
+            t0 + Duration::from_millis(100),
+        );
+        assert_eq!(u.keys, BTreeSet::from([c.clone()]));
+        let u = judge(
+            &mut asked,
+            &gw,
+            [ask("tls-2", c)],
+            t0 + Duration::from_millis(100) + ROTATION_SETTLE,
+        );
+        assert!(u.keys.is_empty(), "{u:?}");
     }
 }
