@@ -7,7 +7,8 @@ use gateway_api::apis::standard::gateways::GatewayStatusAddresses;
 use serde_json::Value;
 
 use super::gateway_memo::Rendered;
-use super::templates::{ChildState, DesiredChild, Held, SetInput, prune_list, render_set};
+use super::set::{ChildState, DesiredChild, Held, SetInput};
+use super::templates::{prune_list, render_set};
 use crate::api::GATEWAY_CONFIG_KIND;
 use crate::gateway::conditions::{Cond, reasons, types};
 use crate::gateway::hostnames;
@@ -386,7 +387,7 @@ fn render_gateway(
         },
         None => out.addresses = spec_addresses(gw),
     }
-    out.live_children = super::templates::live_of(&result.children, input.live);
+    out.live_children = super::set::live_of(&result.children, input.live);
     out.children = Arc::new(result.children);
     out.held = result.held;
     out.errors = errors;

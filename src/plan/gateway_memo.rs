@@ -15,7 +15,7 @@ use std::sync::Arc;
 use gateway_api::apis::standard::gateways::GatewayStatusAddresses;
 use serde_json::Value;
 
-use super::templates::{ChildState, DesiredChild, Held};
+use super::set::{ChildState, DesiredChild, Held};
 use crate::render::RenderError;
 use crate::render::context::{HostnamesVar, ListenerVar};
 use crate::render::prepared::Prepared;

@@ -17,18 +17,19 @@ pub mod policy;
 pub mod readiness;
 pub mod rollout;
 pub mod route;
+mod set;
 pub mod status;
 mod templates;
+mod versions;
 
 pub use class::{ClassPlan, plan_class};
 pub use gateway::{GatewayPlan, plan_gateway};
 pub use memo::PlanMemo;
 pub use route::{RoutePlan, plan_route};
+pub use set::{ChildState, DesiredChild, Held, RolloutPhase, RolloutState};
 pub use status::{GatewayStatusPlan, Plan, PlanStatus, RouteParents, plan, plan_with};
-pub use templates::{
-    ChildState, DesiredChild, Held, RolloutPhase, RolloutState, VERSION_PLACEHOLDER,
-    held_by_another, holder,
-};
+pub use templates::{held_by_another, holder};
+pub use versions::VERSION_PLACEHOLDER;
 
 #[cfg(test)]
 mod tests;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
+use super::set::{RolloutPhase, RolloutState};
 use super::status::rollout_cond;
-use super::templates::{RolloutPhase, RolloutState};
 use crate::gateway::conditions::{Cond, reasons, types};
 
 /// Where a replacement stands as reported: the planner's phase, with the stuck ones

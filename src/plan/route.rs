@@ -5,7 +5,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::gateway::GatewayPlan;
-use super::templates::{ChildState, DesiredChild, Held, SetInput, prune_list, render_set};
+use super::set::{ChildState, DesiredChild, Held, SetInput};
+use super::templates::{prune_list, render_set};
 use crate::render::labels::Owner;
 use crate::render::{RenderError, TemplateSet};
 use crate::snapshot::{ObjectKey, RouteKey, Snapshot};
@@ -110,7 +111,7 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
     let result = if accepted {
         render_set(&input, &base, Some(&route_value))
     } else {
-        super::templates::SetResult::default()
+        super::set::SetResult::default()
     };
     plan.prune = prune_list(Some(prepared), TemplateSet::Route, &live, &result);
     plan.children = result.children;
@@ -120,6 +121,6 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
     plan.rollouts = result.rollouts;
     plan.warnings = result.warnings;
     plan.conflicts = result.conflicts;
-    plan.live_children = super::templates::live_of(&plan.children, &live);
+    plan.live_children = super::set::live_of(&plan.children, &live);
     plan
 }

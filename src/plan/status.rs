@@ -19,7 +19,7 @@ use super::gateway::{GatewayPlan, OutOfScope};
 use super::memo::PlanMemo;
 use super::readiness::Readiness;
 use super::route::RoutePlan;
-use super::templates::{DesiredChild, RolloutState};
+use super::set::{DesiredChild, RolloutState};
 use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
 use crate::gateway::listeners::gateway_owned_types;
 use crate::gateway::{CONTROLLER_NAME, GATEWAY_API_GROUP, ListenerEval, ParentAttachment};

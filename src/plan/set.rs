@@ -1,0 +1,146 @@
+//! What rendering one template set (a Gateway's or a route's) takes and gives: the
+//! children it wants, what is held back, how ready each child is, and where
+//! make-before-break replacements stand. [`super::templates`] renders a set;
+//! [`super::versions`] decides its replacements.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::readiness::Readiness;
+use crate::render::labels::Owner;
+use crate::render::prepared::Prepared;
+use crate::render::{RenderError, TemplateSet};
+use crate::snapshot::ObjectKey;
+
+/// A child the plan wants to exist, exactly as it will be applied.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DesiredChild {
+    /// The template that rendered it.
+    pub template: String,
+    /// Its identity.
+    pub key: ObjectKey,
+    /// The object, with our labels and owner reference.
+    pub object: Value,
+}
+
+/// A template that was not rendered in this pass, and why (not an error).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// Template name.
+    pub template: String,
+    /// What it waits for.
+    pub reason: String,
+}
+
+/// The readiness of one desired child.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildState {
+    /// The template that rendered it.
+    pub template: String,
+    /// Its identity.
+    pub key: ObjectKey,
+    /// Judgement.
+    pub readiness: Readiness,
+}
+
+/// What rendering a set gave.
+#[derive(Debug, Default)]
+pub(crate) struct SetResult {
+    pub children: Vec<DesiredChild>,
+    pub held: Vec<Held>,
+    pub errors: Vec<RenderError>,
+    pub states: Vec<ChildState>,
+    /// Template -> live objects it rendered (what `resources.<template>` showed).
+    pub resources: BTreeMap<String, Vec<Value>>,
+    /// Make-before-break template -> the live objects of its new version while that
+    /// version is not ready yet (what `pending.<template>` shows; empty otherwise): what
+    /// must exist for the new version to become ready (a certificate's validation
+    /// records) reads it, as dependents read `resources`.
+    pub pending: BTreeMap<String, Vec<Value>>,
+    /// Templates whose output is unknown this pass (held or failed): keep their children.
+    pub unsettled: BTreeSet<String>,
+    /// Live children that must stay although not rendered: old versions of
+    /// make-before-break children still serving or still pointed at.
+    pub keep: BTreeSet<ObjectKey>,
+    /// Make-before-break replacements in progress.
+    pub rollouts: Vec<RolloutState>,
+    /// Notes that are not errors: kinds of unknown scope (offline, no CRD given).
+    pub warnings: Vec<String>,
+    /// Objects this parent renders that another parent already holds (not applied).
+    pub conflicts: Vec<ObjectKey>,
+}
+
+/// Where a make-before-break replacement stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RolloutPhase {
+    /// The new version is created (or being created) and is not ready yet; the old one
+    /// serves and its dependents still read it.
+    WaitingForNew,
+    /// The new version is ready; the templates that read it are re-rendered against it and
+    /// must use it and be ready before the old version goes.
+    Switching,
+    /// Everything uses the new version: the old one is deleted in this pass.
+    Finishing,
+}
+
+/// A make-before-break replacement in progress, from the live objects alone (so it
+/// survives a restart: versions are labels, who uses which version is an annotation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RolloutState {
+    /// The template.
+    pub template: String,
+    /// For a template versioned per object (`rollout.per: Object`): the object, by its
+    /// name as rendered.
+    pub object: Option<String>,
+    /// The version serving now (the old one), if any.
+    pub from: Option<String>,
+    /// The version being rolled out.
+    pub to: String,
+    /// Where it stands.
+    pub phase: RolloutPhase,
+    /// What it waits for, in words.
+    pub waiting_for: String,
+    /// When the new version's first object was created (RFC 3339), once it exists.
+    pub started: Option<String>,
+    /// Seconds the whole replacement may take before it is reported stuck.
+    pub timeout_seconds: u64,
+}
+
+impl RolloutState {
+    /// The template, and the object for a template versioned per object: what the
+    /// replacement is of, in words.
+    #[must_use]
+    pub fn label(&self) -> String {
+        match &self.object {
+            Some(o) => format!("{} (object {o})", self.template),
+            None => self.template.clone(),
+        }
+    }
+}
+
+/// One set to render: the blueprint, which set, the parent, and what is live.
+pub(crate) struct SetInput<'a> {
+    pub prepared: &'a Prepared,
+    pub set: TemplateSet,
+    pub namespace: &'a str,
+    pub owner: Owner<'a>,
+    pub live: &'a [Arc<Value>],
+    /// What is known of kinds' scopes (cluster-scoped kinds need the blueprint's leave).
+    pub scopes: &'a crate::render::scope::KindScopes,
+    /// Every live child, of every parent: an object another parent already holds is
+    /// never taken over.
+    pub all_children: &'a dyn Fn(&ObjectKey) -> Option<Arc<Value>>,
+    /// For route templates: the route's kind. A template whose `kinds` do not list it
+    /// renders nothing (and what it rendered before is pruned).
+    pub route_kind: Option<&'a str>,
+}
+
+/// The live object of each of `children`, in their order, from the parent's `live` ones.
+pub(crate) fn live_of(children: &[DesiredChild], live: &[Arc<Value>]) -> Vec<Option<Arc<Value>>> {
+    children
+        .iter()
+        .map(|c| live.iter().find(|l| ObjectKey::of(l) == c.key).cloned())
+        .collect()
+}

@@ -1,0 +1,207 @@
+//! Templates versioned per object (`rollout.per: Object`): each object replaced on its
+//! own, with names that may move between objects kept served throughout.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::stamp::{created, version_label, versions_in_use};
+use super::step::RolloutStep;
+use crate::plan::readiness::{self, Readiness};
+use crate::plan::set::{ChildState, DesiredChild, RolloutPhase, RolloutState, SetInput, SetResult};
+use crate::render::labels;
+use crate::snapshot::ObjectKey;
+
+/// The live objects of a per-object template that it no longer renders, and whether
+/// dependents still read them.
+pub(super) struct Vanished {
+    pub(super) keys: Vec<(ObjectKey, String)>,
+    /// Some object of the template is not serving its newest version yet: what vanished
+    /// may have moved there, so dependents keep reading it.
+    pub(super) serving: bool,
+}
+
+/// A make-before-break template versioned per object (`rollout.per: Object`), as rendered
+/// this pass: each object is replaced on its own ([`RolloutStep`] with its slot).
+///
+/// Names can move between its objects (a group of hostnames split in two, or two merged),
+/// so: once dependents read the template, a new object is shown to them only once it is
+/// ready, a changed object switches only once every new object is ready, and an object no
+/// longer rendered keeps being read while anything of the template waits, and is kept
+/// until no live dependent names it.
+pub(super) struct SlotsStep<'a> {
+    pub(super) name: &'a String,
+    pub(super) entry: &'a crate::api::TemplateEntry,
+    pub(super) timeout: u64,
+    pub(super) new_states: Vec<ChildState>,
+}
+
+impl SlotsStep<'_> {
+    pub(super) fn settle(
+        self,
+        input: &SetInput<'_>,
+        live: &BTreeMap<ObjectKey, &Value>,
+        out: &mut SetResult,
+        finishing: &mut Vec<(String, String, Vec<ObjectKey>)>,
+    ) -> (Vec<String>, Vanished) {
+        let name = self.name;
+        let children: Vec<DesiredChild> = out
+            .children
+            .iter()
+            .filter(|c| &c.template == name)
+            .cloned()
+            .collect();
+        let in_use = versions_in_use(input.live, name);
+        // Dependents read this template already: its objects are replaced one by one.
+        // Else (a new Gateway, or nothing read yet) every object is as a first version.
+        let established = !in_use.is_empty();
+        let slots: BTreeSet<&str> = children
+            .iter()
+            .filter_map(|c| labels::slot(&c.object))
+            .collect();
+        let state_of = |key: &ObjectKey| self.new_states.iter().find(|s| &s.key == key).cloned();
+        let ready = |c: &DesiredChild| {
+            live.contains_key(&c.key) && state_of(&c.key).is_some_and(|s| s.readiness.is_ready())
+        };
+        // New objects (no version of them live, or only this one) while dependents read
+        // the template: shown once ready; until then, changed objects do not switch.
+        let fresh: Vec<&DesiredChild> = children
+            .iter()
+            .filter(|c| {
+                established
+                    && !in_use.contains(version_label(&c.object))
+                    && !input.live.iter().any(|l| {
+                        labels::template(l) == Some(name.as_str())
+                            && labels::slot(l) == labels::slot(&c.object)
+                            && ObjectKey::of(l) != c.key
+                    })
+            })
+            .collect();
+        let fresh_waiting: Vec<String> = fresh
+            .iter()
+            .filter(|c| !ready(c))
+            .map(|c| c.key.to_string())
+            .collect();
+        let hold = (!fresh_waiting.is_empty()).then(|| {
+            format!(
+                "waiting for the new {} to be ready first (what this one drops may move there)",
+                fresh_waiting.join(", ")
+            )
+        });
+        let mut serving: Vec<Value> = Vec::new();
+        let mut pending: Vec<Value> = Vec::new();
+        let mut versions: Vec<String> = Vec::new();
+        let mut complete = true;
+        let mut waiting = !fresh_waiting.is_empty();
+        for c in &children {
+            let slot = labels::slot(&c.object);
+            let v = version_label(&c.object).to_owned();
+            let state = state_of(&c.key);
+            let live_obj = live.get(&c.key).map(|o| (*o).clone());
+            if fresh.iter().any(|f| f.key == c.key) {
+                out.states.extend(state.clone());
+                if ready(c) {
+                    serving.extend(live_obj);
+                    versions.push(v);
+                } else {
+                    pending.extend(live_obj);
+                    let why = match state.map(|s| s.readiness) {
+                        Some(Readiness::NotReady(why)) => format!("{} ({why})", c.key),
+                        _ => format!("{} (not created yet)", c.key),
+                    };
+                    out.rollouts.push(RolloutState {
+                        template: name.clone(),
+                        object: slot.map(str::to_owned),
+                        from: None,
+                        to: v,
+                        phase: RolloutPhase::WaitingForNew,
+                        waiting_for: format!("the new object to be ready: {why}"),
+                        started: live.get(&c.key).map(|o| created(o).to_owned()),
+                        timeout_seconds: self.timeout,
+                    });
+                }
+                continue;
+            }
+            let step = RolloutStep {
+                name,
+                entry: self.entry,
+                version: v,
+                slot,
+                timeout: self.timeout,
+                complete: live_obj.is_some(),
+                seen: live_obj.into_iter().collect(),
+                new_states: state.into_iter().collect(),
+            };
+            let before = out.rollouts.len();
+            let done = step.settle(input, out, finishing, hold.as_deref());
+            waiting |= out.rollouts[before..]
+                .iter()
+                .any(|r| r.phase == RolloutPhase::WaitingForNew);
+            match done.serving {
+                Some(s) => serving.extend(s),
+                None => complete = false,
+            }
+            pending.extend(done.pending);
+            versions.extend(done.active);
+        }
+        // Objects no longer rendered (or rendered before the template was versioned per
+        // object): read while anything of the template waits.
+        let gone: Vec<&Arc<Value>> = input
+            .live
+            .iter()
+            .filter(|l| {
+                labels::template(l) == Some(name.as_str())
+                    && labels::slot(l).is_none_or(|s| !slots.contains(s))
+            })
+            .collect();
+        if waiting && established {
+            for g in &gone {
+                if let Ok(r) = readiness::judge(&input.prepared.compiled, self.entry, Some(g)) {
+                    out.states.push(ChildState {
+                        template: name.clone(),
+                        key: ObjectKey::of(g),
+                        readiness: r,
+                    });
+                }
+                serving.push((***g).clone());
+                versions.push(version_label(g).to_owned());
+            }
+        }
+        let vanished = Vanished {
+            keys: gone
+                .iter()
+                .map(|g| (ObjectKey::of(g), version_label(g).to_owned()))
+                .collect(),
+            serving: waiting && established,
+        };
+        if established || complete {
+            out.resources.insert(name.clone(), serving);
+        }
+        out.pending.insert(name.clone(), pending);
+        (versions, vanished)
+    }
+}
+
+/// The objects per-object templates no longer render stay while dependents read them or
+/// a live dependent still names their version, and while some child of the set is not
+/// ready; then they are pruned.
+pub(super) fn keep_vanished(input: &SetInput<'_>, out: &mut SetResult, vanished: &[Vanished]) {
+    let all_ready = out.states.iter().all(|s| s.readiness.is_ready());
+    for v in vanished {
+        for (key, version) in &v.keys {
+            let template = input
+                .live
+                .iter()
+                .find(|l| &ObjectKey::of(l) == key)
+                .and_then(|l| labels::template(l))
+                .unwrap_or_default();
+            if v.serving
+                || !all_ready
+                || versions_in_use(input.live, template).contains(version.as_str())
+            {
+                out.keep.insert(key.clone());
+            }
+        }
+    }
+}
