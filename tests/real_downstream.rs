@@ -159,6 +159,24 @@ async fn program_istio_gateways(client: &Client, ns: &str, uid: &str) {
     }
 }
 
+/// The `spec.secretName` of a Certificate.
+fn secret_name(cert: &Value) -> String {
+    cert["spec"]["secretName"].as_str().unwrap().to_owned()
+}
+
+/// The Secrets the HTTPS listeners of the Istio child of Gateway `gw` name.
+async fn listener_secrets(client: &Client, ns: &str, gw: &str) -> Vec<String> {
+    let api = dynamic(client, ns, "gateway.networking.k8s.io", "v1", "Gateway");
+    let child = serde_json::to_value(api.get(&format!("{gw}-istio")).await.unwrap()).unwrap();
+    child["spec"]["listeners"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|l| l["tls"]["certificateRefs"].as_array().into_iter().flatten())
+        .filter_map(|r| r["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// The Gateway's `Programmed` status, if it has one.
 async fn programmed(client: &Client, ns: &str, name: &str) -> Option<String> {
     let api = dynamic(client, ns, "gateway.networking.k8s.io", "v1", "Gateway");
@@ -397,6 +415,233 @@ spec:
     .await;
     let programmed_after = began.elapsed();
 
+    // A hostname added: make-before-break with real issuance. A new Certificate is made
+    // beside the old one; the Istio child's listener keeps the old Secret until
+    // cert-manager has issued the new one, switches once, and the old Certificate goes.
+    let t = Instant::now();
+    let old = cert.clone();
+    let news = format!("{}.{zone}", unique_name("news"));
+    apply_yaml(
+        &client,
+        &route(&[web.as_str(), api_host.as_str(), news.as_str()]),
+    )
+    .await;
+    let seen_secrets = std::sync::Mutex::new(vec![secret_name(&old)]);
+    let new_cert = wait_for(
+        "the listener on the new Certificate's Secret, the old Certificate gone",
+        T,
+        || async {
+            program_istio_gateways(&client, ns, &uid).await;
+            let now = listener_secrets(&client, ns, &gw).await;
+            let [secret] = now.as_slice() else {
+                panic!("one Secret on the listener: {now:?}")
+            };
+            let switched = seen_secrets.lock().unwrap().last() != Some(secret);
+            if switched {
+                // The listener names a Secret only once cert-manager has issued it.
+                let s = Api::<Secret>::namespaced(client.clone(), ns)
+                    .get(secret)
+                    .await
+                    .unwrap_or_else(|e| panic!("the listener names {secret}, not there: {e}"));
+                assert!(
+                    s.data.unwrap_or_default().contains_key("tls.crt"),
+                    "the listener names {secret} before it holds a certificate"
+                );
+                seen_secrets.lock().unwrap().push(secret.clone());
+            }
+            let certs = children(&certs, &uid).await;
+            let [c] = certs.as_slice() else {
+                return None;
+            };
+            (c["metadata"]["name"] != old["metadata"]["name"]
+                && &secret_name(c) == secret
+                && cond(c, "Ready")?["status"] == "True")
+                .then(|| c.clone())
+        },
+    )
+    .await;
+    assert_eq!(
+        seen_secrets.into_inner().unwrap(),
+        [secret_name(&old), secret_name(&new_cert)],
+        "the listener switched once, from the old Secret to the new"
+    );
+    let mut hosts3 = vec![web.as_str(), api_host.as_str(), news.as_str()];
+    hosts3.sort_unstable();
+    let (pem, ca) = issued(&client, ns, &new_cert).await;
+    assert_certificate(&pem, &ca, &hosts3);
+    let rotated_after = t.elapsed();
+
+    // The CA issuer made to fail (its CA Certificate and Secret removed): a further name
+    // makes a Certificate cert-manager cannot issue. The old one stays in use, the
+    // Gateway says why in cert-manager's own words, and nothing is deleted. With the CA
+    // back, the replacement completes.
+    let t = Instant::now();
+    let issuers = dynamic(&client, ns, "cert-manager.io", "v1", "Issuer");
+    let ca_cert = certs.get(&d.ca_issuer.1).await.unwrap();
+    let ca_secret = ca_cert.data["spec"]["secretName"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    certs
+        .delete(&d.ca_issuer.1, &DeleteParams::default())
+        .await
+        .unwrap();
+    let _ = Api::<Secret>::namespaced(client.clone(), ns)
+        .delete(&ca_secret, &DeleteParams::default())
+        .await;
+    wait_for("the CA Issuer not Ready", T, || async {
+        let i = serde_json::to_value(issuers.get(&d.ca_issuer.1).await.unwrap()).unwrap();
+        (cond(&i, "Ready")?["status"] == "False").then_some(())
+    })
+    .await;
+    let extra = format!("{}.{zone}", unique_name("extra"));
+    let hosts4: Vec<&str> = vec![
+        web.as_str(),
+        api_host.as_str(),
+        news.as_str(),
+        extra.as_str(),
+    ];
+    apply_yaml(&client, &route(&hosts4)).await;
+    let (pending, rollout) = wait_for(
+        "the Gateway to say why the new Certificate is not ready",
+        T,
+        || async {
+            program_istio_gateways(&client, ns, &uid).await;
+            let certs = children(&certs, &uid).await;
+            let pending = certs
+                .iter()
+                .find(|c| c["metadata"]["name"] != new_cert["metadata"]["name"])?
+                .clone();
+            let g = serde_json::to_value(gateways.get(&gw).await.unwrap()).unwrap();
+            let rollout = cond(&g, "gatewright.dev/Rollout")?.clone();
+            let message = rollout["message"].as_str()?;
+            (message.contains(pending["metadata"]["name"].as_str()?)
+                && message.contains("Issuing certificate as Secret does not exist"))
+            .then_some((pending, rollout))
+        },
+    )
+    .await;
+    assert_eq!(rollout["status"], "False", "{rollout}");
+    assert_eq!(rollout["reason"], "Progressing", "{rollout}");
+    // cert-manager has tried: the CertificateRequest waits on the broken issuer.
+    let requests = dynamic(&client, ns, "cert-manager.io", "v1", "CertificateRequest");
+    let request_pending = wait_for(
+        "cert-manager's CertificateRequest for the new Certificate",
+        T,
+        || async {
+            let all = requests.list(&ListParams::default()).await.unwrap();
+            all.items
+                .into_iter()
+                .map(|r| serde_json::to_value(r).unwrap())
+                .find(|r| {
+                    r["metadata"]["annotations"]["cert-manager.io/certificate-name"]
+                        == pending["metadata"]["name"]
+                })
+                .and_then(|r| {
+                    let c = cond(&r, "Ready")?;
+                    (c["reason"] == "Pending").then(|| c["message"].clone())
+                })
+        },
+    )
+    .await;
+    assert!(
+        request_pending.to_string().contains("issuer"),
+        "{request_pending}"
+    );
+    // The old certificate keeps serving: the listener keeps its Secret, and the Gateway is
+    // Programmed (once external-dns has the new name's record) while the new one waits.
+    wait_for(
+        "the Gateway Programmed while the replacement waits on the issuer",
+        T,
+        || async {
+            program_istio_gateways(&client, ns, &uid).await;
+            assert_eq!(
+                listener_secrets(&client, ns, &gw).await,
+                [secret_name(&new_cert)],
+                "the listener keeps the issued certificate"
+            );
+            (programmed(&client, ns, &gw).await.as_deref() == Some("True")).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        certs
+            .get_opt(new_cert["metadata"]["name"].as_str().unwrap())
+            .await
+            .unwrap()
+            .is_some_and(|c| c.metadata.deletion_timestamp.is_none()),
+        "the serving Certificate is not deleted"
+    );
+    let (pem, _) = issued(&client, ns, &new_cert).await;
+    assert_eq!(
+        sans(&pem).len(),
+        3,
+        "its Secret still holds the issued certificate"
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    let started: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(gw.as_str())
+                && e.reason.as_deref() == Some("RolloutStarted")
+        })
+        .filter_map(|e| e.note)
+        .collect();
+    let pending_version = pending["metadata"]["labels"][gatewright::render::labels::VERSION]
+        .as_str()
+        .unwrap();
+    assert!(
+        started.iter().any(|n| n.contains(pending_version)),
+        "an Event for the replacement that waits on the issuer ({pending_version}): {started:?}"
+    );
+    // The CA back (a new CA key: cert-manager issues it again): the replacement completes.
+    let mut again = ca_cert.data.clone();
+    again["apiVersion"] = json!("cert-manager.io/v1");
+    again["kind"] = json!("Certificate");
+    again["metadata"] = json!({"name": d.ca_issuer.1, "namespace": ns});
+    again.as_object_mut().unwrap().remove("status");
+    apply_yaml(&client, &serde_json::to_string(&again).unwrap()).await;
+    wait_for("the CA Certificate issued again", T, || async {
+        let c = serde_json::to_value(certs.get(&d.ca_issuer.1).await.unwrap()).unwrap();
+        (cond(&c, "Ready")?["status"] == "True").then_some(())
+    })
+    .await;
+    // cert-manager retries a failed Issuer with a growing back-off; a change to the Issuer
+    // makes it look again now (a platform team mending an issuer changes it too).
+    issuers
+        .patch(
+            &d.ca_issuer.1,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"gatewright.dev/mended": unique_name("at")}}})),
+        )
+        .await
+        .unwrap();
+    let cert = wait_for(
+        "the replacement issued once the CA is back, the old one gone",
+        T,
+        || async {
+            program_istio_gateways(&client, ns, &uid).await;
+            let certs = children(&certs, &uid).await;
+            let [c] = certs.as_slice() else {
+                return None;
+            };
+            (c["metadata"]["name"] == pending["metadata"]["name"]
+                && cond(c, "Ready")?["status"] == "True"
+                && listener_secrets(&client, ns, &gw).await == [secret_name(c)])
+            .then(|| c.clone())
+        },
+    )
+    .await;
+    let mut sorted4 = hosts4.clone();
+    sorted4.sort_unstable();
+    let (pem, ca) = issued(&client, ns, &cert).await;
+    assert_certificate(&pem, &ca, &sorted4);
+    let broken_issuer_after = t.elapsed();
+
     // One hostname leaves the route: external-dns deletes its record, and the Certificate
     // is replaced make-before-break by one that cert-manager issues for the other name.
     let t = Instant::now();
@@ -490,8 +735,10 @@ spec:
     eprintln!(
         "real downstream: set up {setup:.1?}; Certificate issued {issued_after:.1?}; records \
          published {published_after:.1?}; Gateway Programmed {programmed_after:.1?} from the \
-         start; record deleted {deleted_after:.1?} and Certificate replaced {replaced_after:.1?} \
-         after the route changed; torn down {torn_down_after:.1?}; total {:.1?}",
+         start; a hostname added: rotated with real issuance in {rotated_after:.1?}; the CA \
+         broken and back: replaced in {broken_issuer_after:.1?}; record deleted \
+         {deleted_after:.1?} and Certificate replaced {replaced_after:.1?} after the route \
+         changed; torn down {torn_down_after:.1?}; total {:.1?}",
         began.elapsed()
     );
 }

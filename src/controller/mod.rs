@@ -17,6 +17,7 @@
 mod apply;
 mod class;
 mod client;
+pub mod events;
 pub mod fight;
 mod metrics;
 pub mod policy;
@@ -33,7 +34,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
 
 use crate::snapshot::{Key, RouteKey, Snapshot};
 use crate::telemetry::Metrics;
@@ -239,7 +239,7 @@ pub struct Controller {
     metrics: Arc<Metrics>,
     queue: queue::Queue,
     kinds: watch::Registrar,
-    recorder: Recorder,
+    recorder: events::Events,
     reported: Mutex<HashMap<Key, Reported>>,
     failures: Mutex<HashMap<Work, u32>>,
     uid_to_gateway: RwLock<BTreeMap<String, Key>>,
@@ -635,13 +635,9 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         ))
     });
     let client = client::resilient_client(client, opts.api.clone(), fence.clone());
-    let reporter = Reporter {
-        controller: "gatewright".into(),
-        instance: std::env::var("POD_NAME").ok(),
-    };
     let fights = fight::Fights::new(opts.fights.clone());
     let ctl = Arc::new(Controller {
-        recorder: Recorder::new(client.clone(), reporter),
+        recorder: events::Events::new(client.clone(), "gatewright", std::env::var("POD_NAME").ok()),
         client,
         snapshot: RwLock::new({
             let mut s = Snapshot::new(&opts.controller_namespace);

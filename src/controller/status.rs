@@ -10,7 +10,6 @@ use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType};
 use serde_json::{Value, json};
 
 use super::watch::own_status_key;
@@ -82,18 +81,17 @@ impl Controller {
         action: &str,
         message: &str,
     ) {
-        let ev = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.into(),
-            note: Some(note(message)),
-            action: action.into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
+        if let Err(e) = self
+            .recorder
+            .publish(
+                &obj.object_ref(&()),
+                warning,
+                reason,
+                action,
+                &note(message),
+            )
+            .await
+        {
             tracing::debug!(error = %e, "failed to publish an event");
         }
     }

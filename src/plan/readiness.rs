@@ -42,10 +42,51 @@ pub fn judge(
         return Ok(if compiled.eval_ready(&entry.name, expr, obj)? {
             Readiness::Ready
         } else {
-            Readiness::NotReady(format!("readyWhen `{expr}` is not true yet"))
+            Readiness::NotReady(match conditions_not_true(obj) {
+                Some(said) => format!("readyWhen `{expr}` is not true yet; it says {said}"),
+                None => format!("readyWhen `{expr}` is not true yet"),
+            })
         });
     }
     Ok(default_rules(obj))
+}
+
+/// What the object's own conditions say when some are not True (its controller's reason
+/// and message: cert-manager's "Issuing certificate as Secret does not exist", say), the
+/// `Ready` condition first, at most 3 and 400 characters.
+fn conditions_not_true(obj: &Value) -> Option<String> {
+    let conds = obj["status"]["conditions"].as_array()?;
+    let mut not_true: Vec<&Value> = conds
+        .iter()
+        .filter(|c| c["status"] != "True" && c["type"].is_string())
+        .collect();
+    not_true.sort_by_key(|c| c["type"] != "Ready");
+    let parts: Vec<String> = not_true
+        .iter()
+        .take(3)
+        .map(|c| {
+            let mut p = format!(
+                "{}={}",
+                c["type"].as_str().unwrap_or_default(),
+                c["status"].as_str().unwrap_or("Unknown")
+            );
+            if let Some(r) = c["reason"].as_str().filter(|r| !r.is_empty()) {
+                p.push_str(&format!(" ({r})"));
+            }
+            if let Some(m) = c["message"].as_str().filter(|m| !m.is_empty()) {
+                p.push_str(&format!(": {m}"));
+            }
+            p
+        })
+        .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    let mut said = parts.join("; ");
+    if said.chars().count() > 400 {
+        said = said.chars().take(399).collect::<String>() + "…";
+    }
+    Some(said)
 }
 
 /// The rules used when a template has no `readyWhen`.
@@ -139,6 +180,24 @@ mod tests {
                 .is_ready()
         );
         assert!(!judge(&c, &entry, Some(&json!({}))).unwrap().is_ready());
+        // What the object's own conditions say comes with it, Ready first.
+        let said = judge(
+            &c,
+            &entry,
+            Some(&json!({"status": {"conditions": [
+                {"type": "Issuing", "status": "False", "reason": "Failed", "message": "the issuer refused"},
+                {"type": "Synced", "status": "True"},
+                {"type": "Ready", "status": "False", "reason": "DoesNotExist", "message": "Issuing certificate as Secret does not exist"},
+            ]}})),
+        )
+        .unwrap();
+        let Readiness::NotReady(why) = said else {
+            panic!("{said:?}")
+        };
+        assert!(
+            why.ends_with("; it says Ready=False (DoesNotExist): Issuing certificate as Secret does not exist; Issuing=False (Failed): the issuer refused"),
+            "{why}"
+        );
         assert!(
             judge(
                 &c,

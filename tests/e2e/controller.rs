@@ -1379,3 +1379,43 @@ async fn own_status_echoes_plan_nothing_and_foreign_edits_are_undone() {
     );
     ns.delete().await;
 }
+
+/// An Event repeated with the same note is counted on the first one's series; one with
+/// another note (a second replacement, another error) is an Event of its own, whatever
+/// its reason.
+#[tokio::test]
+async fn events_with_another_note_are_not_folded_into_the_first() {
+    let client = admin().await;
+    let ns = TestNamespace::new(&client, "events").await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let cm = cms
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "about"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let about = kube::Resource::object_ref(&cm, &());
+    let events = gatewright::controller::events::Events::new(client.clone(), "gatewright", None);
+    let a = "template certificate: creating version aaaa1111 beside the serving one";
+    let b = "template certificate: creating version bbbb2222 beside the serving one";
+    for note in [a, a, b] {
+        events
+            .publish(&about, false, "RolloutStarted", "Rollout", note)
+            .await
+            .unwrap();
+    }
+    let list: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns.name);
+    let mut got: Vec<(String, i32)> = list
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("RolloutStarted"))
+        .map(|e| (e.note.unwrap_or_default(), e.series.map_or(1, |s| s.count)))
+        .collect();
+    got.sort();
+    assert_eq!(got, [(a.to_owned(), 2), (b.to_owned(), 1)]);
+    ns.delete().await;
+}
