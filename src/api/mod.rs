@@ -99,6 +99,20 @@ pub struct Drain {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 3600))]
     pub settle_seconds: Option<u64>,
+    /// Seconds the drained version may take to be ready (the downstream controller is
+    /// down, or not installed) before the teardown deletes the object anyway, with a
+    /// Warning Event `DrainTimedOut`: a teardown is never held for good. Default 300.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub timeout_seconds: Option<u64>,
+}
+
+impl Drain {
+    /// How long the drained version may take to be ready.
+    #[must_use]
+    pub fn timeout(&self) -> u64 {
+        self.timeout_seconds.unwrap_or(300)
+    }
 }
 
 /// The route kinds [`TemplateEntry::kinds`] and [`GatewayClassBlueprintSpec::route_kinds`]

@@ -62,6 +62,9 @@ enum DrainStep {
     MarkDrained,
     /// Settling: this many seconds left.
     Settle(u64),
+    /// The drained version was not ready within the drain's timeout: delete it anyway,
+    /// and say why.
+    TimedOut(String),
     /// Drained and settled: delete it.
     Delete,
 }
@@ -93,6 +96,21 @@ fn drain_step(
         return DrainStep::Patch;
     }
     if let Readiness::NotReady(why) = ready {
+        let waited = live["metadata"]["annotations"][labels::DRAIN_STARTED_AT]
+            .as_str()
+            .and_then(|t| seconds_since(t, now))
+            .and_then(|s| u64::try_from(s).ok());
+        let Some(waited) = waited else {
+            // Drained without our patch (it was empty already): patch it anyway, which
+            // records when the drain began.
+            return DrainStep::Patch;
+        };
+        if waited > drain.timeout() {
+            return DrainStep::TimedOut(format!(
+                "drained, but not ready after {}s (drain.timeoutSeconds): {why}; deleted anyway",
+                drain.timeout()
+            ));
+        }
         return DrainStep::Wait(why.clone());
     }
     let Some(since) = live["metadata"]["annotations"][labels::DRAINED_AT]
@@ -232,8 +250,28 @@ impl Controller {
             });
             match drain {
                 None | Some((_, DrainStep::Delete)) => self.delete_child(&key).await?,
+                Some((_, DrainStep::TimedOut(why))) => {
+                    self.event(
+                        gw,
+                        true,
+                        "DrainTimedOut",
+                        "Teardown",
+                        &format!("{key}: {why}"),
+                    )
+                    .await;
+                    self.delete_child(&key).await?;
+                }
                 Some((d, DrainStep::Patch)) => {
-                    self.patch_child(&key, &d.patch).await?;
+                    let mut patch = d.patch.clone();
+                    if let Value::Object(p) = &mut patch {
+                        let meta = p.entry("metadata").or_insert_with(|| json!({}));
+                        if !meta["annotations"].is_object() {
+                            meta["annotations"] = json!({});
+                        }
+                        meta["annotations"][labels::DRAIN_STARTED_AT] =
+                            Value::String(Timestamp::now().to_string());
+                    }
+                    self.patch_child(&key, &patch).await?;
                     draining.push(format!("{key} drained; waiting for it to be ready"));
                     wake = Some(wake.map_or(2, |w| w.min(2)));
                 }
@@ -467,6 +505,7 @@ mod tests {
         let drain = crate::api::Drain {
             patch: json!({"spec": {"endpoints": []}}),
             settle_seconds: Some(5),
+            timeout_seconds: None,
         };
         let now: Timestamp = "2026-01-01T00:00:10Z".parse().unwrap();
         let mut dns = json!({"apiVersion": "externaldns.k8s.io/v1alpha1", "kind": "DNSEndpoint",
@@ -480,6 +519,13 @@ mod tests {
         // Emptied (the server may leave an empty list out): wait for the downstream.
         dns["spec"] = json!({});
         let waiting = Readiness::NotReady("observedGeneration 3 < generation 4".into());
+        assert_eq!(
+            drain_step(&drain, &dns, &waiting, now),
+            DrainStep::Patch,
+            "drained without our patch: patched, so that the drain's start is recorded"
+        );
+        dns["metadata"]["annotations"] =
+            json!({ labels::DRAIN_STARTED_AT: "2026-01-01T00:00:09Z" });
         assert_eq!(
             drain_step(&drain, &dns, &waiting, now),
             DrainStep::Wait("observedGeneration 3 < generation 4".into())
@@ -499,10 +545,28 @@ mod tests {
             drain_step(&drain, &dns, &Readiness::Ready, now),
             DrainStep::Delete
         );
+        // Not ready within the drain's timeout (counted from the drain patch): deleted
+        // anyway, saying why.
+        dns["metadata"]["annotations"] =
+            json!({ labels::DRAIN_STARTED_AT: "2026-01-01T00:00:00Z" });
+        let short = crate::api::Drain {
+            timeout_seconds: Some(9),
+            ..drain.clone()
+        };
+        assert!(matches!(
+            drain_step(&short, &dns, &waiting, now),
+            DrainStep::TimedOut(why) if why.contains("not ready after 9s") && why.contains("observedGeneration 3 < generation 4")
+        ));
+        assert_eq!(
+            drain_step(&drain, &dns, &waiting, now),
+            DrainStep::Wait("observedGeneration 3 < generation 4".into()),
+            "within the default timeout"
+        );
         // A drain of a scalar field compares it as is.
         let scale = crate::api::Drain {
             patch: json!({"spec": {"replicas": 0}}),
             settle_seconds: None,
+            timeout_seconds: None,
         };
         let live = json!({"metadata": {"annotations": { labels::DRAINED_AT: "2026-01-01T00:00:10Z" }}, "spec": {"replicas": 0}});
         assert_eq!(

@@ -37,6 +37,9 @@ pub const ORDER: &str = "gatewright.dev/order";
 /// Annotation the teardown sets on a child it drained (its template's `drain`) when the
 /// drained version was first ready: the settle time counts from it.
 pub const DRAINED_AT: &str = "gatewright.dev/drained-at";
+/// Annotation the teardown sets with the drain patch: when draining began (the drain's
+/// timeout counts from it).
+pub const DRAIN_STARTED_AT: &str = "gatewright.dev/drain-started-at";
 /// Finalizer on our Gateways: children are deleted, in reverse dependency order, first.
 pub const GATEWAY_FINALIZER: &str = "gatewright.dev/children";
 /// The label of a ClusterRole whose rules the `gatewright-children` ClusterRole aggregates

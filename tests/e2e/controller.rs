@@ -174,9 +174,10 @@ async fn certificates(client: &Client, ns: &str) -> Vec<Value> {
 pub(crate) async fn cert_dns_names(client: &Client, ns: &str) -> Option<Value> {
     let certs = certificates(client, ns).await;
     if certs.len() > 1 {
-        gatewright::controller::simulate_ready_where(client, Some(ns))
-            .await
-            .unwrap();
+        // As in `simulate`: a failed discovery is tried again on the next call.
+        if let Err(e) = gatewright::controller::simulate_ready_where(client, Some(ns)).await {
+            eprintln!("simulate: {e}; again in the next round");
+        }
         return None;
     }
     certs.first().map(|c| c["spec"]["dnsNames"].clone())
@@ -186,9 +187,11 @@ pub(crate) async fn cert_dns_names(client: &Client, ns: &str) -> Option<Value> {
 /// children (namespaced or cluster-scoped) keep the state that test is asserting.
 async fn simulate(client: &Client, ns: &str, times: usize) {
     for _ in 0..times {
-        gatewright::controller::simulate_ready_where(client, Some(ns))
-            .await
-            .unwrap();
+        // Discovery fails while another test adds or removes a CRD (a group version listed,
+        // then gone): that round plays nothing, the next one does.
+        if let Err(e) = gatewright::controller::simulate_ready_where(client, Some(ns)).await {
+            eprintln!("simulate: {e}; again in the next round");
+        }
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
 }
@@ -1002,9 +1005,10 @@ async fn cluster_scoped_children_and_status_dependencies() {
     let listeners: Api<DynamicObject> = lb_listeners(&client);
     // (the one ACM certificate's names, its ARN, the HTTPS listener's ARN), once settled.
     let settled = || async {
+        // A failed discovery (another test's CRD coming or going) is tried again.
         gatewright::controller::simulate_ready_where(&client, Some(&ns.name))
             .await
-            .unwrap();
+            .ok()?;
         let lp = kube::api::ListParams::default().labels(&selector);
         let certs = acm.list(&lp).await.unwrap().items;
         let [cert] = certs.as_slice() else {
