@@ -162,6 +162,74 @@ async fn program_istio_gateways(client: &Client, ns: &str, uid: &str) {
     }
 }
 
+/// Starts a controller in-process whose namespace is `ns`.
+async fn start_controller(
+    client: &Client,
+    ns: &str,
+) -> std::sync::Arc<gatewright::controller::Controller> {
+    gatewright::controller::start(
+        client.clone(),
+        gatewright::controller::Options {
+            controller_namespace: ns.to_owned(),
+            resync: Duration::from_secs(3600),
+            workers: gatewright::controller::default_workers(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Applies the shipped class `shipped` under the name `class`, its certificate issuer set
+/// by a GatewayClassConfig (the platform team's way) to the CA issuer of
+/// tests/cluster/downstream; returns the class's text as applied.
+async fn install_shipped(client: &Client, d: &Downstream, shipped: &str, class: &str) -> String {
+    let dir = format!("{}/gatewayclasses/{shipped}", env!("CARGO_MANIFEST_DIR"));
+    let text = format!(
+        "{}\n---\n{}",
+        std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
+        std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
+    )
+    .replace(shipped, class);
+    apply_yaml(client, &text).await;
+    apply_yaml(
+        client,
+        &format!(
+            "apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassConfig\nmetadata: {{name: {class}, namespace: {ns}}}\nspec:\n  targetRef: {{group: gateway.networking.k8s.io, kind: GatewayClass, name: {class}}}\n  default:\n    certificate:\n      issuerRef: {{group: cert-manager.io, kind: {kind}, name: {ca}}}\n",
+            ns = d.namespace,
+            kind = d.ca_issuer.0,
+            ca = d.ca_issuer.1,
+        ),
+    )
+    .await;
+    text
+}
+
+/// Deletes the route `gw` and the class `class` (its GatewayClassConfig, GatewayClass and
+/// blueprint), and waits until the class is gone (once the controller let go of it).
+async fn remove_route_and_class(client: &Client, ns: &str, gw: &str, class: &str) {
+    let routes = dynamic(client, ns, "gateway.networking.k8s.io", "v1", "HTTPRoute");
+    let _ = routes.delete(gw, &DeleteParams::default()).await;
+    let _ = dynamic(
+        client,
+        ns,
+        "gatewright.dev",
+        "v1alpha1",
+        "GatewayClassConfig",
+    )
+    .delete(class, &DeleteParams::default())
+    .await;
+    for (group, version, kind) in [
+        ("gateway.networking.k8s.io", "v1", "GatewayClass"),
+        ("gatewright.dev", "v1alpha1", "GatewayClassBlueprint"),
+    ] {
+        let _ = Api::<DynamicObject>::all_with(client.clone(), &resource(group, version, kind))
+            .delete(class, &DeleteParams::default())
+            .await;
+    }
+    common::wait_class_gone(client, class, T).await;
+}
+
 /// The `spec.secretName` of a Certificate.
 fn secret_name(cert: &Value) -> String {
     cert["spec"]["secretName"].as_str().unwrap().to_owned()
@@ -267,31 +335,12 @@ async fn real_cert_manager_and_external_dns() {
     let d = downstream();
     let ns = d.namespace.as_str();
     let client = admin().await;
-    let ctl = gatewright::controller::start(
-        client.clone(),
-        gatewright::controller::Options {
-            controller_namespace: ns.to_owned(),
-            resync: Duration::from_secs(3600),
-            workers: gatewright::controller::default_workers(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let ctl = start_controller(&client, ns).await;
 
     // The shipped class under a name of this run, its issuer set by a GatewayClassConfig
     // (the platform team's way) to the CA issuer of tests/cluster/downstream.
     let class = unique_name("real");
-    let dir = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/gatewayclasses/istio-certmanager-externaldns"
-    );
-    let shipped = format!(
-        "{}\n---\n{}",
-        std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
-        std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
-    )
-    .replace("istio-certmanager-externaldns", &class);
+    let shipped = install_shipped(&client, &d, "istio-certmanager-externaldns", &class).await;
     // DNS drained before what it points at goes, as the class ships: the DNS template
     // empties its DNSEndpoint at teardown and waits for external-dns to have read that
     // version (its readyWhen on observedGeneration), then 5 s for the sync to reach the zone.
@@ -300,16 +349,6 @@ async fn real_cert_manager_and_external_dns() {
             .contains("    drain:\n      patch: {spec: {endpoints: []}}\n      settleSeconds: 5\n"),
         "the shipped DNS template drains"
     );
-    apply_yaml(&client, &shipped).await;
-    apply_yaml(
-        &client,
-        &format!(
-            "apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassConfig\nmetadata: {{name: {class}, namespace: {ns}}}\nspec:\n  targetRef: {{group: gateway.networking.k8s.io, kind: GatewayClass, name: {class}}}\n  default:\n    certificate:\n      issuerRef: {{group: cert-manager.io, kind: {kind}, name: {ca}}}\n",
-            kind = d.ca_issuer.0,
-            ca = d.ca_issuer.1,
-        ),
-    )
-    .await;
 
     let gw = unique_name("gw");
     let zone = &d.zone;
@@ -711,27 +750,7 @@ spec:
     })
     .await;
     let torn_down_after = t.elapsed();
-    let routes = dynamic(&client, ns, "gateway.networking.k8s.io", "v1", "HTTPRoute");
-    let _ = routes.delete(&gw, &DeleteParams::default()).await;
-    let _ = dynamic(
-        &client,
-        ns,
-        "gatewright.dev",
-        "v1alpha1",
-        "GatewayClassConfig",
-    )
-    .delete(&class, &DeleteParams::default())
-    .await;
-    for (group, version, kind) in [
-        ("gateway.networking.k8s.io", "v1", "GatewayClass"),
-        ("gatewright.dev", "v1alpha1", "GatewayClassBlueprint"),
-    ] {
-        let _ = Api::<DynamicObject>::all_with(client.clone(), &resource(group, version, kind))
-            .delete(&class, &DeleteParams::default())
-            .await;
-    }
-    // The class goes once the controller has let go of it.
-    common::wait_class_gone(&client, &class, T).await;
+    remove_route_and_class(&client, ns, &gw, &class).await;
     ctl.shutdown(Duration::from_secs(10)).await;
     eprintln!(
         "real downstream: set up {setup:.1?}; Certificate issued {issued_after:.1?}; records \
@@ -808,35 +827,9 @@ async fn contour_istio_with_real_cert_manager() {
     let d = downstream();
     let ns = d.namespace.as_str();
     let client = admin().await;
-    let ctl = gatewright::controller::start(
-        client.clone(),
-        gatewright::controller::Options {
-            controller_namespace: ns.to_owned(),
-            resync: Duration::from_secs(3600),
-            workers: gatewright::controller::default_workers(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let ctl = start_controller(&client, ns).await;
     let class = unique_name("contour");
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/gatewayclasses/contour-istio");
-    let shipped = format!(
-        "{}\n---\n{}",
-        std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
-        std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
-    )
-    .replace("contour-istio", &class);
-    apply_yaml(&client, &shipped).await;
-    apply_yaml(
-        &client,
-        &format!(
-            "apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassConfig\nmetadata: {{name: {class}, namespace: {ns}}}\nspec:\n  targetRef: {{group: gateway.networking.k8s.io, kind: GatewayClass, name: {class}}}\n  default:\n    certificate:\n      issuerRef: {{group: cert-manager.io, kind: {kind}, name: {ca}}}\n",
-            kind = d.ca_issuer.0,
-            ca = d.ca_issuer.1,
-        ),
-    )
-    .await;
+    install_shipped(&client, &d, "contour-istio", &class).await;
     let gw = unique_name("cgw");
     let zone = &d.zone;
     apply_yaml(
@@ -901,25 +894,6 @@ spec:
         gateways.get_opt(&gw).await.unwrap().is_none().then_some(())
     })
     .await;
-    let routes = dynamic(&client, ns, "gateway.networking.k8s.io", "v1", "HTTPRoute");
-    let _ = routes.delete(&gw, &DeleteParams::default()).await;
-    let _ = dynamic(
-        &client,
-        ns,
-        "gatewright.dev",
-        "v1alpha1",
-        "GatewayClassConfig",
-    )
-    .delete(&class, &DeleteParams::default())
-    .await;
-    for (group, version, kind) in [
-        ("gateway.networking.k8s.io", "v1", "GatewayClass"),
-        ("gatewright.dev", "v1alpha1", "GatewayClassBlueprint"),
-    ] {
-        let _ = Api::<DynamicObject>::all_with(client.clone(), &resource(group, version, kind))
-            .delete(&class, &DeleteParams::default())
-            .await;
-    }
-    common::wait_class_gone(&client, &class, T).await;
+    remove_route_and_class(&client, ns, &gw, &class).await;
     ctl.shutdown(Duration::from_secs(10)).await;
 }
