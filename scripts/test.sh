@@ -8,7 +8,8 @@
 # Needs Rust (with rustfmt and clippy) and Go; the cluster's binaries and CRDs, promtool
 # (tests/tools/promtool), the CEL evaluator (tests/tools/celeval), cert-manager and
 # external-dns (tests/tools/cert-manager, tests/tools/external-dns: the real downstream
-# controllers tests/real_downstream.rs runs against) come from the Go module proxy on first
+# controllers tests/real_downstream.rs runs against; external-dns also reads, and so drains,
+# every other test's DNSEndpoints) come from the Go module proxy on first
 # use (tests/cluster/README.md); lua5.1 from Debian's packages (installed by
 # tests/health/run when missing and run as root).
 set -euo pipefail
@@ -55,7 +56,7 @@ eval "$env_line"
 export KUBECONFIG
 echo "KUBECONFIG=$KUBECONFIG"
 
-step "real cert-manager and external-dns beside the cluster, in namespace gatewright-real (tests/cluster/downstream up)"
+step "real cert-manager (namespace gatewright-real) and external-dns (every namespace) beside the cluster (tests/cluster/downstream up)"
 tests/cluster/downstream up
 
 step "cargo test --features cluster-tests"
