@@ -127,6 +127,19 @@ fn drain_step(
     }
 }
 
+/// Seconds after which a Gateway whose child is draining is looked at again without news:
+/// the child's own changes (the downstream controller's status) wake it sooner through
+/// the child watches, so this only bounds a missed event, and a pass does not re-patch a
+/// drain the snapshot has not caught up with every other second while the API server is
+/// away.
+const DRAIN_LOOK_AGAIN: u64 = 10;
+
+/// What a drained child settling before its delete is waiting for, in words that stay the
+/// same through the settle (the Teardown condition is written only when they change).
+fn settling(key: &ObjectKey, settle: u64) -> String {
+    format!("{key} drained and ready; deleted once it has been for {settle} s")
+}
+
 /// A child whose deletion hangs: its key and why, in words.
 struct StuckDeletion {
     child: String,
@@ -273,11 +286,11 @@ impl Controller {
                     }
                     self.patch_child(&key, &patch).await?;
                     draining.push(format!("{key} drained; waiting for it to be ready"));
-                    wake = Some(wake.map_or(2, |w| w.min(2)));
+                    wake = Some(wake.map_or(DRAIN_LOOK_AGAIN, |w| w.min(DRAIN_LOOK_AGAIN)));
                 }
                 Some((_, DrainStep::Wait(why))) => {
                     draining.push(format!("{key}: {why}"));
-                    wake = Some(wake.map_or(2, |w| w.min(2)));
+                    wake = Some(wake.map_or(DRAIN_LOOK_AGAIN, |w| w.min(DRAIN_LOOK_AGAIN)));
                 }
                 Some((d, DrainStep::MarkDrained)) => {
                     let at = Timestamp::now().to_string();
@@ -287,11 +300,12 @@ impl Controller {
                     )
                     .await?;
                     let settle = d.settle_seconds.unwrap_or(0).max(1);
-                    draining.push(format!("{key} drained and ready; settling {settle} s"));
+                    draining.push(settling(&key, settle));
                     wake = Some(wake.map_or(settle, |w| w.min(settle)));
                 }
-                Some((_, DrainStep::Settle(left))) => {
-                    draining.push(format!("{key} drained and ready; settling {left} s more"));
+                Some((d, DrainStep::Settle(left))) => {
+                    // The same words through the settle: no status write per pass.
+                    draining.push(settling(&key, d.settle_seconds.unwrap_or(0).max(1)));
                     wake = Some(wake.map_or(left.max(1), |w| w.min(left.max(1))));
                 }
             }

@@ -626,16 +626,18 @@ fn api_server_and_etcd_restarts_lose_nothing() {
         fault_end.elapsed()
     });
     let writes = ours() - before;
-    // Per Gateway: a delete per child, the finalizer off, a status write or two, Events.
-    assert_writes_bounded("teardown", writes, (gws * (3 + routes + 4)) as u64);
+    // Per Gateway: a delete per child, the finalizer off, a status write or two, Events,
+    // and the DNS drain (the drain patch, its drained-at mark, two Teardown conditions).
+    let per_gateway = 3 + routes + 4 + 4;
+    assert_writes_bounded("teardown", writes, (gws * per_gateway) as u64);
     report(
         "teardown of 6 Gateways",
         "kube-apiserver SIGKILLed right after the Gateways were deleted, down 2 s, restarted",
         t,
         writes,
         &format!(
-            "reference {}: per Gateway a delete per child, the finalizer, status, Events",
-            gws * (3 + routes + 4)
+            "reference {}: per Gateway a delete per child, the finalizer, status, Events, the DNS drain",
+            gws * per_gateway
         ),
     );
 
