@@ -269,7 +269,7 @@ pub struct Controller {
     /// same, the next plan of the Gateway does not look at the route's status again.
     route_status_seen: Mutex<HashMap<Key, HashMap<RouteKey, RouteStatusSeen>>>,
     /// The version each make-before-break Gateway template asked for (see [`settle`]).
-    versions_asked: Mutex<HashMap<(Key, String, String), settle::Asked>>,
+    versions_asked: Mutex<settle::AskedVersions>,
     /// Set once the controller stops: asked to, or because it cannot go on.
     stop: tokio::sync::watch::Sender<Option<Stop>>,
     /// The tasks a shutdown waits for: the worker (its reconcile under way) and the

@@ -85,10 +85,13 @@ fn asks(p: &Planned) -> Vec<Ask<'_>> {
         .collect()
 }
 
+/// The versions each Gateway's make-before-break objects asked for, by (template, slot).
+pub(crate) type AskedVersions = HashMap<Key, HashMap<(String, String), Asked>>;
+
 /// Records the version each template asks for in `asked` and says which new versions to
 /// hold back at `now`.
 pub(crate) fn judge<'a>(
-    asked: &mut HashMap<(Key, String, String), Asked>,
+    asked: &mut AskedVersions,
     key: &Key,
     children: impl IntoIterator<Item = Ask<'a>>,
     now: Instant,
@@ -96,14 +99,15 @@ pub(crate) fn judge<'a>(
     let mut out = Unsettled::default();
     // Templates this Gateway asked for before: a new object of one (a group of names split
     // off) is part of a change, and waits as a changed version does.
-    let known: std::collections::HashSet<String> = asked
-        .keys()
-        .filter(|(k, _, _)| k == key)
-        .map(|(_, t, _)| t.clone())
-        .collect();
+    let children: Vec<Ask<'a>> = children.into_iter().collect();
+    if children.is_empty() {
+        return out;
+    }
+    let mine = asked.entry(key.clone()).or_default();
+    let known: std::collections::HashSet<String> = mine.keys().map(|(t, _)| t.clone()).collect();
     for c in children {
-        let a = asked
-            .entry((key.clone(), c.template.to_owned(), c.slot.to_owned()))
+        let a = mine
+            .entry((c.template.to_owned(), c.slot.to_owned()))
             .or_insert_with(|| Asked {
                 version: c.version.to_owned(),
                 since: now,
@@ -138,7 +142,7 @@ impl Controller {
     /// Forgets the versions recorded for `key`'s templates.
     pub(crate) fn forget_versions(&self, key: &Key) {
         if let Ok(mut m) = self.versions_asked.lock() {
-            m.retain(|(k, _, _), _| k != key);
+            m.remove(key);
         }
     }
 }

@@ -16,6 +16,9 @@ use crate::snapshot::ObjectKey;
 /// The live objects of a per-object template that it no longer renders, and whether
 /// dependents still read them.
 pub(super) struct Vanished {
+    /// The template.
+    pub(super) template: String,
+    /// The objects and their versions.
     pub(super) keys: Vec<(ObjectKey, String)>,
     /// Some object of the template is not serving its newest version yet: what vanished
     /// may have moved there, so dependents keep reading it.
@@ -105,6 +108,7 @@ impl SlotsStep<'_> {
                     serving.extend(live_obj);
                     versions.push(v);
                 } else {
+                    let started = live_obj.as_ref().map(|o| created(o).to_owned());
                     pending.extend(live_obj);
                     let why = match state.map(|s| s.readiness) {
                         Some(Readiness::NotReady(why)) => format!("{} ({why})", c.key),
@@ -117,7 +121,7 @@ impl SlotsStep<'_> {
                         to: v,
                         phase: RolloutPhase::WaitingForNew,
                         waiting_for: format!("the new object to be ready: {why}"),
-                        started: live.get(&c.key).map(|o| created(o).to_owned()),
+                        started,
                         timeout_seconds: self.timeout,
                     });
                 }
@@ -169,6 +173,7 @@ impl SlotsStep<'_> {
             }
         }
         let vanished = Vanished {
+            template: name.clone(),
             keys: gone
                 .iter()
                 .map(|g| (ObjectKey::of(g), version_label(g).to_owned()))
@@ -189,17 +194,9 @@ impl SlotsStep<'_> {
 pub(super) fn keep_vanished(input: &SetInput<'_>, out: &mut SetResult, vanished: &[Vanished]) {
     let all_ready = out.states.iter().all(|s| s.readiness.is_ready());
     for v in vanished {
+        let in_use = versions_in_use(input.live, &v.template);
         for (key, version) in &v.keys {
-            let template = input
-                .live
-                .iter()
-                .find(|l| &ObjectKey::of(l) == key)
-                .and_then(|l| labels::template(l))
-                .unwrap_or_default();
-            if v.serving
-                || !all_ready
-                || versions_in_use(input.live, template).contains(version.as_str())
-            {
+            if v.serving || !all_ready || in_use.contains(version.as_str()) {
                 out.keep.insert(key.clone());
             }
         }
