@@ -10,6 +10,7 @@ pub mod cli;
 pub mod controller;
 pub mod gateway;
 pub mod health;
+pub mod live;
 pub mod plan;
 pub mod render;
 pub mod simulate;

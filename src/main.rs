@@ -91,10 +91,126 @@ enum Command {
         #[arg(long, env = "GATEWRIGHT_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
         workers: Option<u16>,
     },
+    /// One line per Gateway of our classes in the live cluster: class, Programmed and
+    /// why, children ready/total, routes accepted/total, time since the last transition.
+    Status {
+        /// `gateway` (the only kind), then the Gateway as NAME or NAMESPACE/NAME; all of
+        /// the namespace when left out.
+        #[arg(num_args = 0..=2, value_names = ["KIND", "NAME"])]
+        what: Vec<String>,
+        /// Every namespace.
+        #[arg(short = 'A', long = "all-namespaces")]
+        all_namespaces: bool,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_parser = ["text", "json", "yaml"], default_value = "text")]
+        output: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// The tree of what a Gateway made in the live cluster (or, for a route, what it made
+    /// under each Gateway of ours it names): children in dependency order with their
+    /// readiness and conditions, templates waiting or failed, replacements under way.
+    Trace {
+        /// `gateway` or a route kind (`httproute`, `grpcroute`, `tlsroute`, `tcproute`,
+        /// `udproute`).
+        kind: String,
+        /// NAME or NAMESPACE/NAME.
+        name: String,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_parser = ["text", "json", "yaml"], default_value = "text")]
+        output: String,
+        /// Read again every 2 seconds and print the tree each time it changes (until
+        /// interrupted).
+        #[arg(short = 'w', long)]
+        watch: bool,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
+    /// What applying these files (Gateways, routes, blueprints, policies) would change in
+    /// the live cluster: children created, changed and deleted, statuses written
+    /// differently. Exit 0 nothing, 1 something, 2 input or cluster unreadable, 3 a
+    /// template failed.
+    Diff {
+        /// A YAML file or a folder (read recursively). Repeatable.
+        #[arg(short = 'f', long = "filename", required = true)]
+        paths: Vec<PathBuf>,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
     /// Local testing only: write the status that downstream controllers (Istio,
     /// cert-manager, external-dns, Crossplane, ...) would write on every child we manage,
     /// once. The local test cluster runs none of them.
     SimulateReady,
+}
+
+/// Which cluster the live commands read.
+#[derive(clap::Args)]
+struct ClusterArgs {
+    /// The kubeconfig file (else `KUBECONFIG`, else `~/.kube/config`, else in-cluster).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (else the current one).
+    #[arg(long)]
+    context: Option<String>,
+    /// The namespace (else the context's).
+    #[arg(short = 'n', long)]
+    namespace: Option<String>,
+    /// Namespace whose GatewayClassConfigs apply cluster-wide.
+    #[arg(
+        long,
+        env = "GATEWRIGHT_NAMESPACE",
+        default_value = "gatewright-system"
+    )]
+    controller_namespace: String,
+}
+
+impl ClusterArgs {
+    /// The client, and the namespace to read (`-n`, else the context's).
+    async fn connect(&self) -> anyhow::Result<(kube::Client, String)> {
+        let (client, ns) =
+            gatewright::live::connect(self.kubeconfig.as_deref(), self.context.as_deref()).await?;
+        Ok((client, self.namespace.clone().unwrap_or(ns)))
+    }
+}
+
+/// `NAMESPACE/NAME`, or `NAME` in `namespace`.
+fn object_key(name: &str, namespace: &str) -> gatewright::snapshot::Key {
+    match name.split_once('/') {
+        Some((ns, n)) => gatewright::snapshot::Key::new(ns, n),
+        None => gatewright::snapshot::Key::new(namespace, name),
+    }
+}
+
+fn format_of(output: &str) -> gatewright::live::commands::Format {
+    use gatewright::live::commands::Format;
+    use std::io::IsTerminal as _;
+    match output {
+        "json" => Format::Json,
+        "yaml" => Format::Yaml,
+        _ => Format::Text {
+            colour: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        },
+    }
+}
+
+/// Runs one live command on a runtime of its own; a connection failure is exit 2.
+fn live<F, Fut>(cluster: &ClusterArgs, f: F) -> anyhow::Result<ExitCode>
+where
+    F: FnOnce(kube::Client, String) -> Fut,
+    Fut: std::future::Future<Output = gatewright::cli::Output>,
+{
+    let rt = tokio::runtime::Runtime::new()?;
+    let out = rt.block_on(async {
+        match cluster.connect().await {
+            Ok((client, ns)) => f(client, ns).await,
+            Err(e) => gatewright::cli::Output {
+                stderr: vec![format!("error: {e:#}")],
+                code: gatewright::cli::EXIT_INPUT,
+                ..Default::default()
+            },
+        }
+    });
+    Ok(emit(out))
 }
 
 /// mimalloc instead of the system allocator: planning allocates many small short-lived
@@ -203,6 +319,93 @@ fn run() -> anyhow::Result<ExitCode> {
                 }
             })?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Status {
+            what,
+            all_namespaces,
+            output,
+            cluster,
+        } => {
+            if let Some(kind) = what.first()
+                && !matches!(
+                    kind.to_ascii_lowercase().as_str(),
+                    "gateway" | "gateways" | "gtw"
+                )
+            {
+                anyhow::bail!("status reads Gateways: `status gateway NAME`, not {kind:?}");
+            }
+            let format = format_of(&output);
+            let ctl_ns = cluster.controller_namespace.clone();
+            live(&cluster, |client, ns| async move {
+                let key = what.get(1).map(|n| object_key(n, &ns));
+                let scope = (!all_namespaces).then_some(ns.as_str());
+                gatewright::live::commands::status(&client, &ctl_ns, scope, key.as_ref(), format)
+                    .await
+            })
+        }
+        Command::Trace {
+            kind,
+            name,
+            output,
+            watch,
+            cluster,
+        } => {
+            use gatewright::live::commands::Traced;
+            let lower = kind.to_ascii_lowercase();
+            let row = gatewright::gateway::route_kinds::ROUTE_KINDS
+                .iter()
+                .find(|r| r.kind.to_ascii_lowercase() == lower || r.plural == lower);
+            if row.is_none() && !matches!(lower.as_str(), "gateway" | "gateways" | "gtw") {
+                anyhow::bail!(
+                    "trace follows a Gateway or a route: gateway, {}; not {kind:?}",
+                    gatewright::gateway::route_kinds::kind_names()
+                        .map(str::to_ascii_lowercase)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            let format = format_of(&output);
+            let ctl_ns = cluster.controller_namespace.clone();
+            live(&cluster, |client, ns| async move {
+                let key = object_key(&name, &ns);
+                let what = match row {
+                    Some(r) => Traced::Route(gatewright::snapshot::RouteKey::new(
+                        r.kind,
+                        key.namespace,
+                        key.name,
+                    )),
+                    None => Traced::Gateway(key),
+                };
+                let mut last = String::new();
+                loop {
+                    let out =
+                        gatewright::live::commands::trace(&client, &ctl_ns, &what, format).await;
+                    if !watch {
+                        return out;
+                    }
+                    if out.stdout != last {
+                        if !last.is_empty() {
+                            println!();
+                        }
+                        print!("{}", out.stdout);
+                        let _ = std::io::stdout().flush();
+                        for l in &out.stderr {
+                            eprintln!("{l}");
+                        }
+                        last = out.stdout;
+                    }
+                    tokio::select! {
+                        () = shutdown_signal() => return gatewright::cli::Output::default(),
+                        () = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+                    }
+                }
+            })
+        }
+        Command::Diff { paths, cluster } => {
+            let ctl_ns = cluster.controller_namespace.clone();
+            live(&cluster, |client, _| async move {
+                gatewright::live::commands::diff(&client, &ctl_ns, &paths).await
+            })
         }
         Command::SimulateReady => {
             let rt = tokio::runtime::Runtime::new()?;

@@ -14,21 +14,7 @@ use super::{Controller, Error, FIELD_MANAGER};
 use crate::render::labels;
 use crate::snapshot::ObjectKey;
 
-/// Whether every field of `desired` holds the same value in `live` (lists compared item
-/// by item, maps key by key; fields only `live` has are ignored).
-#[must_use]
-pub fn is_subset(desired: &Value, live: &Value) -> bool {
-    match (desired, live) {
-        (Value::Object(d), Value::Object(l)) => d
-            .iter()
-            .all(|(k, v)| l.get(k).is_some_and(|lv| is_subset(v, lv))),
-        (Value::Array(d), Value::Array(l)) => {
-            d.len() == l.len() && d.iter().zip(l).all(|(a, b)| is_subset(a, b))
-        }
-        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
-        (a, b) => a == b,
-    }
-}
+pub use crate::plan::is_subset;
 
 impl Controller {
     /// The API of a served child kind.

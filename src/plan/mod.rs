@@ -26,7 +26,7 @@ pub use class::{ClassPlan, plan_class};
 pub use gateway::{GatewayPlan, plan_gateway};
 pub use memo::PlanMemo;
 pub use route::{RoutePlan, plan_route};
-pub use set::{ChildState, DesiredChild, Held, RolloutPhase, RolloutState};
+pub use set::{ChildState, DesiredChild, Held, RolloutPhase, RolloutState, is_subset};
 pub use status::{GatewayStatusPlan, Plan, PlanStatus, RouteParents, plan, plan_with};
 pub use templates::{held_by_another, holder};
 pub use versions::VERSION_PLACEHOLDER;

@@ -8,11 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{Key, Snapshot};
-use crate::render::labels;
+use super::Snapshot;
 use crate::render::output::{api_group, parse_documents};
 
 /// Largest input file read.
@@ -87,17 +85,33 @@ fn collect(p: &Path, out: &mut Vec<PathBuf>, explicit: bool) -> Result<(), LoadE
     Ok(())
 }
 
-/// Loads every document of `paths` into a snapshot.
+/// One document of a file: where it came from, its place in the file, the object (its
+/// namespace defaulted to `default` when its kind is namespaced and it names none).
+pub struct Document {
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based place in the file.
+    pub index: usize,
+    /// The object.
+    pub object: Value,
+}
+
+impl Document {
+    /// A parse error about this document.
+    fn error(&self, m: &str) -> LoadError {
+        LoadError::Parse {
+            path: self.path.clone(),
+            message: format!("document {}: {m}", self.index),
+        }
+    }
+}
+
+/// Every document of `paths`, checked to be an object with apiVersion and kind.
 ///
 /// # Errors
 /// The first path that cannot be read or parsed.
-pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, LoadError> {
-    let mut loaded = Loaded {
-        snapshot: Snapshot::new(controller_namespace),
-        ..Loaded::default()
-    };
-    let mut namespaces: BTreeSet<String> = BTreeSet::new();
-    let mut explicit_ns: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+pub fn documents(paths: &[PathBuf]) -> Result<Vec<Document>, LoadError> {
+    let mut out = Vec::new();
     for path in yaml_files(paths)? {
         let size = std::fs::metadata(&path)
             .map_err(|source| LoadError::Read {
@@ -119,27 +133,23 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
             path: path.clone(),
             message,
         })?;
-        for (i, doc) in docs.into_iter().enumerate() {
-            let perr = |m: String| LoadError::Parse {
+        for (i, mut doc) in docs.into_iter().enumerate() {
+            let d = Document {
                 path: path.clone(),
-                message: format!("document {}: {m}", i + 1),
+                index: i + 1,
+                object: Value::Null,
             };
             if !doc.is_object() {
-                return Err(perr("not a map".into()));
+                return Err(d.error("not a map"));
             }
             let api_version = doc["apiVersion"].as_str().unwrap_or_default().to_owned();
             let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
             if api_version.is_empty() || kind.is_empty() {
-                return Err(perr("apiVersion and kind are required".into()));
+                return Err(d.error("apiVersion and kind are required"));
             }
             if !(doc["metadata"].is_object() || doc["metadata"].is_null()) {
-                return Err(perr("metadata is not a map".into()));
+                return Err(d.error("metadata is not a map"));
             }
-            let name = doc["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let mut doc = doc;
             let cluster_scoped = matches!(
                 (api_group(&api_version), kind.as_str()),
                 ("gateway.networking.k8s.io", "GatewayClass")
@@ -147,76 +157,56 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
                     | ("", "Namespace")
                     | ("apiextensions.k8s.io", "CustomResourceDefinition")
             );
-            if !cluster_scoped && doc["metadata"]["namespace"].as_str().is_none() && !is_child(&doc)
+            if !cluster_scoped
+                && doc["metadata"]["namespace"].as_str().is_none()
+                && !super::ingest::is_child(&doc)
             {
                 doc["metadata"]["namespace"] = Value::String("default".into());
             }
-            if let Some(ns) = doc["metadata"]["namespace"].as_str() {
-                namespaces.insert(ns.to_owned());
+            out.push(Document { object: doc, ..d });
+        }
+    }
+    Ok(out)
+}
+
+/// Loads every document of `paths` into a snapshot.
+///
+/// # Errors
+/// The first path that cannot be read or parsed.
+pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, LoadError> {
+    let mut loaded = Loaded {
+        snapshot: Snapshot::new(controller_namespace),
+        ..Loaded::default()
+    };
+    let mut namespaces: BTreeSet<String> = BTreeSet::new();
+    let mut explicit_ns: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for d in documents(paths)? {
+        let doc = d.object.clone();
+        let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
+        let name = doc["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if let Some(ns) = doc["metadata"]["namespace"].as_str() {
+            namespaces.insert(ns.to_owned());
+        }
+        let snap = &mut loaded.snapshot;
+        match super::ingest::kind_of(&doc) {
+            Some(super::ingest::Kind::Namespace) => {
+                let mut l: BTreeMap<String, String> =
+                    serde_json::from_value(doc["metadata"]["labels"].clone()).unwrap_or_default();
+                l.insert("kubernetes.io/metadata.name".into(), name.clone());
+                explicit_ns.insert(name.clone(), l);
             }
-            let snap = &mut loaded.snapshot;
-            match (api_group(&api_version), kind.as_str()) {
-                // Our children come first: a child Gateway or HTTPRoute belongs to the
-                // downstream implementation, not to us.
-                _ if is_child(&doc) => snap.put_child(doc),
-                ("gateway.networking.k8s.io", "GatewayClass") => snap.put_class(de(doc, &perr)?),
-                ("gateway.networking.k8s.io", "Gateway") => {
-                    snap.put_gateway(de(doc, &perr)?);
-                }
-                ("gateway.networking.k8s.io", k)
-                    if crate::gateway::route_kinds::by_kind(k).is_some() =>
-                {
-                    if let Some(row) = crate::gateway::route_kinds::by_kind(k) {
-                        row.check(&doc)
-                            .map_err(|m| perr(format!("{k} {name:?}: {m}")))?;
-                    }
-                    snap.put_route_json(doc);
-                }
-                ("gateway.networking.k8s.io", "ReferenceGrant") => snap.put_grant(de(doc, &perr)?),
-                ("gateway.networking.k8s.io", crate::gateway::listenersets::KIND) => {
-                    snap.put_listener_set(doc);
-                }
-                ("gatewright.dev", "GatewayClassBlueprint") => {
+            Some(k) => {
+                if k == super::ingest::Kind::Blueprint {
                     loaded.blueprint_names.push(name.clone());
-                    snap.put_blueprint(de(doc, &perr)?);
                 }
-                ("gatewright.dev", "GatewayClassConfig") => snap.put_class_config(de(doc, &perr)?),
-                ("gatewright.dev", "GatewayConfig") => snap.put_gateway_config(de(doc, &perr)?),
-                ("", "Namespace") => {
-                    let mut l: BTreeMap<String, String> =
-                        serde_json::from_value(doc["metadata"]["labels"].clone())
-                            .unwrap_or_default();
-                    l.insert("kubernetes.io/metadata.name".into(), name.clone());
-                    explicit_ns.insert(name.clone(), l);
-                }
-                // A CRD tells the scope of its kind (templates may create cluster-scoped
-                // objects only of the kinds their blueprint lists).
-                ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-                    let spec = &doc["spec"];
-                    let scope = spec["scope"].as_str().unwrap_or_default();
-                    let Some(scope) = crate::render::scope::Scope::from_crd(scope) else {
-                        return Err(perr(format!(
-                            "CustomResourceDefinition {name:?}: spec.scope must be Namespaced or Cluster, not {scope:?}"
-                        )));
-                    };
-                    snap.learn_scope(
-                        spec["group"].as_str().unwrap_or_default(),
-                        spec["names"]["kind"].as_str().unwrap_or_default(),
-                        scope,
-                    );
-                }
-                ("", "Secret") => snap.put_secret(&de(doc, &perr)?),
-                ("", "Service") => snap.put_service(Key::new(
-                    doc["metadata"]["namespace"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned(),
-                    name.clone(),
-                )),
-                _ => loaded
-                    .ignored
-                    .push(format!("{}: {kind} {name}", path.display())),
+                super::ingest::put(snap, doc).map_err(|m| d.error(&m))?;
             }
+            None => loaded
+                .ignored
+                .push(format!("{}: {kind} {name}", d.path.display())),
         }
     }
     for ns in namespaces {
@@ -229,18 +219,4 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
         loaded.snapshot.put_namespace(&ns, labels);
     }
     Ok(loaded)
-}
-
-fn is_child(doc: &Value) -> bool {
-    doc["metadata"]["labels"][labels::MANAGED_BY] == labels::MANAGED_BY_VALUE
-        && labels::parent_uid(doc).is_some()
-}
-
-fn de<T: DeserializeOwned>(doc: Value, perr: &dyn Fn(String) -> LoadError) -> Result<T, LoadError> {
-    let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
-    let name = doc["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    serde_json::from_value(doc).map_err(|e| perr(format!("{kind} {name:?}: {e}")))
 }

@@ -8,6 +8,7 @@
 //! through the same [`Snapshot`], so the offline render cannot drift from the controller.
 
 pub mod files;
+pub mod ingest;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

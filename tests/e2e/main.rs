@@ -11,6 +11,7 @@ mod common;
 mod controller;
 mod kinds;
 mod listenersets;
+mod live;
 mod mbb;
 mod monitoring;
 mod policy;

@@ -1,0 +1,384 @@
+//! The operator's commands on the live cluster: `gatewright status`, `trace` and `diff`.
+//!
+//! They plan on a **one-shot live snapshot**: every kind the planner reads is listed once
+//! (in pages, with the same trimming as the controller's watches: non-TLS Secrets and
+//! Services by their metadata, children by our label) and put into a [`Snapshot`] through
+//! the same ingestion as the files of `gatewright render`
+//! ([`crate::snapshot::ingest`]). Then the same planner the controller runs says what
+//! each Gateway renders, waits for and reports. No controller is started, nothing is
+//! written: reads only, plus server-side dry-run applies for `diff`.
+//!
+//! Shell: [`connect`] and [`list`] talk to the API server; [`report`] (what `status` and
+//! `trace` print) and [`diff`]'s comparison are pure over the snapshot and the plans.
+
+pub mod commands;
+pub mod diff;
+pub mod report;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::Scope;
+use kube::{Client, Resource};
+use serde_json::Value;
+
+use crate::gateway::route_kinds::ROUTE_KINDS;
+use crate::render::labels;
+use crate::snapshot::{Snapshot, ingest};
+
+/// A child kind: (apiVersion, kind).
+pub type KindKey = (String, String);
+
+/// Objects per page of a list (as the controller's watches list).
+const PAGE: u32 = 100;
+
+/// Connects with the usual kubeconfig: `kubeconfig` (else `KUBECONFIG`, else
+/// `~/.kube/config`, else the in-cluster service account) and its `context` (else the
+/// current one). Returns the client and the context's default namespace.
+///
+/// # Errors
+/// No kubeconfig can be read, or it names no such context.
+pub async fn connect(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> anyhow::Result<(Client, String)> {
+    let opts = kube::config::KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..Default::default()
+    };
+    let mut config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("failed to read the kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &opts)
+                .await
+                .context("failed to load the kubeconfig")?
+        }
+        None if context.is_some() => kube::Config::from_kubeconfig(&opts)
+            .await
+            .context("failed to load the kubeconfig")?,
+        None => kube::Config::infer()
+            .await
+            .context("failed to load a kubeconfig or in-cluster config")?,
+    };
+    config.connect_timeout = Some(Duration::from_secs(10));
+    config.read_timeout = Some(Duration::from_secs(60));
+    let namespace = config.default_namespace.clone();
+    let client = Client::try_from(config).context("failed to build a client")?;
+    Ok((client, namespace))
+}
+
+/// What [`list`] read from a cluster.
+#[derive(Default)]
+pub struct Listed {
+    /// Every object the planner reads, as JSON, with apiVersion and kind set.
+    pub objects: Vec<Value>,
+    /// Kinds that were not listed, and why (a Gateway API kind whose CRD is not
+    /// installed, a child kind the API server does not serve).
+    pub notes: Vec<String>,
+    /// The child kinds listed, with where the API server serves them.
+    pub child_kinds: BTreeMap<KindKey, ApiResource>,
+}
+
+impl Listed {
+    /// A snapshot of the objects, as the planner reads them.
+    ///
+    /// # Errors
+    /// An object that does not decode as its kind.
+    pub fn snapshot(&self, controller_namespace: &str) -> Result<Snapshot, String> {
+        snapshot_of(self.objects.iter().cloned(), controller_namespace)
+    }
+}
+
+/// A snapshot of `objects` (see [`ingest::put`]), Services tracked.
+///
+/// # Errors
+/// An object that does not decode as its kind.
+pub fn snapshot_of(
+    objects: impl IntoIterator<Item = Value>,
+    controller_namespace: &str,
+) -> Result<Snapshot, String> {
+    let mut snap = Snapshot::new(controller_namespace);
+    snap.track_services();
+    for o in objects {
+        ingest::put(&mut snap, o)?;
+    }
+    Ok(snap)
+}
+
+/// How a primary kind is listed.
+struct Primary {
+    resource: ApiResource,
+    /// Its CRD may be missing: then it is noted, not an error.
+    optional: bool,
+    /// Only the metadata (the planner needs no more of it).
+    metadata: bool,
+    /// A field selector.
+    fields: Option<String>,
+}
+
+impl Primary {
+    fn of<K: Resource<DynamicType = ()>>() -> Self {
+        Self {
+            resource: ApiResource::erase::<K>(&()),
+            optional: false,
+            metadata: false,
+            fields: None,
+        }
+    }
+}
+
+fn primaries() -> Vec<Primary> {
+    use gateway_api::apis::standard::{
+        gatewayclasses::GatewayClass, gateways::Gateway, referencegrants::ReferenceGrant,
+    };
+    use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+    let tls = crate::gateway::refs::TLS_SECRET_TYPE;
+    let mut out = vec![
+        Primary::of::<GatewayClass>(),
+        Primary::of::<crate::api::GatewayClassBlueprint>(),
+        Primary::of::<crate::api::GatewayClassConfig>(),
+        Primary::of::<crate::api::GatewayConfig>(),
+        Primary::of::<Gateway>(),
+        Primary::of::<ReferenceGrant>(),
+        Primary::of::<Namespace>(),
+        Primary {
+            fields: Some(format!("type={tls}")),
+            ..Primary::of::<Secret>()
+        },
+        Primary {
+            fields: Some(format!("type!={tls}")),
+            metadata: true,
+            ..Primary::of::<Secret>()
+        },
+        Primary {
+            metadata: true,
+            ..Primary::of::<Service>()
+        },
+        Primary {
+            resource: ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk(
+                    crate::gateway::GATEWAY_API_GROUP,
+                    "v1",
+                    crate::gateway::listenersets::KIND,
+                ),
+                "listenersets",
+            ),
+            optional: true,
+            metadata: false,
+            fields: None,
+        },
+    ];
+    for row in ROUTE_KINDS {
+        out.push(Primary {
+            resource: ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk(crate::gateway::GATEWAY_API_GROUP, row.version, row.kind),
+                row.plural,
+            ),
+            optional: row.optional,
+            metadata: false,
+            fields: None,
+        });
+    }
+    out
+}
+
+/// Lists every object of one resource, in pages; the items with apiVersion and kind set
+/// (lists leave them out). `Ok(None)`: the resource is not served.
+async fn list_all(
+    client: &Client,
+    resource: &ApiResource,
+    metadata: bool,
+    fields: Option<&str>,
+    labels: Option<&str>,
+) -> anyhow::Result<Option<Vec<Value>>> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut lp = ListParams::default().limit(PAGE);
+        if let Some(f) = fields {
+            lp = lp.fields(f);
+        }
+        if let Some(l) = labels {
+            lp = lp.labels(l);
+        }
+        if let Some(t) = &token {
+            lp = lp.continue_token(t);
+        }
+        let page = if metadata {
+            api.list_metadata(&lp).await.map(|l| {
+                let next = l.metadata.continue_.clone();
+                let items: Vec<Value> = l
+                    .items
+                    .iter()
+                    .map(|i| serde_json::json!({ "metadata": i.metadata }))
+                    .collect();
+                (items, next)
+            })
+        } else {
+            api.list(&lp).await.map(|l| {
+                let next = l.metadata.continue_.clone();
+                let items: Vec<Value> = l
+                    .items
+                    .iter()
+                    .map(|i| serde_json::to_value(i).unwrap_or(Value::Null))
+                    .collect();
+                (items, next)
+            })
+        };
+        let (items, next) = match page {
+            Ok(p) => p,
+            Err(kube::Error::Api(s)) if s.code == 404 && token.is_none() => return Ok(None),
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!(
+                        "failed to list {} ({})",
+                        resource.plural, resource.api_version
+                    )
+                });
+            }
+        };
+        for mut v in items {
+            v["apiVersion"] = Value::String(resource.api_version.clone());
+            v["kind"] = Value::String(resource.kind.clone());
+            out.push(v);
+        }
+        match next {
+            Some(t) if !t.is_empty() => token = Some(t),
+            _ => return Ok(Some(out)),
+        }
+    }
+}
+
+/// How many times the child kinds are looked for again: a plan made with some children
+/// known may render templates (and so kinds) it held back without them.
+const CHILD_ROUNDS: usize = 4;
+
+/// Lists, once, every object the planner reads from the cluster of `client`: the primary
+/// kinds, then the child kinds the Gateways of our classes use (what their plans render
+/// and prune, and what their live children are), by our label.
+///
+/// # Errors
+/// A list the API server refused (other than a kind it does not serve).
+pub async fn list(client: &Client, controller_namespace: &str) -> anyhow::Result<Listed> {
+    let mut listed = Listed::default();
+    for p in primaries() {
+        let got = list_all(client, &p.resource, p.metadata, p.fields.as_deref(), None).await?;
+        match got {
+            Some(items) => listed.objects.extend(items),
+            None if p.optional => listed.notes.push(format!(
+                "kind {} ({}) is not served (its CRD is not installed): none listed",
+                p.resource.kind, p.resource.api_version
+            )),
+            None => anyhow::bail!(
+                "kind {} ({}) is not served by the API server: are the CRDs installed?",
+                p.resource.kind,
+                p.resource.api_version
+            ),
+        }
+    }
+    // The types of the non-TLS Secrets a Gateway names (a wrong type is reported).
+    let named: BTreeSet<crate::snapshot::Key> = {
+        let snap = listed
+            .snapshot(controller_namespace)
+            .map_err(anyhow::Error::msg)?;
+        snap.gateways()
+            .flat_map(|(_, g)| crate::snapshot::secrets_named_by(&g.typed).collect::<Vec<_>>())
+            .filter(|k| snap.secret_type_unknown(k))
+            .collect()
+    };
+    for k in named {
+        let api: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(client.clone(), &k.namespace);
+        if let Some(mut s) = api
+            .get_opt(&k.name)
+            .await
+            .with_context(|| format!("failed to read Secret {k}"))?
+        {
+            s.data = None;
+            s.string_data = None;
+            let mut v = serde_json::to_value(&s)?;
+            v["apiVersion"] = "v1".into();
+            v["kind"] = "Secret".into();
+            listed.objects.push(v);
+        }
+    }
+    let mut tried: BTreeSet<KindKey> = BTreeSet::new();
+    for _ in 0..CHILD_ROUNDS {
+        let snap = listed
+            .snapshot(controller_namespace)
+            .map_err(anyhow::Error::msg)?;
+        let wanted: BTreeSet<KindKey> = child_kinds(&snap)
+            .into_iter()
+            .filter(|k| !tried.contains(k))
+            .collect();
+        if wanted.is_empty() {
+            break;
+        }
+        for key in wanted {
+            tried.insert(key.clone());
+            let (group, version) = key.0.rsplit_once('/').unwrap_or(("", &key.0));
+            let gvk = GroupVersionKind::gvk(group, version, &key.1);
+            let (resource, caps) = match kube::discovery::pinned_kind(client, &gvk).await {
+                Ok(r) => r,
+                Err(e) => {
+                    listed.notes.push(format!(
+                        "kind {} ({}) is not served by the API server: {e}",
+                        key.1, key.0
+                    ));
+                    continue;
+                }
+            };
+            let selector = format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE);
+            let items = list_all(client, &resource, false, None, Some(&selector))
+                .await?
+                .unwrap_or_default();
+            // The scope as discovery found it (the planner places objects by it).
+            listed.objects.push(serde_json::json!({
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": format!("{}.{}", resource.plural, resource.group)},
+                "spec": {
+                    "group": resource.group,
+                    "names": {"kind": resource.kind},
+                    "scope": if caps.scope == Scope::Namespaced { "Namespaced" } else { "Cluster" },
+                },
+            }));
+            for mut v in items {
+                crate::controller::fight::keep_what_fights_read(&mut v);
+                listed.objects.push(v);
+            }
+            listed.child_kinds.insert(key, resource);
+        }
+    }
+    Ok(listed)
+}
+
+/// The child kinds the Gateways of `snap` use: what their plans render and prune, and
+/// the kinds of their live children.
+#[must_use]
+pub fn child_kinds(snap: &Snapshot) -> BTreeSet<KindKey> {
+    let mut out = BTreeSet::new();
+    let keys: Vec<_> = snap.gateways().map(|(k, _)| k.clone()).collect();
+    for key in keys {
+        let Ok(p) = crate::plan::plan(snap, &key) else {
+            continue;
+        };
+        let g = &p.gateway;
+        out.extend(
+            p.children()
+                .map(|c| &c.key)
+                .chain(&g.prune)
+                .chain(p.routes.iter().flat_map(|r| r.prune.iter()))
+                .chain(&g.orphaned_route_children)
+                .map(|k| (k.api_version.clone(), k.kind.clone())),
+        );
+        out.extend(snap.child_kinds_by_gateway(&g.uid));
+    }
+    out
+}
