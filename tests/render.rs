@@ -1202,11 +1202,18 @@ fn a_bad_infrastructure_parameters_ref_is_invalid_parameters() {
     }
 }
 
-/// The Mermaid blocks that README files say `gatewright graph` drew: (file, the class
-/// folder named in the marker, the block's text).
+/// The Mermaid blocks that README files and the pages of `docs/` say `gatewright graph`
+/// drew: (file, the class folder named in the marker, the block's text).
 fn graph_blocks() -> Vec<(PathBuf, String, String)> {
     const MARKER: &str = "<!-- gatewright graph -f gatewayclasses/";
     let mut files = vec![root().join("README.md")];
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    pages.sort();
+    files.extend(pages);
     files.extend(
         CLASSES
             .iter()
@@ -1233,6 +1240,10 @@ fn graph_blocks() -> Vec<(PathBuf, String, String)> {
 #[test]
 fn readme_graphs_match_their_blueprints() {
     let blocks = graph_blocks();
+    assert!(
+        blocks.iter().any(|(f, _, _)| f.ends_with("docs/cli.md")),
+        "docs/cli.md shows no graph"
+    );
     for class in CLASSES {
         assert!(
             blocks
