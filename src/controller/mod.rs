@@ -242,7 +242,6 @@ pub struct Controller {
     recorder: events::Events,
     reported: Mutex<HashMap<Key, Reported>>,
     failures: Mutex<HashMap<Work, u32>>,
-    uid_to_gateway: RwLock<BTreeMap<String, Key>>,
     last_writes: Mutex<HashMap<Key, (u64, u64)>>,
     /// The status we last wrote per object (`Kind/namespace/name`), as the digest of its
     /// normalized form (a fleet's statuses would otherwise be held twice): a watch event
@@ -651,7 +650,6 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         reported: Mutex::new(HashMap::new()),
         own_status: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
-        uid_to_gateway: RwLock::new(BTreeMap::new()),
         last_writes: Mutex::new(HashMap::new()),
         unsynced_watches: std::sync::atomic::AtomicUsize::new(usize::MAX),
         caches_synced: tokio::sync::watch::Sender::new(false),
@@ -746,19 +744,17 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
 /// Status work of every policy, or of those in `namespace` and the cluster-wide ones (the
 /// controller namespace's GatewayClassConfigs), which are all a change there can affect.
 pub(crate) fn policy_work(s: &Snapshot, namespace: Option<&str>) -> Vec<Work> {
-    let global = s.controller_namespace().to_owned();
-    let wanted = |ns: &str| namespace.is_none_or(|n| n == ns);
-    let mut out: Vec<Work> = s
-        .all_class_configs()
-        .filter(|(k, _)| wanted(&k.namespace) || k.namespace == global)
-        .map(|(k, _)| Work::Policy(policy::PolicyKind::ClassConfig, k.clone()))
-        .collect();
-    out.extend(
-        s.all_gateway_configs()
-            .filter(|(k, _)| wanted(&k.namespace))
-            .map(|(k, _)| Work::Policy(policy::PolicyKind::GatewayConfig, k.clone())),
-    );
-    out
+    let mut a = crate::plan::affected::Affected::default();
+    a.policies(s, namespace);
+    a.class_configs
+        .into_iter()
+        .map(|k| Work::Policy(policy::PolicyKind::ClassConfig, k))
+        .chain(
+            a.gateway_configs
+                .into_iter()
+                .map(|k| Work::Policy(policy::PolicyKind::GatewayConfig, k)),
+        )
+        .collect()
 }
 
 /// Resolves once a stop is asked for.

@@ -130,9 +130,6 @@ impl Controller {
                 if let Ok(mut r) = self.reported.lock() {
                     r.remove(key);
                 }
-                if let Ok(mut m) = self.uid_to_gateway.write() {
-                    m.retain(|_, k| k != key);
-                }
                 return Ok(None);
             }
         };
@@ -144,11 +141,6 @@ impl Controller {
         if self.kinds.listings() != listings {
             // A kind finished listing while we planned: plan again from the full cache.
             return Ok(Some(Duration::from_millis(50)));
-        }
-        if let Some(uid) = p.gateway.metadata.uid.clone()
-            && let Ok(mut m) = self.uid_to_gateway.write()
-        {
-            m.insert(uid, key.clone());
         }
         if p.gateway.metadata.deletion_timestamp.is_some() {
             return self.teardown(key, &p.gateway, &p.kinds).await;

@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::Gateway;
-use gateway_api::apis::standard::referencegrants::ReferenceGrant;
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+
+use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta};
 use kube::discovery::Scope;
@@ -25,8 +24,9 @@ use serde_json::Value;
 use super::{Controller, Work};
 use crate::api::{GatewayClassBlueprint, GatewayClassConfig, GatewayConfig};
 use crate::gateway::route_kinds::RouteKind;
+use crate::plan::affected::affected;
 use crate::render::labels;
-use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot};
+use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot, ingest};
 
 /// What we know of a child kind.
 #[derive(Clone, Debug)]
@@ -383,14 +383,9 @@ fn learn_scope(ctl: &Controller, group: &str, kind: &str, namespaced: bool) {
     }
 }
 
-/// Objects per page when a watch lists: what a list holds at once until it is taken
-/// apart. kube's default of 500 full objects (or metadata of 500 large Secrets) left
-/// megabytes with the allocator after the start; more, smaller pages cost a few requests.
-const LIST_PAGE: u32 = 100;
-
-/// A watch configuration listing in pages of [`LIST_PAGE`].
+/// A watch configuration listing in pages of [`ingest::PAGE`].
 fn listed_in_pages() -> watcher::Config {
-    watcher::Config::default().page_size(LIST_PAGE)
+    watcher::Config::default().page_size(ingest::PAGE)
 }
 
 /// A watch's events, each object converted to JSON once.
@@ -595,22 +590,6 @@ fn same_but_status(old: &Value, new: &Value) -> bool {
     strip(old) == strip(new)
 }
 
-fn decode<K: DeserializeOwned>(v: Value) -> Option<K> {
-    let what = format!(
-        "{} {}/{}",
-        v["kind"],
-        v["metadata"]["namespace"].as_str().unwrap_or_default(),
-        v["metadata"]["name"].as_str().unwrap_or_default()
-    );
-    match serde_json::from_value(v) {
-        Ok(k) => Some(k),
-        Err(e) => {
-            tracing::warn!(object = %what, error = %e, "skipping an object that does not decode");
-            None
-        }
-    }
-}
-
 fn key_of(v: &Value) -> Key {
     Key::new(
         v["metadata"]["namespace"]
@@ -633,31 +612,6 @@ fn with_snapshot<T>(ctl: &Controller, f: impl FnOnce(&mut Snapshot) -> T) -> Opt
     ctl.snapshot.write().ok().map(|mut s| f(&mut s))
 }
 
-fn gateways_where(ctl: &Controller, pred: impl Fn(&Gateway) -> bool) -> Vec<Key> {
-    ctl.snapshot
-        .read()
-        .map(|s| {
-            s.gateways()
-                .filter(|(_, g)| pred(&g.typed))
-                .map(|(k, _)| k.clone())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Enqueues the status of the policies a change in `namespace` (every namespace: `None`)
-/// can affect.
-fn enqueue_policies(ctl: &Controller, namespace: Option<&str>) {
-    let work = ctl
-        .snapshot
-        .read()
-        .map(|s| super::policy_work(&s, namespace))
-        .unwrap_or_default();
-    for w in work {
-        ctl.enqueue(w);
-    }
-}
-
 fn enqueue_gateways(ctl: &Controller, keys: Vec<Key>) {
     for k in keys {
         ctl.enqueue(Work::Gateway(k));
@@ -672,370 +626,53 @@ fn primary_step(name: &str) -> String {
 /// A primary watch, not started yet.
 type PrimaryWatch = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 
-macro_rules! primary {
-    ($table:expr, $ctl:expr, $k:ty, $handler:expr) => {
-        primary!(
-            $table,
-            $ctl,
-            $k,
-            full_events,
-            listed_in_pages(),
-            <$k as kube::Resource>::kind(&()).into_owned(),
-            $handler
-        )
-    };
-    ($table:expr, $ctl:expr, $k:ty, $events:expr, $cfg:expr, $name:expr, $handler:expr) => {{
-        let ctl = $ctl.clone();
-        let name: String = $name;
-        ctl.metrics.startup.begin(&primary_step(&name));
-        let events = $events(ctl.client.clone(), &ApiResource::erase::<$k>(&()), $cfg);
-        $table.push(Box::pin(run_watch(
-            ctl,
-            events,
-            Role::Primary,
-            (String::new(), name),
-            $handler,
-        )));
-    }};
-}
-
-/// Starts the watches of the primary kinds. They are one table: the caches count as
-/// synced once every watch of it has listed.
+/// Starts the watches of the primary kinds: one per row of [`ingest::sources`], every
+/// event through [`on_primary`]. The caches count as synced once every watch has listed.
 pub fn start_primary_watches(ctl: &Arc<Controller>) {
     let mut table: Vec<PrimaryWatch> = Vec::new();
-    primary!(table, ctl, GatewayClass, |ctl, v, deleted| {
-        let name = v["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let own = own_status_key("GatewayClass", "", &name);
-        if deleted {
-            ctl.forget_own_status(&own);
-            with_snapshot(ctl, |s| s.remove_class(&name));
-        } else if let Some(c) = decode::<GatewayClass>(v) {
-            // Compared as the typed object serializes, on both sides.
-            let t = serde_json::to_value(&c).unwrap_or(Value::Null);
-            let echo = is_own_echo(ctl, &own, &t, |s| {
-                s.class(&name)
-                    .and_then(|old| serde_json::to_value(old.as_ref()).ok())
-                    .is_some_and(|old| same_but_status(&old, &t))
-            });
-            with_snapshot(ctl, |s| s.put_class(c));
-            if echo {
-                return;
-            }
-        }
-        ctl.enqueue(Work::Class(name.clone()));
-        // Whether a class is ours decides which Gateways policies affect.
-        enqueue_policies(ctl, None);
-        enqueue_gateways(
-            ctl,
-            gateways_where(ctl, |g| g.spec.gateway_class_name == name),
-        );
-    });
-    primary!(table, ctl, GatewayClassBlueprint, |ctl, v, deleted| {
-        let name = v["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let own = own_status_key("GatewayClassBlueprint", "", &name);
-        if deleted {
-            ctl.forget_own_status(&own);
-            with_snapshot(ctl, |s| s.remove_blueprint(&name));
-        } else if let Some(b) = decode::<GatewayClassBlueprint>(v) {
-            let t = serde_json::to_value(&b).unwrap_or(Value::Null);
-            let echo = is_own_echo(ctl, &own, &t, |s| {
-                s.blueprint(&name)
-                    .and_then(|old| serde_json::to_value(&old.object).ok())
-                    .is_some_and(|old| same_but_status(&old, &t))
-            });
-            with_snapshot(ctl, |s| s.put_blueprint(b));
-            if echo {
-                return;
-            }
-            ctl.enqueue(Work::Blueprint(name.clone()));
-        }
-        // The classes naming this blueprint, and their Gateways.
-        let classes: Vec<String> = ctl
-            .snapshot
-            .read()
-            .map(|s| crate::plan::class::classes_using_blueprint(&s, &name))
-            .unwrap_or_default();
-        for c in &classes {
-            ctl.enqueue(Work::Class(c.clone()));
-        }
-        enqueue_gateways(
-            ctl,
-            gateways_where(ctl, |g| classes.contains(&g.spec.gateway_class_name)),
-        );
-    });
-    primary!(table, ctl, GatewayClassConfig, |ctl, v, deleted| {
-        let key = key_of(&v);
-        let own = own_status_key("GatewayClassConfig", &key.namespace, &key.name);
-        if deleted {
-            ctl.forget_own_status(&own);
-            with_snapshot(ctl, |s| s.remove_class_config(&key));
-        } else if let Some(c) = decode::<GatewayClassConfig>(v) {
-            let t = serde_json::to_value(&c).unwrap_or(Value::Null);
-            let echo = is_own_echo(ctl, &own, &t, |s| {
-                s.class_config(&key)
-                    .and_then(|old| serde_json::to_value(old.as_ref()).ok())
-                    .is_some_and(|old| same_but_status(&old, &t))
-            });
-            with_snapshot(ctl, |s| s.put_class_config(c));
-            if echo {
-                return;
-            }
-        }
-        let global = key.namespace == ctl.opts.controller_namespace;
-        enqueue_policies(ctl, (!global).then_some(key.namespace.as_str()));
-        enqueue_gateways(
-            ctl,
-            gateways_where(ctl, |g| {
-                global || g.metadata.namespace.as_deref() == Some(key.namespace.as_str())
-            }),
-        );
-    });
-    primary!(table, ctl, GatewayConfig, |ctl, v, deleted| {
-        let key = key_of(&v);
-        let own = own_status_key("GatewayConfig", &key.namespace, &key.name);
-        if deleted {
-            ctl.forget_own_status(&own);
-            with_snapshot(ctl, |s| s.remove_gateway_config(&key));
-        } else if let Some(c) = decode::<GatewayConfig>(v) {
-            let t = serde_json::to_value(&c).unwrap_or(Value::Null);
-            let echo = is_own_echo(ctl, &own, &t, |s| {
-                s.gateway_config(&key)
-                    .and_then(|old| serde_json::to_value(old.as_ref()).ok())
-                    .is_some_and(|old| same_but_status(&old, &t))
-            });
-            with_snapshot(ctl, |s| s.put_gateway_config(c));
-            if echo {
-                return;
-            }
-        }
-        enqueue_policies(ctl, Some(key.namespace.as_str()));
-        enqueue_gateways(
-            ctl,
-            gateways_where(ctl, |g| {
-                g.metadata.namespace.as_deref() == Some(key.namespace.as_str())
-            }),
-        );
-    });
-    primary!(table, ctl, Gateway, |ctl, v, deleted| {
-        if is_our_child(&v) {
-            return;
-        }
-        let key = key_of(&v);
-        let class = v["spec"]["gatewayClassName"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        // The echo of our own status write changes nothing we plan from: keep the fresh
-        // object, plan nothing. Anyone else's status change is planned (ours is restored).
-        let own = own_status_key("Gateway", &key.namespace, &key.name);
-        let status_only = !deleted
-            && is_own_echo(ctl, &own, &v, |s| {
-                s.gateway(&key)
-                    .is_some_and(|e| same_but_status(&e.json(), &v))
-            });
-        if deleted {
-            ctl.forget_own_status(&own);
-            with_snapshot(ctl, |s| s.remove_gateway(&key));
-        } else if let Some(g) = decode::<Gateway>(v) {
-            if let (Some(uid), Ok(mut m)) = (g.metadata.uid.clone(), ctl.uid_to_gateway.write()) {
-                m.insert(uid, key.clone());
-            }
-            let (new, unknown) = with_snapshot(ctl, |s| {
-                let unknown: Vec<Key> = crate::snapshot::secrets_named_by(&g)
-                    .filter(|k| s.secret_type_unknown(k))
-                    .collect();
-                (s.put_gateway(g), unknown)
-            })
-            .unwrap_or_default();
-            // New to the caches once they have listed: created just now.
-            if new && ctl.metrics.ready.load(Ordering::Relaxed) {
-                ctl.gateway_created(key.clone());
-            }
-            for k in unknown {
-                fetch_secret_type(ctl, k);
-            }
-        }
-        if status_only {
-            return;
-        }
-        // Which Gateways a policy affects follows the Gateways of its namespace.
-        enqueue_policies(ctl, Some(key.namespace.as_str()));
-        ctl.enqueue(Work::Gateway(key));
-        ctl.enqueue(Work::Class(class));
-    });
-    for row in crate::gateway::route_kinds::ROUTE_KINDS {
-        ctl.metrics.startup.begin(&primary_step(row.kind));
-        table.push(Box::pin(watch_route_kind(ctl.clone(), row)));
+    for source in ingest::sources() {
+        ctl.metrics.startup.begin(&primary_step(&source.name));
+        table.push(Box::pin(watch_primary(ctl.clone(), source)));
     }
-    ctl.metrics
-        .startup
-        .begin(&primary_step(crate::gateway::listenersets::KIND));
-    table.push(Box::pin(watch_gateway_api_kind(
-        ctl.clone(),
-        crate::gateway::listenersets::KIND,
-        ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(
-                crate::gateway::GATEWAY_API_GROUP,
-                "v1",
-                crate::gateway::listenersets::KIND,
-            ),
-            "listenersets",
-        ),
-        true,
-        on_listener_set,
-    )));
-    primary!(table, ctl, Namespace, |ctl, v, deleted| {
-        let name = v["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let labels: BTreeMap<String, String> =
-            serde_json::from_value(v["metadata"]["labels"].clone()).unwrap_or_default();
-        let changed = with_snapshot(ctl, |s| {
-            use crate::gateway::Lookup;
-            let before = s.namespace_labels(&name).cloned();
-            if deleted {
-                s.remove_namespace(&name);
-            } else {
-                s.put_namespace(&name, labels.clone());
-            }
-            before != (!deleted).then_some(labels)
-        });
-        // Labels decide only which routes a `from: Selector` listener admits.
-        if changed == Some(true) && ctl.metrics.ready.load(Ordering::Relaxed) {
-            enqueue_gateways(ctl, gateways_where(ctl, selects_namespaces));
-        }
-    });
-    primary!(table, ctl, ReferenceGrant, |ctl, v, deleted| {
-        let key = key_of(&v);
-        if deleted {
-            with_snapshot(ctl, |s| s.remove_grant(&key));
-        } else if let Some(g) = decode::<ReferenceGrant>(v) {
-            with_snapshot(ctl, |s| s.put_grant(g));
-        }
-        // A grant in namespace N matters to references into N from elsewhere: a Gateway's
-        // certificateRefs and a route's backendRefs (its status and its parents' plans).
-        let ns = key.namespace.as_str();
-        enqueue_gateways(
-            ctl,
-            gateways_where(ctl, |g| {
-                certificate_namespaces(g).any(|n| n == ns)
-                    && g.metadata.namespace.as_deref() != Some(ns)
-            }),
-        );
-        enqueue_routes_and_parents(ctl, |r| {
-            r.namespace != ns && r.backend_refs.iter().any(|b| b.namespace == ns)
-        });
-    });
-    // Secrets: the content of TLS Secrets only (what validation needs is kept, the data
-    // dropped), small pages; of the others, which may be large and many, the metadata.
-    primary!(
-        table,
-        ctl,
-        Secret,
-        full_events,
-        watcher::Config::default()
-            .fields(&format!("type={}", crate::gateway::refs::TLS_SECRET_TYPE))
-            .page_size(50),
-        "Secret".to_owned(),
-        |ctl, v, deleted| {
-            let key = key_of(&v);
-            if deleted {
-                with_snapshot(ctl, |s| s.remove_secret(&key));
-            } else if let Some(sec) = decode::<Secret>(v) {
-                with_snapshot(ctl, |s| s.put_secret(&sec));
-            }
-            enqueue_gateways(ctl, gateways_naming_secret(ctl, &key));
-        }
-    );
-    primary!(
-        table,
-        ctl,
-        Secret,
-        metadata_events,
-        listed_in_pages().fields(&format!("type!={}", crate::gateway::refs::TLS_SECRET_TYPE)),
-        crate::snapshot::SECRET_METADATA.to_owned(),
-        |ctl, v, deleted| {
-            let key = key_of(&v);
-            if deleted {
-                with_snapshot(ctl, |s| s.remove_secret(&key));
-            } else {
-                with_snapshot(ctl, |s| s.put_secret_metadata(key.clone()));
-            }
-            let users = gateways_naming_secret(ctl, &key);
-            if !deleted && !users.is_empty() {
-                fetch_secret_type(ctl, key);
-            } else {
-                enqueue_gateways(ctl, users);
-            }
-        }
-    );
-    // Of Services only existence matters.
-    primary!(
-        table,
-        ctl,
-        Service,
-        metadata_events,
-        listed_in_pages(),
-        "Service".to_owned(),
-        |ctl, v, deleted| {
-            let key = key_of(&v);
-            let known = ctl.snapshot.read().ok().map(|s| {
-                use crate::gateway::Lookup;
-                s.service_exists(&key.namespace, &key.name) == Some(true)
-            });
-            if deleted {
-                with_snapshot(ctl, |s| s.remove_service(&key));
-            } else {
-                with_snapshot(ctl, |s| s.put_service(key.clone()));
-            }
-            // Only existence matters: a Service that keeps existing changes nothing. It
-            // changes the routes naming it (ResolvedRefs) and their parents' plans.
-            if known != Some(!deleted) && ctl.metrics.ready.load(Ordering::Relaxed) {
-                enqueue_routes_and_parents_of(ctl, |s| s.routes_naming_service(&key));
-            }
-        }
-    );
     ctl.unsynced_watches.store(table.len(), Ordering::SeqCst);
     for w in table {
         tokio::spawn(w);
     }
 }
 
-/// Watches the routes of one kind ([`watch_gateway_api_kind`]).
-async fn watch_route_kind(ctl: Arc<Controller>, row: &'static RouteKind) {
-    let handler =
-        move |ctl: &Arc<Controller>, v: Value, deleted: bool| on_route(ctl, row, v, deleted);
-    watch_gateway_api_kind(ctl, row.kind, route_resource(row), row.optional, handler).await;
+/// The events of one primary source, as it says to read them.
+fn primary_events(ctl: &Controller, source: &ingest::Source) -> JsonEvents {
+    let mut cfg = watcher::Config::default().page_size(source.page_size);
+    if let Some(f) = &source.fields {
+        cfg = cfg.fields(f);
+    }
+    if source.metadata_only {
+        metadata_events(ctl.client.clone(), &source.resource, cfg)
+    } else {
+        full_events(ctl.client.clone(), &source.resource, cfg)
+    }
 }
 
-/// Watches a primary Gateway API kind. A kind whose CRD may be missing (`optional`) is
-/// looked up first: not served, it is reported, ignored (its start-up step is done: nothing
-/// can be attached through a kind the API server does not serve) and looked up again every
-/// 10 seconds; once served, its watch starts then, with nothing to wait for.
-async fn watch_gateway_api_kind<F>(
-    ctl: Arc<Controller>,
-    kind: &'static str,
-    resource: ApiResource,
-    optional: bool,
-    handler: F,
-) where
-    F: Fn(&Arc<Controller>, Value, bool),
-{
-    let step = primary_step(kind);
-    let what = (String::new(), kind.to_owned());
-    if !optional {
-        let events = full_events(ctl.client.clone(), &resource, listed_in_pages());
+/// Watches one primary source. A kind whose CRD may be missing (`optional`) is looked up
+/// first: not served, it is reported, ignored (its start-up step is done: nothing can be
+/// attached through a kind the API server does not serve) and looked up again every 10
+/// seconds; once served, its watch starts then, with nothing to wait for.
+async fn watch_primary(ctl: Arc<Controller>, source: ingest::Source) {
+    let step = primary_step(&source.name);
+    let what = (String::new(), source.name.clone());
+    let source = Arc::new(source);
+    let handler = {
+        let source = source.clone();
+        move |ctl: &Arc<Controller>, v: Value, deleted: bool| on_primary(ctl, &source, v, deleted)
+    };
+    if !source.optional {
+        let events = primary_events(&ctl, &source);
         run_watch(ctl, events, Role::Primary, what, handler).await;
         return;
     }
-    let gvk = GroupVersionKind::gvk(&resource.group, &resource.version, kind);
+    let r = &source.resource;
+    let gvk = GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
+    let kind = r.kind.clone();
     let mut failures = 0u32;
     let mut last: Option<&'static str> = None;
     let mut missing = false;
@@ -1043,12 +680,12 @@ async fn watch_gateway_api_kind<F>(
         match kube::discovery::pinned_kind(&ctl.client, &gvk).await {
             Ok(_) => {
                 let role = if missing {
-                    tracing::info!(kind, "kind is served now; watching it");
+                    tracing::info!(%kind, "kind is served now; watching it");
                     Role::LatePrimary
                 } else {
                     Role::Primary
                 };
-                let events = full_events(ctl.client.clone(), &resource, listed_in_pages());
+                let events = primary_events(&ctl, &source);
                 run_watch(ctl, events, role, what, handler).await;
                 return;
             }
@@ -1061,7 +698,7 @@ async fn watch_gateway_api_kind<F>(
                         ctl.metrics.startup.failed(&step, reason, &e.to_string());
                     }
                     if last != Some(reason) {
-                        tracing::warn!(kind, %reason, error = %e, retry_in = ?delay, "failed to look a kind up; retrying");
+                        tracing::warn!(%kind, %reason, error = %e, retry_in = ?delay, "failed to look a kind up; retrying");
                     }
                     last = Some(reason);
                     tokio::time::sleep(delay).await;
@@ -1071,55 +708,13 @@ async fn watch_gateway_api_kind<F>(
                 last = None;
                 if !missing {
                     missing = true;
-                    tracing::info!(kind, api_version = %resource.api_version, "kind not served (its CRD is not installed): objects of this kind are ignored; looking it up again every 10 s");
+                    tracing::info!(%kind, api_version = %r.api_version, "kind not served (its CRD is not installed): objects of this kind are ignored; looking it up again every 10 s");
                     primary_listed(&ctl, &step);
                 }
                 tokio::time::sleep(Duration::from_secs(10)).await;
             }
         }
     }
-}
-
-/// A ListenerSet: stored, and the Gateways it names (before and after) re-planned.
-fn on_listener_set(ctl: &Arc<Controller>, mut v: Value, deleted: bool) {
-    v["apiVersion"] = Value::String(format!("{}/v1", crate::gateway::GATEWAY_API_GROUP));
-    v["kind"] = Value::String(crate::gateway::listenersets::KIND.to_owned());
-    let key = key_of(&v);
-    let own = own_status_key(
-        crate::gateway::listenersets::KIND,
-        &key.namespace,
-        &key.name,
-    );
-    let status_only = !deleted
-        && is_own_echo(ctl, &own, &v, |s| {
-            s.listener_set(&key)
-                .is_some_and(|e| same_but_status(&e.json, &v))
-        });
-    let mut parents: Vec<Key> = ctl
-        .snapshot
-        .read()
-        .ok()
-        .and_then(|s| s.listener_set_parent(&key))
-        .into_iter()
-        .collect();
-    if deleted {
-        ctl.forget_own_status(&own);
-        with_snapshot(ctl, |s| s.remove_listener_set(&key));
-    } else {
-        with_snapshot(ctl, |s| s.put_listener_set(v));
-        if status_only {
-            return;
-        }
-        parents.extend(
-            ctl.snapshot
-                .read()
-                .ok()
-                .and_then(|s| s.listener_set_parent(&key)),
-        );
-    }
-    parents.sort();
-    parents.dedup();
-    enqueue_gateways(ctl, parents);
 }
 
 /// Where the API server serves a route kind.
@@ -1130,126 +725,176 @@ pub(crate) fn route_resource(row: &RouteKind) -> ApiResource {
     )
 }
 
-/// A route of any kind: stored, planned, and its parent Gateways re-planned.
-fn on_route(ctl: &Arc<Controller>, row: &RouteKind, mut v: Value, deleted: bool) {
-    if is_our_child(&v) {
+/// The key under which our status write on an object of `kind` is remembered (none: we
+/// write no status on that kind).
+fn own_status_of(kind: ingest::Kind, v: &Value) -> Option<String> {
+    use ingest::Kind as K;
+    let name = match kind {
+        K::GatewayClass => "GatewayClass",
+        K::Blueprint => "GatewayClassBlueprint",
+        K::ClassConfig => "GatewayClassConfig",
+        K::GatewayConfig => "GatewayConfig",
+        K::Gateway => "Gateway",
+        K::Route(row) => row.kind,
+        K::ListenerSet => crate::gateway::listenersets::KIND,
+        _ => return None,
+    };
+    let key = key_of(v);
+    Some(own_status_key(name, &key.namespace, &key.name))
+}
+
+/// `v` as it compares with the snapshot's version: the kinds the snapshot keeps typed are
+/// compared as the typed object serializes (on both sides), the others as sent.
+fn echo_view(kind: ingest::Kind, v: &Value) -> Option<Value> {
+    use ingest::Kind as K;
+    fn typed<T: DeserializeOwned + serde::Serialize>(v: &Value) -> Option<Value> {
+        serde_json::from_value::<T>(v.clone())
+            .ok()
+            .and_then(|t| serde_json::to_value(t).ok())
+    }
+    match kind {
+        K::GatewayClass => typed::<GatewayClass>(v),
+        K::Blueprint => typed::<GatewayClassBlueprint>(v),
+        K::ClassConfig => typed::<GatewayClassConfig>(v),
+        K::GatewayConfig => typed::<GatewayConfig>(v),
+        _ => None,
+    }
+}
+
+/// The snapshot's version of the object `key`, a `kind`, as [`echo_view`] compares it.
+fn held_view(s: &Snapshot, kind: ingest::Kind, key: &Key) -> Option<Value> {
+    use ingest::Kind as K;
+    match kind {
+        K::GatewayClass => s
+            .class(&key.name)
+            .and_then(|c| serde_json::to_value(c.as_ref()).ok()),
+        K::Blueprint => s
+            .blueprint(&key.name)
+            .and_then(|b| serde_json::to_value(&b.object).ok()),
+        K::ClassConfig => s
+            .class_config(key)
+            .and_then(|c| serde_json::to_value(c.as_ref()).ok()),
+        K::GatewayConfig => s
+            .gateway_config(key)
+            .and_then(|c| serde_json::to_value(c.as_ref()).ok()),
+        K::Gateway => s.gateway(key).map(|g| g.json()),
+        K::Route(row) => s
+            .route(&RouteKey::new(
+                row.kind,
+                key.namespace.clone(),
+                key.name.clone(),
+            ))
+            .map(|r| r.json()),
+        K::ListenerSet => s.listener_set(key).map(|l| l.json.clone()),
+        _ => None,
+    }
+}
+
+/// One event of a primary watch: our own status echo detected, the object applied to the
+/// snapshot ([`ingest::apply`]), and the work it makes ([`affected`]) enqueued.
+fn on_primary(ctl: &Arc<Controller>, source: &ingest::Source, mut v: Value, deleted: bool) {
+    let kind = source.kind;
+    // List items and metadata events come without (or with another) apiVersion and kind.
+    v["apiVersion"] = Value::String(source.resource.api_version.clone());
+    v["kind"] = Value::String(source.resource.kind.clone());
+    // A child Gateway or route belongs to the downstream implementation: the child watch.
+    if matches!(kind, ingest::Kind::Gateway | ingest::Kind::Route(_)) && is_our_child(&v) {
         return;
     }
-    // List items may come without apiVersion and kind; the snapshot reads the kind.
-    v["apiVersion"] = Value::String(row.api_version());
-    v["kind"] = Value::String(row.kind.to_owned());
-    let Key { namespace, name } = key_of(&v);
-    let key = RouteKey::new(row.kind, namespace, name);
-    let mut parents: Vec<Key> = ctl
-        .snapshot
-        .read()
-        .ok()
-        .and_then(|s| {
-            s.route(&key).map(|r| {
-                r.view
-                    .parent_refs
-                    .iter()
-                    .filter_map(|p| s.gateway_of_parent(p))
-                    .collect()
+    let own = own_status_of(kind, &v);
+    // The echo of our own status write changes nothing we plan from: keep the fresh
+    // object, plan nothing. Anyone else's status change is planned (ours is restored).
+    let echo = match &own {
+        Some(o) if !deleted => {
+            let key = key_of(&v);
+            let typed = echo_view(kind, &v);
+            let new = typed.as_ref().unwrap_or(&v);
+            is_own_echo(ctl, o, new, |s| {
+                held_view(s, kind, &key).is_some_and(|old| same_but_status(&old, new))
             })
-        })
-        .unwrap_or_default();
-    let own = own_status_key(&key.kind, &key.namespace, &key.name);
-    let status_only = !deleted
-        && is_own_echo(ctl, &own, &v, |s| {
-            s.route(&key)
-                .is_some_and(|e| same_but_status(&e.json(), &v))
-        });
-    if status_only {
-        // The echo of our own write to the route's status: nothing to plan.
-        with_snapshot(ctl, |s| s.put_route_json(v));
+        }
+        Some(o) => {
+            ctl.forget_own_status(o);
+            false
+        }
+        None => false,
+    };
+    let what = format!(
+        "{} {}/{}",
+        source.resource.kind,
+        v["metadata"]["namespace"].as_str().unwrap_or_default(),
+        v["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    let change = match with_snapshot(ctl, |s| ingest::apply(s, kind, v, deleted)) {
+        Some(Ok(c)) => c,
+        Some(Err(e)) => {
+            tracing::warn!(object = %what, error = %e, "skipping an object that does not decode");
+            return;
+        }
+        None => return,
+    };
+    let ready = ctl.metrics.ready.load(Ordering::Relaxed);
+    match &change {
+        ingest::Change::Gateway { key, new, .. } if !deleted => {
+            // New to the caches once they have listed: created just now.
+            if *new && ready {
+                ctl.gateway_created(key.clone());
+            }
+            let unknown: Vec<Key> = ctl
+                .snapshot
+                .read()
+                .ok()
+                .and_then(|s| {
+                    s.gateway(key).map(|g| {
+                        crate::snapshot::secrets_named_by(&g.typed)
+                            .filter(|k| s.secret_type_unknown(k))
+                            .collect()
+                    })
+                })
+                .unwrap_or_default();
+            for k in unknown {
+                fetch_secret_type(ctl, k);
+            }
+        }
+        // Before the caches have listed, every Gateway is planned once they have.
+        ingest::Change::Namespace { .. } | ingest::Change::Service { .. } if !ready => return,
+        // A Secret of another type a Gateway names: its type is read first (then the
+        // Gateways are planned).
+        ingest::Change::Secret { key }
+            if source.metadata_only && !deleted && !gateways_naming_secret(ctl, key).is_empty() =>
+        {
+            fetch_secret_type(ctl, key.clone());
+            return;
+        }
+        _ => {}
+    }
+    if echo {
         return;
     }
-    if deleted {
-        ctl.forget_own_status(&own);
-        with_snapshot(ctl, |s| s.remove_route(&key));
-    } else {
-        let view = row.view(&v);
-        if let Ok(s) = ctl.snapshot.read() {
-            parents.extend(
-                view.parent_refs
-                    .iter()
-                    .filter_map(|p| s.gateway_of_parent(p)),
-            );
-        }
-        with_snapshot(ctl, |s| s.put_route_json(v));
-        ctl.enqueue(Work::Route(key));
+    enqueue_affected(ctl, &change);
+}
+
+/// Enqueues the work `change` makes ([`affected`]).
+fn enqueue_affected(ctl: &Controller, change: &ingest::Change) {
+    let Ok(a) = ctl.snapshot.read().map(|s| affected(&s, change)) else {
+        return;
+    };
+    for c in a.classes {
+        ctl.enqueue(Work::Class(c));
     }
-    parents.sort();
-    parents.dedup();
-    enqueue_gateways(ctl, parents);
-}
-
-/// Whether a listener admits routes by namespace labels.
-fn selects_namespaces(g: &Gateway) -> bool {
-    use gateway_api::apis::standard::gateways::GatewayListenersAllowedRoutesNamespacesFrom as From;
-    g.spec.listeners.iter().any(|l| {
-        l.allowed_routes
-            .as_ref()
-            .and_then(|a| a.namespaces.as_ref())
-            .and_then(|n| n.from.as_ref())
-            == Some(&From::Selector)
-    })
-}
-
-/// The namespaces a Gateway's certificateRefs name explicitly.
-fn certificate_namespaces(g: &Gateway) -> impl Iterator<Item = &str> {
-    g.spec
-        .listeners
-        .iter()
-        .filter_map(|l| l.tls.as_ref())
-        .flat_map(|t| t.certificate_refs.iter().flatten())
-        .filter_map(|r| r.namespace.as_deref())
-}
-
-/// Enqueues every route `pred` selects, and the Gateways its parentRefs name.
-fn enqueue_routes_and_parents(ctl: &Controller, pred: impl Fn(&crate::gateway::RouteView) -> bool) {
-    enqueue_routes_and_parents_of(ctl, |s| {
-        s.routes()
-            .filter(|(_, r)| pred(&r.view))
-            .map(|(k, _)| k.clone())
-            .collect()
-    });
-}
-
-/// Enqueues the routes `which` picks from the snapshot, and the Gateways their
-/// parentRefs name.
-fn enqueue_routes_and_parents_of(
-    ctl: &Controller,
-    which: impl FnOnce(&crate::snapshot::Snapshot) -> Vec<crate::snapshot::RouteKey>,
-) {
-    let (routes, mut parents): (Vec<_>, Vec<Key>) = ctl
-        .snapshot
-        .read()
-        .map(|s| {
-            let mut parents = Vec::new();
-            let routes = which(&s)
-                .into_iter()
-                .filter_map(|k| s.route(&k).map(|r| (k, r)))
-                .map(|(k, r)| {
-                    parents.extend(
-                        r.view
-                            .parent_refs
-                            .iter()
-                            .filter_map(|p| s.gateway_of_parent(p)),
-                    );
-                    k
-                })
-                .collect();
-            (routes, parents)
-        })
-        .unwrap_or_default();
-    parents.sort();
-    parents.dedup();
-    for r in routes {
+    for b in a.blueprints {
+        ctl.enqueue(Work::Blueprint(b));
+    }
+    for k in a.class_configs {
+        ctl.enqueue(Work::Policy(super::policy::PolicyKind::ClassConfig, k));
+    }
+    for k in a.gateway_configs {
+        ctl.enqueue(Work::Policy(super::policy::PolicyKind::GatewayConfig, k));
+    }
+    for r in a.routes {
         ctl.enqueue(Work::Route(r));
     }
-    enqueue_gateways(ctl, parents);
+    enqueue_gateways(ctl, a.gateways.into_iter().collect());
 }
 
 /// The Gateways whose listeners name the Secret `key`.
@@ -1286,25 +931,24 @@ fn fetch_secret_type(ctl: &Arc<Controller>, key: Key) {
 }
 
 fn on_child(ctl: &Arc<Controller>, v: Value, deleted: bool) {
-    let gw_uid = labels::gateway_uid(&v).map(str::to_owned);
+    let key = ObjectKey::of(&v);
     if deleted {
-        let key = ObjectKey::of(&v);
         ctl.fights
             .on_deleted(&key.to_string(), std::time::Instant::now());
-        with_snapshot(ctl, |s| s.remove_child(&key));
+    }
+    let change = match with_snapshot(ctl, |s| ingest::apply(s, ingest::Kind::Child, v, deleted)) {
+        Some(Ok(c)) => c,
+        Some(Err(e)) => {
+            tracing::warn!(object = %key, error = %e, "skipping a child that does not decode");
+            return;
+        }
+        None => return,
+    };
+    // Gateways waiting for this object to go (another parent held it).
+    if deleted {
         for gw in ctl.waiters_of(&key) {
             ctl.enqueue(Work::Gateway(gw));
         }
-    } else {
-        with_snapshot(ctl, |s| s.put_child(v));
     }
-    if let Some(uid) = gw_uid
-        && let Some(key) = ctl
-            .uid_to_gateway
-            .read()
-            .ok()
-            .and_then(|m| m.get(&uid).cloned())
-    {
-        ctl.enqueue(Work::Gateway(key));
-    }
+    enqueue_affected(ctl, &change);
 }

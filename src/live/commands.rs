@@ -361,12 +361,20 @@ pub async fn diff(client: &Client, controller_namespace: &str, paths: &[PathBuf]
             }
         }
     }
-    let laid = overlay(&listed.objects, objects);
-    let snap = match super::snapshot_of(laid, controller_namespace) {
+    let mut snap = match listed.snapshot(controller_namespace) {
         Ok(s) => s,
         Err(e) => return failed(EXIT_INPUT, e),
     };
-    let keys = report::our_gateways(&snap, None);
+    // Only the Gateways the files affect: what else the cluster is doing meanwhile (a
+    // Gateway converging elsewhere) is not this change.
+    let touched = match super::diff::lay(&mut snap, overlay(&listed.objects, objects)) {
+        Ok(t) => t,
+        Err(e) => return failed(EXIT_INPUT, e),
+    };
+    let keys: Vec<Key> = touched
+        .into_iter()
+        .filter(|k| crate::plan::gateway::in_scope(&snap, k).is_ok())
+        .collect();
     let planned = plans(&snap, &keys);
     for (k, p) in &planned {
         for e in p.errors() {

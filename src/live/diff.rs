@@ -99,22 +99,17 @@ pub fn same_object(a: &Value, b: &Value) -> bool {
     identity(a) == identity(b)
 }
 
-/// The live objects with `files` laid over them: an object of the files replaces the
-/// live object of the same group, kind, namespace and name, and keeps what only the
-/// cluster knows of it (UID, resourceVersion, creation time, finalizers, status, and
-/// its generation, one higher when the spec differs); the others are added.
+/// The objects of `files` laid over the `live` ones: each keeps what only the cluster
+/// knows of the live object of the same group, kind, namespace and name (UID,
+/// resourceVersion, creation time, finalizers, status, and its generation, one higher
+/// when the spec differs); one without a live object is new.
 #[must_use]
 pub fn overlay(live: &[Value], files: Vec<Value>) -> Vec<Value> {
-    let mut out: Vec<Value> = live.to_vec();
-    let index: BTreeMap<_, usize> = out
-        .iter()
-        .enumerate()
-        .map(|(i, v)| (identity(v), i))
-        .collect();
-    for mut f in files {
-        match index.get(&identity(&f)) {
-            Some(&i) => {
-                let old = &out[i];
+    let index: BTreeMap<_, &Value> = live.iter().map(|v| (identity(v), v)).collect();
+    files
+        .into_iter()
+        .map(|mut f| {
+            if let Some(old) = index.get(&identity(&f)) {
                 for k in ["uid", "resourceVersion", "creationTimestamp", "finalizers"] {
                     if !old["metadata"][k].is_null() {
                         f["metadata"][k] = old["metadata"][k].clone();
@@ -127,12 +122,34 @@ pub fn overlay(live: &[Value], files: Vec<Value>) -> Vec<Value> {
                 if f.get("status").is_none() && !old["status"].is_null() {
                     f["status"] = old["status"].clone();
                 }
-                out[i] = f;
             }
-            None => out.push(f),
-        }
+            f
+        })
+        .collect()
+}
+
+/// Lays `files` (see [`overlay`]) into `snap`, the live snapshot, through the same
+/// ingestion and fan-out as the controller's watches: the Gateways the files affect
+/// ([`crate::plan::affected`]: a Gateway itself, the Gateways of a class or blueprint,
+/// of a policy's namespace, a route's parents before and after, ...).
+///
+/// # Errors
+/// An object of the files that does not decode as its kind.
+pub fn lay(
+    snap: &mut Snapshot,
+    files: Vec<Value>,
+) -> Result<std::collections::BTreeSet<Key>, String> {
+    let mut changes = Vec::new();
+    for f in files {
+        let Some(kind) = crate::snapshot::ingest::kind_of(&f) else {
+            continue;
+        };
+        changes.push(crate::snapshot::ingest::apply(snap, kind, f, false)?);
     }
-    out
+    Ok(changes
+        .iter()
+        .flat_map(|c| crate::plan::affected::affected(snap, c).gateways)
+        .collect())
 }
 
 /// Drops what changes on every write and says nothing of the content: condition
@@ -372,7 +389,7 @@ mod tests {
         g["metadata"]["uid"] = json!("u-1");
         g["metadata"]["generation"] = json!(4);
         g["metadata"]["resourceVersion"] = json!("77");
-        g["status"] = json!({"conditions": [{"type": "Programmed", "status": "True"}]});
+        g["status"] = json!({"conditions": [{"type": "Programmed", "status": "True", "reason": "Programmed", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
         g
     }
 
@@ -393,8 +410,27 @@ mod tests {
         let mut other = gw(80);
         other["metadata"]["name"] = json!("other");
         let out = overlay(&[live_gw()], vec![other]);
-        assert_eq!(out.len(), 2);
-        assert!(out[1]["metadata"]["uid"].is_null());
+        assert_eq!(out.len(), 1);
+        assert!(out[0]["metadata"]["uid"].is_null());
+    }
+
+    #[test]
+    fn files_affect_the_gateways_they_name_and_those_of_their_classes() {
+        let mut snap = Snapshot::new("gatewright-system");
+        let mut other = live_gw();
+        other["metadata"]["name"] = json!("other");
+        other["metadata"]["uid"] = json!("u-2");
+        for g in [live_gw(), other] {
+            crate::snapshot::ingest::put(&mut snap, g).unwrap();
+        }
+        let touched = lay(&mut snap, vec![gw(8080)]).unwrap();
+        assert_eq!(touched, [Key::new("apps", "web")].into_iter().collect());
+        let class = json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+            "metadata": {"name": "c"}, "spec": {"controllerName": "x/y"}
+        });
+        let touched = lay(&mut snap, vec![class]).unwrap();
+        assert_eq!(touched.len(), 2, "both Gateways of the class: {touched:?}");
     }
 
     #[test]

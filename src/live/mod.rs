@@ -20,21 +20,17 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
-use kube::{Client, Resource};
 use serde_json::Value;
 
-use crate::gateway::route_kinds::ROUTE_KINDS;
 use crate::render::labels;
 use crate::snapshot::{Snapshot, ingest};
 
 /// A child kind: (apiVersion, kind).
 pub type KindKey = (String, String);
-
-/// Objects per page of a list (as the controller's watches list).
-const PAGE: u32 = 100;
 
 /// Connects with the usual kubeconfig: `kubeconfig` (else `KUBECONFIG`, else
 /// `~/.kube/config`, else the in-cluster service account) and its `context` (else the
@@ -110,83 +106,6 @@ pub fn snapshot_of(
     Ok(snap)
 }
 
-/// How a primary kind is listed.
-struct Primary {
-    resource: ApiResource,
-    /// Its CRD may be missing: then it is noted, not an error.
-    optional: bool,
-    /// Only the metadata (the planner needs no more of it).
-    metadata: bool,
-    /// A field selector.
-    fields: Option<String>,
-}
-
-impl Primary {
-    fn of<K: Resource<DynamicType = ()>>() -> Self {
-        Self {
-            resource: ApiResource::erase::<K>(&()),
-            optional: false,
-            metadata: false,
-            fields: None,
-        }
-    }
-}
-
-fn primaries() -> Vec<Primary> {
-    use gateway_api::apis::standard::{
-        gatewayclasses::GatewayClass, gateways::Gateway, referencegrants::ReferenceGrant,
-    };
-    use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
-    let tls = crate::gateway::refs::TLS_SECRET_TYPE;
-    let mut out = vec![
-        Primary::of::<GatewayClass>(),
-        Primary::of::<crate::api::GatewayClassBlueprint>(),
-        Primary::of::<crate::api::GatewayClassConfig>(),
-        Primary::of::<crate::api::GatewayConfig>(),
-        Primary::of::<Gateway>(),
-        Primary::of::<ReferenceGrant>(),
-        Primary::of::<Namespace>(),
-        Primary {
-            fields: Some(format!("type={tls}")),
-            ..Primary::of::<Secret>()
-        },
-        Primary {
-            fields: Some(format!("type!={tls}")),
-            metadata: true,
-            ..Primary::of::<Secret>()
-        },
-        Primary {
-            metadata: true,
-            ..Primary::of::<Service>()
-        },
-        Primary {
-            resource: ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk(
-                    crate::gateway::GATEWAY_API_GROUP,
-                    "v1",
-                    crate::gateway::listenersets::KIND,
-                ),
-                "listenersets",
-            ),
-            optional: true,
-            metadata: false,
-            fields: None,
-        },
-    ];
-    for row in ROUTE_KINDS {
-        out.push(Primary {
-            resource: ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk(crate::gateway::GATEWAY_API_GROUP, row.version, row.kind),
-                row.plural,
-            ),
-            optional: row.optional,
-            metadata: false,
-            fields: None,
-        });
-    }
-    out
-}
-
 /// Lists every object of one resource, in pages; the items with apiVersion and kind set
 /// (lists leave them out). `Ok(None)`: the resource is not served.
 async fn list_all(
@@ -195,12 +114,13 @@ async fn list_all(
     metadata: bool,
     fields: Option<&str>,
     labels: Option<&str>,
+    page_size: u32,
 ) -> anyhow::Result<Option<Vec<Value>>> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
     let mut out = Vec::new();
     let mut token: Option<String> = None;
     loop {
-        let mut lp = ListParams::default().limit(PAGE);
+        let mut lp = ListParams::default().limit(page_size);
         if let Some(f) = fields {
             lp = lp.fields(f);
         }
@@ -267,10 +187,22 @@ const CHILD_ROUNDS: usize = 4;
 /// A list the API server refused (other than a kind it does not serve).
 pub async fn list(client: &Client, controller_namespace: &str) -> anyhow::Result<Listed> {
     let mut listed = Listed::default();
-    for p in primaries() {
-        let got = list_all(client, &p.resource, p.metadata, p.fields.as_deref(), None).await?;
+    for p in ingest::sources() {
+        let got = list_all(
+            client,
+            &p.resource,
+            p.metadata_only,
+            p.fields.as_deref(),
+            None,
+            p.page_size,
+        )
+        .await?;
         match got {
-            Some(items) => listed.objects.extend(items),
+            // Our children come from the lists of the child kinds, in full (as the
+            // controller's primary watches leave them to the child watches).
+            Some(items) => listed
+                .objects
+                .extend(items.into_iter().filter(|v| !ingest::is_child(v))),
             None if p.optional => listed.notes.push(format!(
                 "kind {} ({}) is not served (its CRD is not installed): none listed",
                 p.resource.kind, p.resource.api_version
@@ -335,9 +267,16 @@ pub async fn list(client: &Client, controller_namespace: &str) -> anyhow::Result
                 }
             };
             let selector = format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE);
-            let items = list_all(client, &resource, false, None, Some(&selector))
-                .await?
-                .unwrap_or_default();
+            let items = list_all(
+                client,
+                &resource,
+                false,
+                None,
+                Some(&selector),
+                ingest::PAGE,
+            )
+            .await?
+            .unwrap_or_default();
             // The scope as discovery found it (the planner places objects by it).
             listed.objects.push(serde_json::json!({
                 "apiVersion": "apiextensions.k8s.io/v1",

@@ -112,19 +112,29 @@ pub fn put(snap: &mut Snapshot, doc: Value) -> Result<Option<Kind>, String> {
     let Some(kind) = kind_of(&doc) else {
         return Ok(None);
     };
-    match kind {
-        Kind::Child => {
-            // A child Service or Secret exists as one, too (the controller's watches of
-            // those kinds see every object of them).
-            match (doc["apiVersion"].as_str(), doc["kind"].as_str()) {
-                (Some("v1"), Some("Service")) => snap.put_service(key_of(&doc)),
-                (Some("v1"), Some("Secret")) if doc.get("type").is_some() => {
-                    snap.put_secret(&de(doc.clone())?);
-                }
-                _ => {}
+    if kind == Kind::Child {
+        // A child Service or Secret exists as one, too (the controller's watches of those
+        // kinds see every object of them).
+        match (doc["apiVersion"].as_str(), doc["kind"].as_str()) {
+            (Some("v1"), Some("Service")) => put_as(snap, Kind::Service, doc.clone())?,
+            (Some("v1"), Some("Secret")) if doc.get("type").is_some() => {
+                put_as(snap, Kind::Secret, doc.clone())?;
             }
-            snap.put_child(doc);
+            _ => {}
         }
+    }
+    put_as(snap, kind, doc)?;
+    Ok(Some(kind))
+}
+
+/// Puts `doc` into `snap` as a `kind` (a watch knows the kind of what it watches: a child
+/// Service seen by the Service watch is a Service there).
+///
+/// # Errors
+/// The document does not decode as its kind (the message names kind, name and cause).
+pub fn put_as(snap: &mut Snapshot, kind: Kind, doc: Value) -> Result<(), String> {
+    match kind {
+        Kind::Child => snap.put_child(doc),
         Kind::GatewayClass => snap.put_class(de(doc)?),
         Kind::Blueprint => snap.put_blueprint(de(doc)?),
         Kind::ClassConfig => snap.put_class_config(de(doc)?),
@@ -170,13 +180,20 @@ pub fn put(snap: &mut Snapshot, doc: Value) -> Result<Option<Kind>, String> {
             );
         }
     }
-    Ok(Some(kind))
+    Ok(())
 }
 
 /// Takes `doc` (as its last known state) out of `snap`.
 pub fn remove(snap: &mut Snapshot, doc: &Value) {
+    if let Some(kind) = kind_of(doc) {
+        remove_as(snap, kind, doc);
+    }
+}
+
+/// Takes `doc`, a `kind`, out of `snap`.
+pub fn remove_as(snap: &mut Snapshot, kind: Kind, doc: &Value) {
     let key = key_of(doc);
-    match kind_of(doc) {
+    match Some(kind) {
         Some(Kind::Child) => snap.remove_child(&super::ObjectKey::of(doc)),
         Some(Kind::GatewayClass) => snap.remove_class(&key.name),
         Some(Kind::Blueprint) => snap.remove_blueprint(&key.name),
@@ -193,6 +210,290 @@ pub fn remove(snap: &mut Snapshot, doc: &Value) {
         Some(Kind::Service) => snap.remove_service(&key),
         Some(Kind::Crd) | None => {}
     }
+}
+
+/// Where and how the objects of one primary kind are read: the controller watches each
+/// row of [`sources`], and the live commands list each once, with the same trimming.
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// What its objects are to the snapshot.
+    pub kind: Kind,
+    /// Where the API server serves it.
+    pub resource: kube::core::ApiResource,
+    /// Read by metadata only (only existence, or a name, matters).
+    pub metadata_only: bool,
+    /// A field selector.
+    pub fields: Option<String>,
+    /// Its CRD may be missing (looked up first; missing, nothing of it is read).
+    pub optional: bool,
+    /// Objects per page of a list.
+    pub page_size: u32,
+    /// What the source is called (start-up steps, relist clean-up): the kind, or
+    /// [`super::SECRET_METADATA`].
+    pub name: String,
+}
+
+/// Objects per page of a list: what a list holds at once until it is taken apart. kube's
+/// default of 500 full objects (or the metadata of 500 large Secrets) left megabytes with
+/// the allocator after the start; more, smaller pages cost a few requests.
+pub const PAGE: u32 = 100;
+
+impl Source {
+    fn of<K: kube::Resource<DynamicType = ()>>(kind: Kind) -> Self {
+        Self {
+            kind,
+            resource: kube::core::ApiResource::erase::<K>(&()),
+            metadata_only: false,
+            fields: None,
+            optional: false,
+            page_size: PAGE,
+            name: K::kind(&()).into_owned(),
+        }
+    }
+
+    fn gateway_api(kind: Kind, version: &str, name: &str, plural: &str, optional: bool) -> Self {
+        Self {
+            kind,
+            resource: kube::core::ApiResource::from_gvk_with_plural(
+                &kube::core::GroupVersionKind::gvk(GATEWAY_API, version, name),
+                plural,
+            ),
+            metadata_only: false,
+            fields: None,
+            optional,
+            page_size: PAGE,
+            name: name.to_owned(),
+        }
+    }
+}
+
+/// The primary kinds, in the order they are read: classes and blueprints, policies,
+/// Gateways, every route kind, ListenerSets, Namespaces, ReferenceGrants, TLS Secrets (in
+/// full but small pages; the data is dropped on the way in), other Secrets and Services
+/// by their metadata (which may be large and many).
+#[must_use]
+pub fn sources() -> Vec<Source> {
+    use gateway_api::apis::standard::{
+        gatewayclasses::GatewayClass, gateways::Gateway, referencegrants::ReferenceGrant,
+    };
+    use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+    let tls = crate::gateway::refs::TLS_SECRET_TYPE;
+    let mut out = vec![
+        Source::of::<GatewayClass>(Kind::GatewayClass),
+        Source::of::<crate::api::GatewayClassBlueprint>(Kind::Blueprint),
+        Source::of::<crate::api::GatewayClassConfig>(Kind::ClassConfig),
+        Source::of::<crate::api::GatewayConfig>(Kind::GatewayConfig),
+        Source::of::<Gateway>(Kind::Gateway),
+    ];
+    for row in route_kinds::ROUTE_KINDS {
+        out.push(Source::gateway_api(
+            Kind::Route(row),
+            row.version,
+            row.kind,
+            row.plural,
+            row.optional,
+        ));
+    }
+    out.push(Source::gateway_api(
+        Kind::ListenerSet,
+        "v1",
+        crate::gateway::listenersets::KIND,
+        "listenersets",
+        true,
+    ));
+    out.extend([
+        Source::of::<Namespace>(Kind::Namespace),
+        Source::of::<ReferenceGrant>(Kind::ReferenceGrant),
+        Source {
+            fields: Some(format!("type={tls}")),
+            page_size: 50,
+            ..Source::of::<Secret>(Kind::Secret)
+        },
+        Source {
+            fields: Some(format!("type!={tls}")),
+            metadata_only: true,
+            name: super::SECRET_METADATA.to_owned(),
+            ..Source::of::<Secret>(Kind::Secret)
+        },
+        Source {
+            metadata_only: true,
+            ..Source::of::<Service>(Kind::Service)
+        },
+    ]);
+    out
+}
+
+/// What changed in the snapshot, with what a fan-out needs of the state before it
+/// (`crate::plan::affected` says which work it makes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// A GatewayClass was put or removed.
+    GatewayClass {
+        /// Its name.
+        name: String,
+    },
+    /// A blueprint.
+    Blueprint {
+        /// Its name.
+        name: String,
+        /// Removed.
+        deleted: bool,
+    },
+    /// A GatewayClassConfig.
+    ClassConfig {
+        /// Namespace and name.
+        key: Key,
+    },
+    /// A GatewayConfig.
+    GatewayConfig {
+        /// Namespace and name.
+        key: Key,
+    },
+    /// A Gateway.
+    Gateway {
+        /// Namespace and name.
+        key: Key,
+        /// Its GatewayClass.
+        class: String,
+        /// Put, and the snapshot did not hold it.
+        new: bool,
+    },
+    /// A route.
+    Route {
+        /// Kind, namespace and name.
+        key: RouteKey,
+        /// The Gateways its parentRefs named before the change.
+        parents_before: Vec<Key>,
+        /// Removed.
+        deleted: bool,
+    },
+    /// A ListenerSet.
+    ListenerSet {
+        /// Namespace and name.
+        key: Key,
+        /// The Gateway it named before the change.
+        parent_before: Option<Key>,
+    },
+    /// A Namespace.
+    Namespace {
+        /// Its name.
+        name: String,
+        /// Whether its labels changed (or it came or went).
+        labels_changed: bool,
+    },
+    /// A ReferenceGrant.
+    ReferenceGrant {
+        /// Its namespace (the one it lets others refer into).
+        namespace: String,
+    },
+    /// A Secret.
+    Secret {
+        /// Namespace and name.
+        key: Key,
+    },
+    /// A Service.
+    Service {
+        /// Namespace and name.
+        key: Key,
+        /// Whether it came or went (only its existence matters).
+        existence_changed: bool,
+    },
+    /// A CustomResourceDefinition.
+    Crd,
+    /// One of our children.
+    Child {
+        /// Its identity.
+        key: super::ObjectKey,
+        /// The UID of the Gateway it belongs to.
+        gateway_uid: Option<String>,
+        /// Removed.
+        deleted: bool,
+    },
+}
+
+/// The Gateways a route's parentRefs name in `snap` (directly or through a ListenerSet).
+fn route_parents(snap: &Snapshot, key: &RouteKey) -> Vec<Key> {
+    snap.route(key)
+        .map(|r| {
+            r.view
+                .parent_refs
+                .iter()
+                .filter_map(|p| snap.gateway_of_parent(p))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Applies one watch event to `snap`: `doc`, a `kind`, put (or removed when `deleted`, as
+/// its last known state). Returns what changed.
+///
+/// # Errors
+/// A put document that does not decode as its kind; the snapshot is left as it was.
+pub fn apply(snap: &mut Snapshot, kind: Kind, doc: Value, deleted: bool) -> Result<Change, String> {
+    use crate::gateway::Lookup as _;
+    let key = key_of(&doc);
+    let change = match kind {
+        Kind::GatewayClass => Change::GatewayClass { name: key.name },
+        Kind::Blueprint => Change::Blueprint {
+            name: key.name,
+            deleted,
+        },
+        Kind::ClassConfig => Change::ClassConfig { key },
+        Kind::GatewayConfig => Change::GatewayConfig { key },
+        Kind::Gateway => Change::Gateway {
+            class: doc["spec"]["gatewayClassName"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            new: !deleted && snap.gateway(&key).is_none(),
+            key,
+        },
+        Kind::Route(row) => {
+            let key = RouteKey::new(row.kind, key.namespace, key.name);
+            Change::Route {
+                parents_before: route_parents(snap, &key),
+                key,
+                deleted,
+            }
+        }
+        Kind::ListenerSet => Change::ListenerSet {
+            parent_before: snap.listener_set_parent(&key),
+            key,
+        },
+        Kind::Namespace => {
+            let before = snap.namespace_labels(&key.name).cloned();
+            let mut after: BTreeMap<String, String> =
+                serde_json::from_value(doc["metadata"]["labels"].clone()).unwrap_or_default();
+            after
+                .entry("kubernetes.io/metadata.name".into())
+                .or_insert_with(|| key.name.clone());
+            Change::Namespace {
+                labels_changed: before != (!deleted).then_some(after),
+                name: key.name,
+            }
+        }
+        Kind::ReferenceGrant => Change::ReferenceGrant {
+            namespace: key.namespace,
+        },
+        Kind::Secret => Change::Secret { key },
+        Kind::Service => Change::Service {
+            existence_changed: (snap.service_exists(&key.namespace, &key.name) == Some(true))
+                == deleted,
+            key,
+        },
+        Kind::Crd => Change::Crd,
+        Kind::Child => Change::Child {
+            key: super::ObjectKey::of(&doc),
+            gateway_uid: labels::gateway_uid(&doc).map(str::to_owned),
+            deleted,
+        },
+    };
+    if deleted {
+        remove_as(snap, kind, &doc);
+    } else {
+        put_as(snap, kind, doc)?;
+    }
+    Ok(change)
 }
 
 #[cfg(test)]

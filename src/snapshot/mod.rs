@@ -226,6 +226,8 @@ pub struct Snapshot {
     listener_sets: BTreeMap<Key, Arc<ListenerSetEntry>>,
     /// Reverse index: the ListenerSets naming a Gateway as parent.
     listener_sets_by_gateway: BTreeMap<Key, BTreeSet<Key>>,
+    /// Reverse index: the Gateway of a UID (what a child's label names).
+    gateways_by_uid: BTreeMap<String, Key>,
     /// Reverse index: the Gateways whose listeners name a Secret.
     gateways_by_secret: BTreeMap<Key, BTreeSet<Key>>,
     /// Reverse index: the routes whose backendRefs name a Service.
@@ -387,6 +389,7 @@ impl Snapshot {
             .into_boxed_str();
         let key = key_of(&g.metadata);
         self.unindex_gateway(&key);
+        self.gateways_by_uid.insert(uid.clone(), key.clone());
         for secret in secrets_named_by(&g) {
             self.gateways_by_secret
                 .entry(secret)
@@ -404,6 +407,11 @@ impl Snapshot {
             )
             .is_none()
     }
+    /// The Gateway whose UID is `uid`.
+    #[must_use]
+    pub fn gateway_by_uid(&self, uid: &str) -> Option<&Key> {
+        self.gateways_by_uid.get(uid)
+    }
     /// Removes a Gateway.
     pub fn remove_gateway(&mut self, key: &Key) {
         self.unindex_gateway(key);
@@ -411,6 +419,7 @@ impl Snapshot {
     }
     fn unindex_gateway(&mut self, key: &Key) {
         if let Some(old) = self.gateways.get(key) {
+            self.gateways_by_uid.remove(&old.uid);
             for secret in secrets_named_by(&old.typed) {
                 remove_from(&mut self.gateways_by_secret, &secret, key);
             }
