@@ -14,16 +14,7 @@ const T: Duration = Duration::from_secs(60);
 
 /// Runs `gatewright ARGS` with the test's kubeconfig: (exit code, stdout, stderr).
 fn gatewright(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gatewright"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the gatewright binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    gatewright_in(".", args)
 }
 
 fn gateway(ns: &str, class: &str, host: &str) -> String {
@@ -207,4 +198,90 @@ async fn status_trace_and_diff_read_what_the_controller_did() {
 
     apply_yaml(&client, &class_yaml).await;
     ns.delete().await;
+}
+
+/// The `console cluster` examples of docs/cli.md, run against the test cluster with
+/// docs/examples/hello.yaml applied (in the namespace `shop`, as the docs say).
+#[tokio::test]
+async fn the_live_examples_of_the_docs_hold() {
+    let client = admin().await;
+    let _ctl = controller();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let docs = std::fs::read_to_string(format!("{root}/docs/cli.md")).unwrap();
+    let examples: Vec<_> = crate::examples::examples(&docs)
+        .into_iter()
+        .filter(|e| e.tag == "cluster")
+        .collect();
+    assert!(
+        ["status", "trace", "diff"]
+            .iter()
+            .all(|c| examples
+                .iter()
+                .any(|e| e.args.first().map(String::as_str) == Some(c))),
+        "docs/cli.md shows status, trace and diff"
+    );
+    apply_yaml(
+        &client,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n",
+    )
+    .await;
+    let hello = std::fs::read_to_string(format!("{root}/docs/examples/hello.yaml")).unwrap();
+    apply_yaml(&client, &hello).await;
+    let gateways: kube::Api<gateway_api::apis::standard::gateways::Gateway> =
+        kube::Api::namespaced(client.clone(), "shop");
+    wait_for("shop/web accepted", T, || async {
+        let g = serde_json::to_value(gateways.get("web").await.ok()?).ok()?;
+        (cond(&g["status"]["conditions"], "Accepted")?["status"] == "True").then_some(())
+    })
+    .await;
+    for ex in &examples {
+        // The controller's last status write may still be on its way: asked until the
+        // output holds, and the last difference shown.
+        let args: Vec<&str> = ex.args.iter().map(String::as_str).collect();
+        wait_for(
+            &format!("docs/cli.md:{} `{}`", ex.line, ex.command()),
+            T,
+            || async {
+                let (code, out, err) = gatewright_in(root, &args);
+                let ok = code == ex.exit
+                    && crate::examples::matches(&ex.stdout, &out).is_ok()
+                    && crate::examples::matches(&ex.stderr_text(), &err).is_ok();
+                if !ok {
+                    eprintln!(
+                        "docs/cli.md:{}: exit {code} (want {})\n{}\n{}",
+                        ex.line,
+                        ex.exit,
+                        crate::examples::matches(&ex.stdout, &out)
+                            .err()
+                            .unwrap_or_default(),
+                        crate::examples::matches(&ex.stderr_text(), &err)
+                            .err()
+                            .unwrap_or_default()
+                    );
+                }
+                ok.then_some(())
+            },
+        )
+        .await;
+    }
+    let ns: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client.clone());
+    let _ = ns.delete("shop", &Default::default()).await;
+    let gc: kube::Api<gateway_api::apis::standard::gatewayclasses::GatewayClass> =
+        kube::Api::all(client.clone());
+    let _ = gc.delete("hello", &Default::default()).await;
+}
+
+/// [`gatewright`] from the directory `dir` (the docs' examples name files from the root).
+fn gatewright_in(dir: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gatewright"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the gatewright binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

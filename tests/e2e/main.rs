@@ -9,6 +9,8 @@
 
 mod common;
 mod controller;
+#[path = "../docs/examples.rs"]
+mod examples;
 mod kinds;
 mod listenersets;
 mod live;
