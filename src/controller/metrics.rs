@@ -11,27 +11,20 @@ impl StateSource for Controller {
     fn state(&self) -> State {
         // (key, programmed, rollouts, stuck rollouts, stuck deletions) per Gateway, read
         // under one lock at a time.
-        let reported: Vec<_> = self
-            .reported
-            .lock()
-            .map(|r| {
-                r.iter()
-                    .map(|(k, rep)| {
-                        let (status, reason) = rep
-                            .programmed
-                            .split_once('/')
-                            .unwrap_or(("Unknown", "Unknown"));
-                        (
-                            k.clone(),
-                            (status.to_owned(), reason.to_owned()),
-                            rep.rollouts.len(),
-                            rep.rollouts.values().filter(|p| p.stuck()).count(),
-                            rep.stuck_deletions.len(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let reported: Vec<_> = self.memory.collect(|k, m| {
+            let rep = m.reported.as_ref()?;
+            let (status, reason) = rep
+                .programmed
+                .split_once('/')
+                .unwrap_or(("Unknown", "Unknown"));
+            Some((
+                k.clone(),
+                (status.to_owned(), reason.to_owned()),
+                rep.rollouts.len(),
+                rep.rollouts.values().filter(|p| p.stuck()).count(),
+                rep.stuck_deletions.len(),
+            ))
+        });
         let mut state = State::default();
         if let Ok(snap) = self.snapshot.read() {
             // A Gateway that is gone keeps its last report; it counts no more.

@@ -19,6 +19,7 @@ mod class;
 mod client;
 pub mod events;
 pub mod fight;
+mod memory;
 mod metrics;
 pub mod policy;
 mod queue;
@@ -56,9 +57,9 @@ pub const FIELD_MANAGER: &str = "gatewright";
 /// never wait.
 pub const NEW_GATEWAY_SETTLE: Duration = Duration::from_secs(1);
 
-/// See `Controller::route_status_seen`.
+/// See [`memory::GatewayMemory::route_status_seen`].
 #[derive(Debug)]
-struct RouteStatusSeen {
+pub(crate) struct RouteStatusSeen {
     route: std::sync::Weak<crate::snapshot::RouteEntry>,
     entries: Vec<crate::gateway::ParentAttachment>,
 }
@@ -197,7 +198,7 @@ impl Default for Options {
 
 /// What the last reconcile of a Gateway reported, to emit Events only on transitions.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Reported {
+pub(crate) struct Reported {
     programmed: String,
     errors: BTreeSet<String>,
     missing: BTreeSet<String>,
@@ -240,9 +241,9 @@ pub struct Controller {
     queue: queue::Queue,
     kinds: watch::Registrar,
     recorder: events::Events,
-    reported: Mutex<HashMap<Key, Reported>>,
     failures: Mutex<HashMap<Work, u32>>,
-    last_writes: Mutex<HashMap<Key, (u64, u64)>>,
+    /// What each Gateway's reconciles keep between runs.
+    memory: memory::Memory,
     /// The status we last wrote per object (`Kind/namespace/name`), as the digest of its
     /// normalized form (a fleet's statuses would otherwise be held twice): a watch event
     /// that brings exactly it (and no other change) is our own echo.
@@ -257,18 +258,6 @@ pub struct Controller {
     child_waiters: Mutex<BTreeMap<crate::snapshot::ObjectKey, BTreeSet<Key>>>,
     /// Writes are sent only while our Lease is fresh (with leader election).
     fence: Option<Arc<LeaseFence>>,
-    /// Gateways created while we watched, and when we first saw them: planned only once
-    /// [`NEW_GATEWAY_SETTLE`] has passed (see there).
-    new_gateways: Mutex<HashMap<Key, Instant>>,
-    /// The route plans remembered for each Gateway with at least
-    /// [`MEMO_MIN_ROUTES`] routes (see [`crate::plan::memo`]).
-    plan_memos: Mutex<HashMap<Key, crate::plan::PlanMemo>>,
-    /// Per (Gateway, route): the route's snapshot entry and our entries for the Gateway
-    /// when a status write found nothing to change or wrote them: while both are the
-    /// same, the next plan of the Gateway does not look at the route's status again.
-    route_status_seen: Mutex<HashMap<Key, HashMap<RouteKey, RouteStatusSeen>>>,
-    /// The version each make-before-break Gateway template asked for (see [`settle`]).
-    versions_asked: Mutex<settle::AskedVersions>,
     /// Set once the controller stops: asked to, or because it cannot go on.
     stop: tokio::sync::watch::Sender<Option<Stop>>,
     /// The tasks a shutdown waits for: the worker (its reconcile under way) and the
@@ -297,39 +286,38 @@ impl Controller {
     /// Records that a Gateway was created just now (seen by the watch after the caches
     /// listed, unknown to them before).
     pub(crate) fn gateway_created(&self, key: Key) {
-        if let Ok(mut m) = self.new_gateways.lock() {
-            m.insert(key, Instant::now());
-        }
+        self.memory
+            .with(&key, |m| m.created_at = Some(Instant::now()));
     }
 
     /// How long a Gateway created just now still waits before it is first planned;
     /// `None` once it may be planned (and from then on).
     pub(crate) fn new_gateway_wait(&self, key: &Key) -> Option<Duration> {
-        let mut m = self.new_gateways.lock().ok()?;
-        let wait = NEW_GATEWAY_SETTLE.checked_sub(m.get(key)?.elapsed());
-        if wait.is_none() {
-            m.remove(key);
-        }
-        wait
+        self.memory
+            .with(key, |m| {
+                let wait = NEW_GATEWAY_SETTLE.checked_sub(m.created_at?.elapsed());
+                if wait.is_none() {
+                    m.created_at = None;
+                }
+                wait
+            })
+            .flatten()
     }
 
     /// The route plans remembered for `key` (empty when none are), taken out while the
     /// Gateway is planned; a Gateway is never planned twice at once.
     pub(crate) fn take_plan_memo(&self, key: &Key) -> crate::plan::PlanMemo {
-        self.plan_memos
-            .lock()
-            .ok()
-            .and_then(|mut m| m.remove(key))
+        self.memory
+            .with(key, |m| m.plan_memo.take())
+            .flatten()
             .unwrap_or_default()
     }
 
     /// Keeps the route plans of `key` for its next plan, when it has enough routes for
     /// reusing them to matter; forgets them otherwise.
     pub(crate) fn keep_plan_memo(&self, key: &Key, memo: crate::plan::PlanMemo) {
-        if memo.len() >= MEMO_MIN_ROUTES
-            && let Ok(mut m) = self.plan_memos.lock()
-        {
-            m.insert(key.clone(), memo);
+        if memo.len() >= MEMO_MIN_ROUTES {
+            self.memory.with(key, |m| m.plan_memo = Some(memo));
         }
     }
 
@@ -344,23 +332,31 @@ impl Controller {
         &'a crate::plan::RouteParents,
         Option<Arc<crate::snapshot::RouteEntry>>,
     )> {
-        let (Ok(snap), Ok(seen)) = (self.snapshot.read(), self.route_status_seen.lock()) else {
+        let Ok(snap) = self.snapshot.read() else {
             return parents.iter().map(|p| (p, None)).collect();
         };
-        let seen = seen.get(gateway);
-        parents
-            .iter()
-            .filter_map(|p| {
-                let entry = snap.route(&p.route).cloned();
-                let unchanged = match (&entry, seen.and_then(|s| s.get(&p.route))) {
-                    (Some(e), Some(s)) => {
-                        std::ptr::eq(s.route.as_ptr(), Arc::as_ptr(e)) && s.entries == p.entries
-                    }
-                    _ => false,
-                };
-                (!unchanged).then_some((p, entry))
-            })
-            .collect()
+        let pick = |seen: Option<&HashMap<RouteKey, RouteStatusSeen>>| {
+            parents
+                .iter()
+                .filter_map(|p| {
+                    let entry = snap.route(&p.route).cloned();
+                    let unchanged = match (&entry, seen.and_then(|s| s.get(&p.route))) {
+                        (Some(e), Some(s)) => {
+                            std::ptr::eq(s.route.as_ptr(), Arc::as_ptr(e)) && s.entries == p.entries
+                        }
+                        _ => false,
+                    };
+                    (!unchanged).then_some((p, entry))
+                })
+                .collect::<Vec<_>>()
+        };
+        match self
+            .memory
+            .read(gateway, |m| pick(Some(&m.route_status_seen)))
+        {
+            Some(todo) => todo,
+            None => pick(None),
+        }
     }
 
     /// Records that `parents` were written to (or found in) the route of `entry`.
@@ -370,22 +366,21 @@ impl Controller {
         parents: &crate::plan::RouteParents,
         entry: &Arc<crate::snapshot::RouteEntry>,
     ) {
-        if let Ok(mut seen) = self.route_status_seen.lock() {
-            seen.entry(gateway.clone()).or_default().insert(
+        self.memory.with(gateway, |m| {
+            m.route_status_seen.insert(
                 parents.route.clone(),
                 RouteStatusSeen {
                     route: Arc::downgrade(entry),
                     entries: parents.entries.clone(),
                 },
             );
-        }
+        });
     }
 
-    /// Forgets what was recorded for the routes of `gateway`.
-    pub(crate) fn forget_route_status(&self, gateway: &Key) {
-        if let Ok(mut seen) = self.route_status_seen.lock() {
-            seen.remove(gateway);
-        }
+    /// Forgets everything kept for `gateway` between its reconciles (it is gone, or no
+    /// longer ours).
+    pub(crate) fn forget_gateway(&self, gateway: &Key) {
+        self.memory.forget(gateway);
     }
 
     /// Records that `gateway` waits for `children`, held by other parents, to go.
@@ -500,10 +495,8 @@ impl Controller {
     /// HTTP layer) the last one sent.
     #[must_use]
     pub fn last_writes(&self, key: &Key) -> (u64, u64) {
-        self.last_writes
-            .lock()
-            .ok()
-            .and_then(|m| m.get(key).copied())
+        self.memory
+            .read(key, |m| m.runs_and_writes)
             .unwrap_or_default()
     }
 
@@ -562,11 +555,10 @@ impl Controller {
             Work::Gateway(k) => {
                 // The writes this reconcile sends, counted by the client in its task.
                 let (r, written) = queue::count_writes(self.reconcile_gateway(k)).await;
-                if let Ok(mut m) = self.last_writes.lock() {
-                    let e = m.entry(k.clone()).or_default();
-                    e.0 += 1;
-                    e.1 = written;
-                }
+                self.memory.with(k, |m| {
+                    m.runs_and_writes.0 += 1;
+                    m.runs_and_writes.1 = written;
+                });
                 r
             }
             Work::Class(n) => self.reconcile_class(n).await,
@@ -647,17 +639,12 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Controller>, std
         metrics,
         queue: queue::Queue::default(),
         kinds: watch::Registrar::default(),
-        reported: Mutex::new(HashMap::new()),
         own_status: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
-        last_writes: Mutex::new(HashMap::new()),
+        memory: memory::Memory::default(),
         unsynced_watches: std::sync::atomic::AtomicUsize::new(usize::MAX),
         caches_synced: tokio::sync::watch::Sender::new(false),
         child_waiters: Mutex::new(BTreeMap::new()),
-        new_gateways: Mutex::new(HashMap::new()),
-        plan_memos: Mutex::new(HashMap::new()),
-        route_status_seen: Mutex::new(HashMap::new()),
-        versions_asked: Mutex::new(HashMap::new()),
         fence,
         stop: tokio::sync::watch::Sender::new(None),
         drain: Mutex::new(Vec::new()),

@@ -124,12 +124,8 @@ impl Controller {
             }
             Read::Nothing => {
                 // Gone or not ours: forget what was kept for it.
-                self.forget_route_status(key);
-                self.forget_versions(key);
+                self.forget_gateway(key);
                 self.kinds.use_kinds(self, key, BTreeSet::new());
-                if let Ok(mut r) = self.reported.lock() {
-                    r.remove(key);
-                }
                 return Ok(None);
             }
         };
@@ -165,7 +161,9 @@ impl Controller {
         if let Some(c) = super::fight::condition(&fights) {
             outcome.status.conditions.push(c);
         }
-        self.write_gateway_status(key, &p.gateway, &outcome.status)
+        // A change that only reports progress may wait (see `settle::PROGRESS_HOLD`).
+        let status_wait = self
+            .write_gateway_status(key, &p.gateway, &outcome.status)
             .await?;
         for set in &outcome.status.listener_sets {
             self.write_listener_set_status(set).await?;
@@ -215,10 +213,10 @@ impl Controller {
             self.enqueue_after(super::Work::Gateway(key.clone()), d);
         }
         let next = requeue_after(&applied, prune_left, outcome.rollout_requeue)?;
-        Ok(match (next, unsettled.wake) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        })
+        Ok([next, unsettled.wake, status_wait]
+            .into_iter()
+            .flatten()
+            .min())
     }
 
     /// Adds our finalizer, so the children are torn down before the Gateway goes.
@@ -353,10 +351,9 @@ impl Controller {
             stuck_deletions: BTreeSet::new(),
         };
         let before = self
-            .reported
-            .lock()
-            .ok()
-            .and_then(|mut r| r.insert(key.clone(), now_reported.clone()))
+            .memory
+            .with(key, |m| m.reported.replace(now_reported.clone()))
+            .flatten()
             .unwrap_or_else(|| super::observed_reported(gw, &now_reported));
         for e in now_reported.errors.difference(&before.errors) {
             self.event(gw, true, "TemplateFailed", "Render", e).await;

@@ -24,6 +24,13 @@ use crate::snapshot::{Key, ObjectKey};
 /// after a change, before that version is created.
 pub const ROTATION_SETTLE: Duration = Duration::from_secs(2);
 
+/// How long after a Gateway's status write a change that only reports progress (what a
+/// Gateway not yet Programmed waits for, the count of its routes) waits before it is
+/// written: on a cold start a Gateway's children come up one by one, each step a new text,
+/// and one write for them all is enough. Transitions (Programmed, a reason, an address, a
+/// new generation) are written at once.
+pub const PROGRESS_HOLD: Duration = Duration::from_secs(5);
+
 /// The version a template asked for, since when, and whether it replaced another.
 #[derive(Debug)]
 pub(crate) struct Asked {
@@ -85,14 +92,13 @@ fn asks(p: &Planned) -> Vec<Ask<'_>> {
         .collect()
 }
 
-/// The versions each Gateway's make-before-break objects asked for, by (template, slot).
-pub(crate) type AskedVersions = HashMap<Key, HashMap<(String, String), Asked>>;
+/// The versions a Gateway's make-before-break objects asked for, by (template, slot).
+pub(crate) type AskedVersions = HashMap<(String, String), Asked>;
 
 /// Records the version each template asks for in `asked` and says which new versions to
 /// hold back at `now`.
 pub(crate) fn judge<'a>(
-    asked: &mut AskedVersions,
-    key: &Key,
+    mine: &mut AskedVersions,
     children: impl IntoIterator<Item = Ask<'a>>,
     now: Instant,
 ) -> Unsettled {
@@ -103,7 +109,6 @@ pub(crate) fn judge<'a>(
     if children.is_empty() {
         return out;
     }
-    let mine = asked.entry(key.clone()).or_default();
     let known: std::collections::HashSet<String> = mine.keys().map(|(t, _)| t.clone()).collect();
     for c in children {
         let a = mine
@@ -133,17 +138,26 @@ pub(crate) fn judge<'a>(
 impl Controller {
     /// See the module docs.
     pub(crate) fn unsettled(&self, key: &Key, p: &Planned) -> Unsettled {
-        self.versions_asked
-            .lock()
-            .map(|mut m| judge(&mut m, key, asks(p), Instant::now()))
+        self.memory
+            .with(key, |m| {
+                judge(&mut m.versions_asked, asks(p), Instant::now())
+            })
             .unwrap_or_default()
     }
 
-    /// Forgets the versions recorded for `key`'s templates.
-    pub(crate) fn forget_versions(&self, key: &Key) {
-        if let Ok(mut m) = self.versions_asked.lock() {
-            m.remove(key);
-        }
+    /// How long a status change that only reports progress
+    /// ([`crate::plan::progress::only_progress`]) waits: until [`PROGRESS_HOLD`] after the
+    /// Gateway's last status write (`None`: write it now).
+    pub(crate) fn progress_hold(&self, key: &Key, now: Instant) -> Option<Duration> {
+        let last = self.memory.read(key, |m| m.status_written_at)??;
+        PROGRESS_HOLD
+            .checked_sub(now.saturating_duration_since(last))
+            .filter(|d| !d.is_zero())
+    }
+
+    /// Records a write of `key`'s status.
+    pub(crate) fn status_written(&self, key: &Key, now: Instant) {
+        self.memory.with(key, |m| m.status_written_at = Some(now));
     }
 }
 
@@ -178,12 +192,15 @@ mod tests {
         let mut asked = HashMap::new();
         let t0 = Instant::now();
         // The first version asked for is created at once.
-        let u = judge(&mut asked, &gw, [ask("1", false, &k1)], t0);
+        let u = judge(
+            asked.entry(gw.clone()).or_default(),
+            [ask("1", false, &k1)],
+            t0,
+        );
         assert!(u.keys.is_empty() && u.wake.is_none());
         // It changes: held, and woken when it has stayed the same long enough.
         let u = judge(
-            &mut asked,
-            &gw,
+            asked.entry(gw.clone()).or_default(),
             [ask("2", false, &k2)],
             t0 + Duration::from_millis(100),
         );
@@ -191,25 +208,35 @@ mod tests {
         assert_eq!(u.wake, Some(ROTATION_SETTLE));
         // It changes again before that: the wait starts over.
         let t = t0 + Duration::from_millis(900);
-        let u = judge(&mut asked, &gw, [ask("3", false, &k3)], t);
+        let u = judge(
+            asked.entry(gw.clone()).or_default(),
+            [ask("3", false, &k3)],
+            t,
+        );
         assert_eq!(u.keys, BTreeSet::from([k3.clone()]));
         let u = judge(
-            &mut asked,
-            &gw,
+            asked.entry(gw.clone()).or_default(),
             [ask("3", false, &k3)],
             t + Duration::from_millis(500),
         );
         assert_eq!(u.wake, Some(ROTATION_SETTLE - Duration::from_millis(500)));
         // Settled: created.
-        let u = judge(&mut asked, &gw, [ask("3", false, &k3)], t + ROTATION_SETTLE);
+        let u = judge(
+            asked.entry(gw.clone()).or_default(),
+            [ask("3", false, &k3)],
+            t + ROTATION_SETTLE,
+        );
         assert!(u.keys.is_empty() && u.wake.is_none());
         // A version that exists is never held, and another Gateway is judged on its own.
-        let u = judge(&mut asked, &gw, [ask("4", true, &k1)], t + ROTATION_SETTLE);
+        let u = judge(
+            asked.entry(gw.clone()).or_default(),
+            [ask("4", true, &k1)],
+            t + ROTATION_SETTLE,
+        );
         assert!(u.keys.is_empty());
         let other = Key::new("ns", "other");
         let u = judge(
-            &mut asked,
-            &other,
+            asked.entry(other.clone()).or_default(),
             [ask("9", false, &k1)],
             t + ROTATION_SETTLE,
         );
@@ -237,19 +264,21 @@ mod tests {
         let mut asked = HashMap::new();
         let t0 = Instant::now();
         // Every object of the first plan goes at once.
-        let u = judge(&mut asked, &gw, [ask("tls-0", a), ask("tls-1", b)], t0);
+        let u = judge(
+            asked.entry(gw.clone()).or_default(),
+            [ask("tls-0", a), ask("tls-1", b)],
+            t0,
+        );
         assert!(u.keys.is_empty(), "{u:?}");
         // A group split off later waits until it settles.
         let u = judge(
-            &mut asked,
-            &gw,
+            asked.entry(gw.clone()).or_default(),
             [ask("tls-0", a), ask("tls-1", b), ask("tls-2", c)],
             t0 + Duration::from_millis(100),
         );
         assert_eq!(u.keys, BTreeSet::from([c.clone()]));
         let u = judge(
-            &mut asked,
-            &gw,
+            asked.entry(gw.clone()).or_default(),
             [ask("tls-2", c)],
             t0 + Duration::from_millis(100) + ROTATION_SETTLE,
         );

@@ -103,7 +103,7 @@ impl Controller {
         key: &Key,
         gw: &Gateway,
         status: &GatewayStatusPlan,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<std::time::Duration>, Error> {
         let desired = status.to_status(gw.status.as_ref(), gw.metadata.generation, &now());
         let mut desired_json = serde_json::to_value(&desired).unwrap_or(Value::Null);
         if desired.addresses.is_none() {
@@ -115,7 +115,13 @@ impl Controller {
         let compared = norm_status(&desired_json);
         let own = own_status_key("Gateway", &key.namespace, &key.name);
         if compared == strip_times(&current) && self.cache_has_own_status(&own, &current) {
-            return Ok(());
+            return Ok(None);
+        }
+        let started = std::time::Instant::now();
+        if crate::plan::progress::only_progress(&current, &desired_json)
+            && let Some(wait) = self.progress_hold(key, started)
+        {
+            return Ok(Some(wait));
         }
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
         self.expect_own_status(own, &compared);
@@ -127,7 +133,8 @@ impl Controller {
         )
         .await
         .map_err(|e| Error::kube("write the Gateway status", e))?;
-        Ok(())
+        self.status_written(key, started);
+        Ok(None)
     }
 
     /// Writes a ListenerSet's planned status when it differs from what the set holds

@@ -336,11 +336,9 @@ impl Controller {
     async fn announce_stuck(&self, key: &Key, gw: &Gateway, stuck: &[StuckDeletion]) {
         let now_stuck: BTreeSet<String> = stuck.iter().map(|s| s.child.clone()).collect();
         let before = self
-            .reported
-            .lock()
-            .ok()
-            .map(|mut r| {
-                let e = r.entry(key.clone()).or_default();
+            .memory
+            .with(key, |m| {
+                let e = m.reported.get_or_insert_default();
                 std::mem::replace(&mut e.stuck_deletions, now_stuck)
             })
             .unwrap_or_default();

@@ -15,6 +15,7 @@ pub mod gateway;
 mod gateway_memo;
 pub mod memo;
 pub mod policy;
+pub mod progress;
 pub mod readiness;
 pub mod rollout;
 pub mod route;

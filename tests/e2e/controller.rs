@@ -585,12 +585,18 @@ async fn contour_istio_class_end_to_end() {
             "{kind} {name} is owned by its parent"
         );
     }
-    let g = wait_programmed(&client, &ns.name, "False").await;
-    let programmed = cond(&g["status"]["conditions"], "Programmed").unwrap();
-    assert!(
-        programmed["message"].as_str().unwrap().contains("Ingress"),
-        "Programmed=False names what it waits for: {programmed}"
-    );
+    // What it waits for is progress, written at most once per few seconds
+    // (`settle::PROGRESS_HOLD`): it names the Ingress once that text is written.
+    let g = wait_for(
+        "Programmed=False naming the Ingress it waits for",
+        T,
+        || async {
+            let g = gateway_json(&client, &ns.name).await;
+            let p = cond(&g["status"]["conditions"], "Programmed")?;
+            (p["status"] == "False" && p["message"].as_str()?.contains("Ingress")).then_some(g)
+        },
+    )
+    .await;
     assert!(g["status"].get("addresses").is_none_or(Value::is_null));
 
     simulate(&client, &ns.name, 4).await;
