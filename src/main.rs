@@ -155,6 +155,12 @@ struct ClusterArgs {
     /// The namespace (else the context's).
     #[arg(short = 'n', long)]
     namespace: Option<String>,
+    /// Act as this user (impersonation, as kubectl's `--as`).
+    #[arg(long = "as", value_name = "USER")]
+    as_user: Option<String>,
+    /// Act as a member of this group (with `--as`). Repeatable.
+    #[arg(long = "as-group", value_name = "GROUP", requires = "as_user")]
+    as_groups: Vec<String>,
     /// Namespace whose GatewayClassConfigs apply cluster-wide.
     #[arg(
         long,
@@ -167,8 +173,14 @@ struct ClusterArgs {
 impl ClusterArgs {
     /// The client, and the namespace to read (`-n`, else the context's).
     async fn connect(&self) -> anyhow::Result<(kube::Client, String)> {
-        let (client, ns) =
-            gatewright::live::connect(self.kubeconfig.as_deref(), self.context.as_deref()).await?;
+        let (client, ns) = gatewright::live::connect(
+            self.kubeconfig.as_deref(),
+            self.context.as_deref(),
+            self.as_user
+                .as_deref()
+                .map(|u| (u, self.as_groups.as_slice())),
+        )
+        .await?;
         Ok((client, self.namespace.clone().unwrap_or(ns)))
     }
 }

@@ -34,13 +34,15 @@ pub type KindKey = (String, String);
 
 /// Connects with the usual kubeconfig: `kubeconfig` (else `KUBECONFIG`, else
 /// `~/.kube/config`, else the in-cluster service account) and its `context` (else the
-/// current one). Returns the client and the context's default namespace.
+/// current one), as `impersonate` (a user and groups, as kubectl's `--as` and
+/// `--as-group`) when given. Returns the client and the context's default namespace.
 ///
 /// # Errors
 /// No kubeconfig can be read, or it names no such context.
 pub async fn connect(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
+    impersonate: Option<(&str, &[String])>,
 ) -> anyhow::Result<(Client, String)> {
     let opts = kube::config::KubeConfigOptions {
         context: context.map(str::to_owned),
@@ -63,6 +65,12 @@ pub async fn connect(
     };
     config.connect_timeout = Some(Duration::from_secs(10));
     config.read_timeout = Some(Duration::from_secs(60));
+    if let Some((user, groups)) = impersonate {
+        config.auth_info.impersonate = Some(user.to_owned());
+        if !groups.is_empty() {
+            config.auth_info.impersonate_groups = Some(groups.to_vec());
+        }
+    }
     let namespace = config.default_namespace.clone();
     let client = Client::try_from(config).context("failed to build a client")?;
     Ok((client, namespace))
@@ -179,6 +187,11 @@ async fn list_all(
 /// known may render templates (and so kinds) it held back without them.
 const CHILD_ROUNDS: usize = 4;
 
+/// Whether the API server refused a request as forbidden (RBAC).
+fn forbidden(e: &anyhow::Error) -> bool {
+    matches!(e.downcast_ref::<kube::Error>(), Some(kube::Error::Api(s)) if s.code == 403)
+}
+
 /// Lists, once, every object the planner reads from the cluster of `client`: the primary
 /// kinds, then the child kinds the Gateways of our classes use (what their plans render
 /// and prune, and what their live children are), by our label.
@@ -188,7 +201,7 @@ const CHILD_ROUNDS: usize = 4;
 pub async fn list(client: &Client, controller_namespace: &str) -> anyhow::Result<Listed> {
     let mut listed = Listed::default();
     for p in ingest::sources() {
-        let got = list_all(
+        let got = match list_all(
             client,
             &p.resource,
             p.metadata_only,
@@ -196,7 +209,27 @@ pub async fn list(client: &Client, controller_namespace: &str) -> anyhow::Result
             None,
             p.page_size,
         )
-        .await?;
+        .await
+        {
+            Ok(got) => got,
+            // Reading Secrets is not everyone's to do: the plan goes on without them, and
+            // says so.
+            Err(e) if forbidden(&e) && p.kind == ingest::Kind::Secret => {
+                if !listed.notes.iter().any(|n| n.starts_with("Secrets")) {
+                    listed.notes.push(
+                        "Secrets are not readable with these credentials: TLS listeners are planned as if the Secrets they name were missing".to_owned(),
+                    );
+                }
+                continue;
+            }
+            Err(e) if forbidden(&e) => {
+                return Err(e.context(format!(
+                    "these credentials may not list {} ({}); the ClusterRole gatewright-viewer (config/rbac/viewer.yaml) grants what status, trace and diff read",
+                    p.resource.plural, p.resource.api_version
+                )));
+            }
+            Err(e) => return Err(e),
+        };
         match got {
             // Our children come from the lists of the child kinds, in full (as the
             // controller's primary watches leave them to the child watches).
@@ -227,11 +260,12 @@ pub async fn list(client: &Client, controller_namespace: &str) -> anyhow::Result
     for k in named {
         let api: Api<k8s_openapi::api::core::v1::Secret> =
             Api::namespaced(client.clone(), &k.namespace);
-        if let Some(mut s) = api
-            .get_opt(&k.name)
-            .await
-            .with_context(|| format!("failed to read Secret {k}"))?
-        {
+        let got = match api.get_opt(&k.name).await {
+            Ok(got) => got,
+            Err(kube::Error::Api(s)) if s.code == 403 => None,
+            Err(e) => return Err(e).with_context(|| format!("failed to read Secret {k}")),
+        };
+        if let Some(mut s) = got {
             s.data = None;
             s.string_data = None;
             let mut v = serde_json::to_value(&s)?;

@@ -166,6 +166,55 @@ async fn status_trace_and_diff_read_what_the_controller_did() {
     let (code, out, _) = gatewright(&["diff", "-f", &f]);
     assert_eq!((code, out.as_str()), (0, ""));
 
+    // Read access alone is enough: a user bound to gatewright-viewer (which leaves Secrets
+    // out) sees the same line, told that Secrets were not read; a user without it is told
+    // what it may not list and which role grants it (exit 2).
+    let root = env!("CARGO_MANIFEST_DIR");
+    apply_yaml(
+        &client,
+        &std::fs::read_to_string(format!("{root}/config/rbac/viewer.yaml")).unwrap(),
+    )
+    .await;
+    let viewer = format!("viewer-{}", ns.name);
+    apply_yaml(
+        &client,
+        &format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: {viewer}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: gatewright-viewer}}\nsubjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: {viewer}}}]\n"
+        ),
+    )
+    .await;
+    // The aggregated role's rules are filled in by kube-controller-manager.
+    let (out, err) = wait_for("the viewer's status", T, || {
+        let viewer = viewer.clone();
+        let gw = gw.clone();
+        async move {
+            let (code, out, err) = gatewright(&["status", "gateway", &gw, "--as", &viewer]);
+            (code == 0).then_some((out, err))
+        }
+    })
+    .await;
+    let cols: Vec<&str> = out
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        &cols[..6],
+        [ns.name.as_str(), "gw", class.as_str(), "True", "3/3", "1/1"],
+        "{out}"
+    );
+    assert!(err.contains("Secrets are not readable"), "{err}");
+    let (code, _, err) = gatewright(&["status", "-A", "--as", &format!("nobody-{}", ns.name)]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("may not list") && err.contains("gatewright-viewer"),
+        "{err}"
+    );
+    let bindings: kube::Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> =
+        kube::Api::all(client.clone());
+    let _ = bindings.delete(&viewer, &Default::default()).await;
+
     // A template error: trace names the template, its line and the cause (exit 3), and so
     // does diff.
     let broken = class_yaml.replace(
