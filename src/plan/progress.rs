@@ -3,9 +3,10 @@
 //! (the text of what it waits for, its address once the data plane has one, a
 //! replacement's progress, its routes' count as they attach). Each such change is a status
 //! write, four or five per Gateway on a cold start, where one transition is what anyone
-//! waits for. [`only_progress`] tells those changes apart from transitions (Accepted or
-//! Programmed changing status or reason, a new generation), so that the writer may gather
-//! them: a transition is written at once, progress at most once per few seconds.
+//! waits for. [`only_progress`] tells those changes apart from transitions (Programmed
+//! changing status, Accepted changing status or reason, a new generation), so that the
+//! writer may gather them: a transition is written at once, progress at most once per few
+//! seconds.
 
 use serde_json::Value;
 
@@ -20,15 +21,15 @@ fn key_of(status: &Value, type_: &str) -> Option<(String, String, Option<i64>)> 
 }
 
 /// Whether going from `current` to `desired` (Gateway statuses, as JSON) only reports the
-/// progress of a Gateway that is not Programmed before and after: `Accepted` and
-/// `Programmed` keep their status, reason and observed generation; what else changes (the
-/// messages, addresses, other conditions, listeners, attached routes) is what it waits
+/// progress of a Gateway that is not Programmed before and after: `Programmed` stays
+/// False for the same generation (its reason may move on: children pending, then no
+/// address yet) and `Accepted` keeps its status, reason and generation; what else changes
+/// (messages, addresses, other conditions, listeners, attached routes) is what it waits
 /// for, in more detail.
 #[must_use]
 pub fn only_progress(current: &Value, desired: &Value) -> bool {
-    let programmed = key_of(current, "Programmed");
-    programmed.as_ref().is_some_and(|p| p.0 == "False")
-        && programmed == key_of(desired, "Programmed")
+    let (before, after) = (key_of(current, "Programmed"), key_of(desired, "Programmed"));
+    matches!((&before, &after), (Some(b), Some(a)) if b.0 == "False" && a.0 == "False" && b.2 == a.2)
         && key_of(current, "Accepted") == key_of(desired, "Accepted")
 }
 
@@ -78,8 +79,8 @@ mod tests {
             "Programmed"
         );
         assert!(
-            !only_progress(&a, &status("False", "Invalid", "waiting", 0)),
-            "a reason"
+            only_progress(&a, &status("False", "AddressNotAssigned", "no address yet", 0)),
+            "Programmed's reason moving on while it stays False is progress"
         );
         let mut new_generation = a.clone();
         new_generation["conditions"][1]["observedGeneration"] = json!(2);
