@@ -126,14 +126,26 @@ impl Controller {
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
         self.expect_own_status(own, &compared);
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
-        api.patch_status(
-            &key.name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "status": desired_json })),
-        )
-        .await
-        .map_err(|e| Error::kube("write the Gateway status", e))?;
+        let mut written = api
+            .patch_status(
+                &key.name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "status": desired_json })),
+            )
+            .await
+            .map_err(|e| Error::kube("write the Gateway status", e))?;
         self.status_written(key, started);
+        // The snapshot holds what we wrote at once (unless a watch event brought a newer
+        // version meanwhile): the next pass, often right behind (a child became ready),
+        // compares with it, not with the version before our write, whose echo is still on
+        // its way (and would make it write again, or take progress for a transition).
+        written.metadata.managed_fields = None;
+        if let Ok(mut s) = self.snapshot.write()
+            && s.gateway(key)
+                .is_some_and(|e| e.typed.metadata.resource_version == gw.metadata.resource_version)
+        {
+            s.put_gateway(written);
+        }
         Ok(None)
     }
 
