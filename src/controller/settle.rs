@@ -24,11 +24,12 @@ use crate::snapshot::{Key, ObjectKey};
 /// after a change, before that version is created.
 pub const ROTATION_SETTLE: Duration = Duration::from_secs(2);
 
-/// How long after a Gateway's status write a change that only reports progress (what a
-/// Gateway not yet Programmed waits for, the count of its routes) waits before it is
-/// written: on a cold start a Gateway's children come up one by one, each step a new text,
-/// and one write for them all is enough. Transitions (Programmed, a reason, an address, a
-/// new generation) are written at once.
+/// How long after a Gateway's status write a change that is no transition
+/// ([`crate::plan::progress::only_progress`]: what a Gateway not yet Programmed waits for,
+/// its address, the count of its routes, a replacement's progress) waits before it is
+/// written: on a cold start a Gateway's children come up and its routes attach one by
+/// one, each step a new status, and one write for them all is enough. Transitions
+/// (Programmed gained or lost, Accepted changing, a new generation) are written at once.
 pub const PROGRESS_HOLD: Duration = Duration::from_secs(5);
 
 /// The version a template asked for, since when, and whether it replaced another.

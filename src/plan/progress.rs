@@ -1,12 +1,12 @@
-//! Which Gateway status changes only report progress: a Gateway not yet Programmed says
-//! what it waits for, and while its children come up one by one that changes at each step
-//! (the text of what it waits for, its address once the data plane has one, a
-//! replacement's progress, its routes' count as they attach). Each such change is a status
-//! write, four or five per Gateway on a cold start, where one transition is what anyone
-//! waits for. [`only_progress`] tells those changes apart from transitions (Programmed
-//! changing status, Accepted changing status or reason, a new generation), so that the
-//! writer may gather them: a transition is written at once, progress at most once per few
-//! seconds.
+//! Which Gateway status changes are not transitions. While a Gateway's children come up
+//! one by one and its routes attach, its status changes at each step: the text of what it
+//! waits for, its reason (children pending, then no address yet), its address once the
+//! data plane has one, a replacement's progress, the count of attached routes. Each is a
+//! status write, four or five per Gateway on a cold start, where the transitions are what
+//! anyone waits for (Argo CD, Flux and kstatus read `Programmed`; Flagger reads the
+//! routes' own status). [`only_progress`] tells the other changes apart, so that the writer
+//! may gather them: a transition is written at once, the rest at most once per few
+//! seconds, always with the latest.
 
 use serde_json::Value;
 
@@ -20,16 +20,15 @@ fn key_of(status: &Value, type_: &str) -> Option<(String, String, Option<i64>)> 
     Some((s("status"), s("reason"), c["observedGeneration"].as_i64()))
 }
 
-/// Whether going from `current` to `desired` (Gateway statuses, as JSON) only reports the
-/// progress of a Gateway that is not Programmed before and after: `Programmed` stays
-/// False for the same generation (its reason may move on: children pending, then no
-/// address yet) and `Accepted` keeps its status, reason and generation; what else changes
-/// (messages, addresses, other conditions, listeners, attached routes) is what it waits
-/// for, in more detail.
+/// Whether going from `current` to `desired` (Gateway statuses, as JSON) is no transition:
+/// `Programmed` keeps its status (True or False) for the same generation, and `Accepted`
+/// its status, reason and generation. What else changes (messages, Programmed's reason
+/// while it stays False, addresses, other conditions, listeners, attached routes) is
+/// progress or detail. A first status (no `Programmed` yet) is a transition.
 #[must_use]
 pub fn only_progress(current: &Value, desired: &Value) -> bool {
     let (before, after) = (key_of(current, "Programmed"), key_of(desired, "Programmed"));
-    matches!((&before, &after), (Some(b), Some(a)) if b.0 == "False" && a.0 == "False" && b.2 == a.2)
+    matches!((&before, &after), (Some(b), Some(a)) if b.0 == a.0 && b.2 == a.2)
         && key_of(current, "Accepted") == key_of(desired, "Accepted")
 }
 
@@ -79,7 +78,10 @@ mod tests {
             "Programmed"
         );
         assert!(
-            only_progress(&a, &status("False", "AddressNotAssigned", "no address yet", 0)),
+            only_progress(
+                &a,
+                &status("False", "AddressNotAssigned", "no address yet", 0)
+            ),
             "Programmed's reason moving on while it stays False is progress"
         );
         let mut new_generation = a.clone();
@@ -91,8 +93,15 @@ mod tests {
         assert!(!only_progress(&json!({}), &a), "the first status");
         let programmed = status("True", "Programmed", "", 1);
         assert!(
-            !only_progress(&programmed, &status("True", "Programmed", "", 2)),
-            "a Programmed Gateway's routes"
+            only_progress(&programmed, &status("True", "Programmed", "", 2)),
+            "a Programmed Gateway's routes attaching"
+        );
+        assert!(
+            !only_progress(
+                &programmed,
+                &status("False", "Pending", "a child is not ready", 1)
+            ),
+            "Programmed lost"
         );
     }
 }
