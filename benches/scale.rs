@@ -812,9 +812,23 @@ async fn main() {
         converge.as_secs_f64()
     );
     println!("  controller CPU seconds to converge: {cpu_converge:.2}");
+    let cold_writes = writes_between(&before, &after);
     print_writes(
         "cold phase (workload creates + simulator status writes + controller)",
-        &writes_between(&before, &after),
+        &cold_writes,
+    );
+    // Of the Gateway status writes, the simulator's (to the child Gateways, as Istio would)
+    // and the controller's (to the Gateways of the workload).
+    let gw_status = cold_writes
+        .iter()
+        .filter(|((_, r), _)| r == "gateways/status")
+        .map(|(_, n)| *n)
+        .sum::<u64>();
+    let sim = SIM_GATEWAY_STATUS_WRITES.load(Ordering::Relaxed) as u64;
+    println!(
+        "  Gateway status writes in the cold phase: {gw_status} = simulator {sim} (child Gateways) + controller {} ({:.2} per Gateway)",
+        gw_status.saturating_sub(sim),
+        gw_status.saturating_sub(sim) as f64 / n as f64
     );
     print_reconciles(&p).await;
     let gets = gets_between(&before, &after);

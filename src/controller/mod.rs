@@ -43,6 +43,7 @@ pub use apply::is_subset;
 pub use client::{
     Error as ClientError, LeaseFence, Resilience, parse_retry_after, retry_delay, retryable_status,
 };
+pub use settle::PROGRESS_HOLD;
 
 /// Field manager of every server-side apply.
 pub const FIELD_MANAGER: &str = "gatewright";

@@ -118,7 +118,9 @@ impl Controller {
             return Ok(None);
         }
         let started = std::time::Instant::now();
+        // Only our own last status is gathered with: anyone else's edit is undone at once.
         if crate::plan::progress::only_progress(&current, &desired_json)
+            && self.is_own_status(&own, &current)
             && let Some(wait) = self.progress_hold(key, started)
         {
             return Ok(Some(wait));

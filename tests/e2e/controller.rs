@@ -442,7 +442,8 @@ async fn a_shipped_class_end_to_end() {
     simulate(&client, &ns.name, 2).await;
     wait_programmed(&client, &ns.name, "True").await;
     let key = gatewright::snapshot::Key::new(ns.name.clone(), "gw");
-    // Settled: no reconcile of it for 2 s (the echo of our last writes may still wake one).
+    // Settled: no reconcile of it for a while (the echo of our last writes, or a held
+    // status write, may still wake one).
     let runs_before = settled_key(&ctl, &key).await;
     // Counted at the client's HTTP layer: every POST/PUT/PATCH/DELETE sent.
     let ns_writes_before = ctl.metrics().writes_in_namespace(&ns.name);
@@ -1142,11 +1143,16 @@ fn runs(ctl: &gatewright::controller::Controller, ns: &str, name: &str) -> u64 {
 }
 
 /// Reconciles of Gateway `key` once they have stopped changing for 2 s, at most [`T`].
+/// Long enough without a reconcile to call a Gateway settled: longer than a status change
+/// may be held back (`PROGRESS_HOLD`).
+pub(crate) const QUIET: Duration =
+    Duration::from_secs(gatewright::controller::PROGRESS_HOLD.as_secs() + 1);
+
 async fn settled_key(ctl: &gatewright::controller::Controller, key: &Key) -> u64 {
     let deadline = tokio::time::Instant::now() + T;
     let mut last = ctl.last_writes(key).0;
     loop {
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::time::sleep(QUIET).await;
         let now = ctl.last_writes(key).0;
         if now == last {
             return now;
@@ -1159,12 +1165,13 @@ async fn settled_key(ctl: &gatewright::controller::Controller, key: &Key) -> u64
     }
 }
 
-/// Reconciles of the `tls` and `plain` Gateways once they have stopped changing for 1.5 s
-/// (a requeue after applies may still be due).
+/// Reconciles of the `tls` and `plain` Gateways once they have stopped changing for longer
+/// than a status change may be held back (a requeue after applies, or for a held status
+/// write, may still be due).
 async fn settled(ctl: &gatewright::controller::Controller, ns: &str) -> (u64, u64) {
     let mut last = (runs(ctl, ns, "tls"), runs(ctl, ns, "plain"));
     loop {
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        tokio::time::sleep(QUIET).await;
         let now = (runs(ctl, ns, "tls"), runs(ctl, ns, "plain"));
         if now == last {
             return now;

@@ -121,7 +121,7 @@ async fn policy_status_says_where_each_applies_and_stays_quiet() {
     let settle = || async {
         let mut last = ctl.metrics().writes_in_namespace(n);
         loop {
-            tokio::time::sleep(Duration::from_secs(2)).await;
+            tokio::time::sleep(crate::controller::QUIET).await;
             let now = ctl.metrics().writes_in_namespace(n);
             if now == last {
                 return now;

@@ -149,12 +149,13 @@ async fn two_gateways_rendering_one_object_do_not_fight() {
     })
     .await;
 
-    // Converged (no write for 3 s, however long a loaded machine takes to get there):
-    // then not one write request for this namespace over 30 s.
+    // Converged (no write for longer than a status change may be held back, however long
+    // a loaded machine takes to get there): then not one write request for this namespace
+    // over 30 s.
     let deadline = tokio::time::Instant::now() + T;
     let mut before = ctl.metrics().writes_in_namespace(&ns.name);
     loop {
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        tokio::time::sleep(gatewright::controller::PROGRESS_HOLD + Duration::from_secs(1)).await;
         let now = ctl.metrics().writes_in_namespace(&ns.name);
         if now == before {
             break;
