@@ -13,8 +13,8 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use super::status::own_status_key;
 use super::status::{now, strip_times};
-use super::watch::own_status_key;
 use super::{Controller, Error};
 use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
 use crate::plan::class::GATEWAY_EXISTS_FINALIZER;

@@ -10,8 +10,8 @@ use std::time::Duration;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use super::status::own_status_key;
 use super::status::{now, strip_times};
-use super::watch::own_status_key;
 use super::{Controller, Error};
 use crate::plan::policy::next_policy_status;
 use crate::snapshot::Key;

@@ -12,7 +12,6 @@ use kube::Resource;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::watch::own_status_key;
 use super::{Controller, Error};
 use crate::gateway::ParentAttachment;
 use crate::plan::GatewayStatusPlan;
@@ -259,7 +258,7 @@ impl Controller {
         let Some(row) = crate::gateway::route_kinds::by_kind(kind) else {
             return Ok(());
         };
-        let ar = super::watch::route_resource(row);
+        let ar = route_resource(row);
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &ar);
         let action = format!("write the status of {kind} {ns}/{name}");
         // The first attempt starts from the watched copy when it holds the status exactly
@@ -311,4 +310,19 @@ impl Controller {
         self.write_route_status(rkey, None).await?;
         Ok(None)
     }
+}
+
+/// The key under which the status we last wrote on an object is remembered.
+pub(crate) fn own_status_key(kind: &str, namespace: &str, name: &str) -> String {
+    format!("{kind}/{namespace}/{name}")
+}
+
+/// Where the API server serves a route kind.
+pub(crate) fn route_resource(
+    row: &crate::gateway::route_kinds::RouteKind,
+) -> kube::api::ApiResource {
+    kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(crate::gateway::GATEWAY_API_GROUP, row.version, row.kind),
+        row.plural,
+    )
 }

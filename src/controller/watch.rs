@@ -21,9 +21,9 @@ use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::status::own_status_key;
 use super::{Controller, Work};
 use crate::api::{GatewayClassBlueprint, GatewayClassConfig, GatewayConfig};
-use crate::gateway::route_kinds::RouteKind;
 use crate::plan::affected::affected;
 use crate::render::labels;
 use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot, ingest};
@@ -549,11 +549,6 @@ fn primary_listed(ctl: &Arc<Controller>, step: &str) {
     }
 }
 
-/// The key under which the status we last wrote on an object is remembered.
-pub(crate) fn own_status_key(kind: &str, namespace: &str, name: &str) -> String {
-    format!("{kind}/{namespace}/{name}")
-}
-
 /// Whether `new` is the watch echo of our own status write on `object`: it brings exactly
 /// the status we last wrote, and `same(snapshot)` says nothing else changed since the
 /// stored version.
@@ -715,14 +710,6 @@ async fn watch_primary(ctl: Arc<Controller>, source: ingest::Source) {
             }
         }
     }
-}
-
-/// Where the API server serves a route kind.
-pub(crate) fn route_resource(row: &RouteKind) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(crate::gateway::GATEWAY_API_GROUP, row.version, row.kind),
-        row.plural,
-    )
 }
 
 /// The key under which our status write on an object of `kind` is remembered (none: we
