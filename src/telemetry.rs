@@ -9,7 +9,7 @@
 //! encoded by `prometheus-client` and served over HTTP/1.1 by hyper ([`serve`]).
 //!
 //! Every metric is named `gatewright_*`; durations are histograms in seconds
-//! (`*_seconds`), counters end in `_total`. The list is in the README ("Metrics").
+//! (`*_seconds`), counters end in `_total`. The list is in docs/metrics.md.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -476,7 +476,7 @@ async fn run_watch<F>(
                         &ctl,
                         &what,
                         format!(
-                            "kind {kind} ({api_version}) is served, but gatewright may not list it ({reason}): grant it with a ClusterRole labelled {}: \"true\" (README: RBAC, and a new child kind); retrying",
+                            "kind {kind} ({api_version}) is served, but gatewright may not list it ({reason}): grant it with a ClusterRole labelled {}: \"true\" (docs/install.md: RBAC, and a new child kind); retrying",
                             labels::AGGREGATE_TO_CHILDREN
                         ),
                     );

@@ -6,7 +6,7 @@
 //! asks of policies at one level. A Gateway's `spec.infrastructure.parametersRef` to a
 //! `GatewayConfig` beats any `GatewayConfig` whose `targetRef` names that Gateway. Across
 //! levels (blueprint, cluster-wide class policy, namespace, class in the namespace,
-//! Gateway) values merge as "Values order" in the README says.
+//! Gateway) values merge as "Values order" in docs/blueprints.md says.
 //!
 //! In: the snapshot and a policy's key. Out: the winners the values merge reads, and per
 //! policy its ancestors (the Gateways it affects, or the object it targets when it affects

@@ -171,7 +171,7 @@ fn parse(text: &str) -> Value {
 /// and the write path read without parsing it. A parsed `serde_json::Value` of a
 /// Kubernetes object takes 8 to 20 times its text (every map is a B-tree node of 11
 /// slots), and a fleet's children are most of what the controller holds; a plan parses
-/// the few it reads (see "Memory" in the README).
+/// the few it reads (see "Memory" in docs/architecture.md).
 #[derive(Debug)]
 struct ChildEntry {
     text: Box<str>,
