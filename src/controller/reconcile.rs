@@ -403,14 +403,7 @@ fn read_and_plan(snap: &Snapshot, key: &Key, memo: &mut crate::plan::PlanMemo) -
                 )
                 .collect();
             let g = &plan.gateway;
-            let mut kinds: BTreeSet<KindKey> = plan
-                .children()
-                .map(|c| &c.key)
-                .chain(&g.prune)
-                .chain(plan.routes.iter().flat_map(|r| r.prune.iter()))
-                .chain(&g.orphaned_route_children)
-                .map(|k| (k.api_version.clone(), k.kind.clone()))
-                .collect();
+            let mut kinds: BTreeSet<KindKey> = plan.child_kinds();
             if let Some(uid) = gateway.metadata.uid.as_deref() {
                 kinds.extend(snap.child_kinds_by_gateway(uid));
             }

@@ -598,11 +598,6 @@ fn key_of(v: &Value) -> Key {
     )
 }
 
-fn is_our_child(v: &Value) -> bool {
-    v["metadata"]["labels"][labels::MANAGED_BY] == labels::MANAGED_BY_VALUE
-        && labels::parent_uid(v).is_some()
-}
-
 fn with_snapshot<T>(ctl: &Controller, f: impl FnOnce(&mut Snapshot) -> T) -> Option<T> {
     ctl.snapshot.write().ok().map(|mut s| f(&mut s))
 }
@@ -785,7 +780,7 @@ fn on_primary(ctl: &Arc<Controller>, source: &ingest::Source, mut v: Value, dele
     v["apiVersion"] = Value::String(source.resource.api_version.clone());
     v["kind"] = Value::String(source.resource.kind.clone());
     // A child Gateway or route belongs to the downstream implementation: the child watch.
-    if matches!(kind, ingest::Kind::Gateway | ingest::Kind::Route(_)) && is_our_child(&v) {
+    if matches!(kind, ingest::Kind::Gateway | ingest::Kind::Route(_)) && ingest::is_child(&v) {
         return;
     }
     let own = own_status_of(kind, &v);

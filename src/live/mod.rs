@@ -342,16 +342,8 @@ pub fn child_kinds(snap: &Snapshot) -> BTreeSet<KindKey> {
         let Ok(p) = crate::plan::plan(snap, &key) else {
             continue;
         };
-        let g = &p.gateway;
-        out.extend(
-            p.children()
-                .map(|c| &c.key)
-                .chain(&g.prune)
-                .chain(p.routes.iter().flat_map(|r| r.prune.iter()))
-                .chain(&g.orphaned_route_children)
-                .map(|k| (k.api_version.clone(), k.kind.clone())),
-        );
-        out.extend(snap.child_kinds_by_gateway(&g.uid));
+        out.extend(p.child_kinds());
+        out.extend(snap.child_kinds_by_gateway(&p.gateway.uid));
     }
     out
 }

@@ -194,6 +194,21 @@ fn plan_inner(
 }
 
 impl Plan {
+    /// The child kinds, as `(apiVersion, kind)`, the plan uses: what it renders, prunes
+    /// and takes from routes it no longer accepts (the live children's own kinds are the
+    /// snapshot's to add).
+    #[must_use]
+    pub fn child_kinds(&self) -> std::collections::BTreeSet<(String, String)> {
+        let g = &self.gateway;
+        self.children()
+            .map(|c| &c.key)
+            .chain(&g.prune)
+            .chain(self.routes.iter().flat_map(|r| r.prune.iter()))
+            .chain(&g.orphaned_route_children)
+            .map(|k| (k.api_version.clone(), k.kind.clone()))
+            .collect()
+    }
+
     /// Every child to apply in dependency order: the Gateway's, then each route's.
     pub fn children(&self) -> impl Iterator<Item = &DesiredChild> {
         self.gateway
