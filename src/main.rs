@@ -425,7 +425,7 @@ fn run() -> anyhow::Result<ExitCode> {
                 let client = kube::Client::try_default()
                     .await
                     .context("failed to load a kubeconfig")?;
-                gatewright::controller::simulate_ready(&client)
+                gatewright::simulate::simulate_ready(&client)
                     .await
                     .context("failed to write simulated status")
             })?;

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use gatewright::controller::{Controller, Options, Work};
+use gatewright::controller::{Options, Runner, Work};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 
@@ -35,7 +35,7 @@ const ROUTES: usize = 4;
 
 struct Running {
     rt: tokio::runtime::Runtime,
-    ctl: Arc<Controller>,
+    ctl: Arc<Runner>,
 }
 
 fn start_controller(global: &str) -> Running {
@@ -185,7 +185,7 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
             &ar("gateway.networking.k8s.io", "v1", "Gateway", "gateways"),
         );
         wait_for("the Gateway to be Programmed", T, || async {
-            gatewright::controller::simulate_ready_where(&client, Some(&ns.name))
+            gatewright::simulate::simulate_ready_where(&client, Some(&ns.name))
                 .await
                 .unwrap();
             gws.get("gw").await.ok().filter(programmed).map(|_| ())
@@ -247,7 +247,7 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
         let key = gatewright::snapshot::Key::new(ns.name.clone(), "gw");
         // It has planned the Gateway (after its child kinds listed) ...
         wait_for("controller B to plan the Gateway", T, || async {
-            (b.ctl.last_writes(&key).0 > 0).then_some(())
+            (b.ctl.local().last_writes(&key).0 > 0).then_some(())
         })
         .await;
         // ... and anything it would do follows within seconds.
@@ -284,11 +284,11 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
     // A full resync of the converged world writes nothing either.
     test_rt.block_on(async {
         let key = gatewright::snapshot::Key::new(ns.name.clone(), "gw");
-        let runs = b.ctl.last_writes(&key).0;
+        let runs = b.ctl.local().last_writes(&key).0;
         b.ctl.enqueue_all();
-        b.ctl.enqueue(Work::Gateway(key.clone()));
+        b.ctl.local().enqueue(Work::Gateway(key.clone()));
         let written = wait_for("the resync to re-plan the Gateway", T, || async {
-            let (n, w) = b.ctl.last_writes(&key);
+            let (n, w) = b.ctl.local().last_writes(&key);
             (n > runs).then_some(w)
         })
         .await;

@@ -166,7 +166,7 @@ async fn program_istio_gateways(client: &Client, ns: &str, uid: &str) {
 async fn start_controller(
     client: &Client,
     ns: &str,
-) -> std::sync::Arc<gatewright::controller::Controller> {
+) -> std::sync::Arc<gatewright::controller::Runner> {
     gatewright::controller::start(
         client.clone(),
         gatewright::controller::Options {

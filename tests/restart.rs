@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
-use gatewright::controller::{Controller, Options};
+use gatewright::controller::{Options, Runner};
 use kube::Client;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
@@ -41,7 +41,7 @@ const LEASE_NS: &str = "gatewright-restart";
 /// A controller on a runtime of its own, killed by dropping that runtime.
 struct Running {
     rt: tokio::runtime::Runtime,
-    ctl: Arc<Controller>,
+    ctl: Arc<Runner>,
 }
 
 fn start_controller() -> Running {
@@ -230,9 +230,7 @@ fn restart_mid_way_converges_without_duplicates_or_orphans() {
             "certificates",
         );
         wait_for("B to converge", T, || async {
-            gatewright::controller::simulate_ready(&client)
-                .await
-                .unwrap();
+            gatewright::simulate::simulate_ready(&client).await.unwrap();
             let g = serde_json::to_value(gws.get("gw").await.unwrap()).unwrap();
             let programmed = g["status"]["conditions"]
                 .as_array()?

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use gatewright::controller::{Controller, Options};
+use gatewright::controller::{Options, Runner};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -96,13 +96,13 @@ async fn wait_programmed(client: &Client, ns: &str) {
 }
 
 /// Whether the controller has stopped (it must not, for any of these failures).
-fn stopped(ctl: &Controller) -> bool {
+fn stopped(ctl: &Runner) -> bool {
     ctl.stopped().now_or_never().is_some()
 }
 
 /// Waits until `/readyz` answers 503 with a line that has every one of `parts`, and
 /// returns the body.
-async fn wait_not_ready_because(ctl: &Controller, parts: &[&str]) -> String {
+async fn wait_not_ready_because(ctl: &Runner, parts: &[&str]) -> String {
     let addr = ctl.metrics().served_at().expect("metrics served");
     wait_for(&format!("/readyz to say {parts:?}"), T, || async {
         let (code, body) = get(addr, "/readyz").await;
@@ -111,7 +111,7 @@ async fn wait_not_ready_because(ctl: &Controller, parts: &[&str]) -> String {
     .await
 }
 
-async fn wait_ready(ctl: &Controller) {
+async fn wait_ready(ctl: &Runner) {
     let addr = ctl.metrics().served_at().expect("metrics served");
     let last = std::sync::Mutex::new(String::new());
     let deadline = tokio::time::Instant::now() + T;
@@ -131,7 +131,7 @@ async fn wait_ready(ctl: &Controller) {
 }
 
 /// The value of `gatewright_startup_errors_total{step, reason}`.
-async fn startup_errors(ctl: &Controller, step: &str, reason: &str) -> u64 {
+async fn startup_errors(ctl: &Runner, step: &str, reason: &str) -> u64 {
     let addr = ctl.metrics().served_at().expect("metrics served");
     let (_, body) = get(addr, "/metrics").await;
     let sample = format!("gatewright_startup_errors_total{{step=\"{step}\",reason=\"{reason}\"}} ");
@@ -152,7 +152,7 @@ fn options(lease: Option<(&str, &str)>) -> Options {
 }
 
 /// Starts a controller on the test's runtime (each test shuts its own down).
-async fn start(client: Client, opts: Options) -> Arc<Controller> {
+async fn start(client: Client, opts: Options) -> Arc<Runner> {
     gatewright::controller::start(client, opts)
         .await
         .expect("start never fails on the API server's account")

@@ -8,21 +8,23 @@ use std::time::Instant;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
+use super::client::FIELD_MANAGER;
+use super::cluster::Cluster;
+use super::common::Error;
 use super::fight::Verdict;
-use super::watch::KindState;
-use super::{Controller, Error, FIELD_MANAGER};
+use super::registrar::KindState;
 use crate::render::labels;
 use crate::snapshot::ObjectKey;
 
 pub use crate::plan::is_subset;
 
-impl Controller {
+impl Cluster {
     /// The API of a served child kind.
     pub(crate) fn child_api(
         self: &Arc<Self>,
         key: &ObjectKey,
     ) -> Result<Option<Api<DynamicObject>>, Error> {
-        match self.kinds.ensure(self, &key.api_version, &key.kind) {
+        match self.ensure_kind(&key.api_version, &key.kind) {
             // The planner placed the object by what it knew of the kind's scope; the API
             // server's word decides. A mismatch (a cluster-scoped kind the blueprint does
             // not list, planned before discovery answered) is never applied.

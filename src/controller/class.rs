@@ -13,9 +13,9 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::status::own_status_key;
-use super::status::{now, strip_times};
-use super::{Controller, Error};
+use super::cluster::Cluster;
+use super::common::Error;
+use super::echo::{now, own_status_key, strip_times};
 use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
 use crate::plan::class::GATEWAY_EXISTS_FINALIZER;
 use crate::plan::plan_class;
@@ -37,7 +37,7 @@ fn blueprint_conditions(accepted: &Cond) -> Vec<Cond> {
     out
 }
 
-impl Controller {
+impl Cluster {
     /// Writes a blueprint's status: `Accepted` (and `Ready`) True when every template
     /// compiles, reads only known variables and has no cycle; else False naming each
     /// template and line, with `Stalled` True.
@@ -84,7 +84,8 @@ impl Controller {
         }
         let api: Api<crate::api::GatewayClassBlueprint> = Api::all(self.client.clone());
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-        self.expect_own_status(own_status_key("GatewayClassBlueprint", "", name), &desired);
+        self.own_status
+            .expect(own_status_key("GatewayClassBlueprint", "", name), &desired);
         api.patch_status(
             name,
             &PatchParams::default(),
@@ -170,7 +171,8 @@ impl Controller {
             != strip_times(&serde_json::to_value(&existing).unwrap_or(Value::Null))
         {
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-            self.expect_own_status(own_status_key("GatewayClass", "", name), &desired);
+            self.own_status
+                .expect(own_status_key("GatewayClass", "", name), &desired);
             api.patch_status(
                 name,
                 &PatchParams::default(),

@@ -22,12 +22,16 @@
 //!
 //! Requests in and out: `http::Request<kube::client::Body>` to a wrapped [`kube::Client`].
 
+use std::cell::Cell;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
+
+/// Field manager of every server-side apply.
+pub const FIELD_MANAGER: &str = "gatewright";
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -218,6 +222,57 @@ impl LeaseFence {
     }
 }
 
+/// The whole client stack of one cluster, built in one place. Outermost first: deadlines,
+/// retries with Retry-After and (with `fence`) write fencing ([`resilient_client`]); the
+/// count of write requests per reconcile ([`count_writes`]); the request metrics. Each
+/// attempt is counted, in the reconcile's own task too (the retry layer sits outside the
+/// counting ones).
+#[must_use]
+pub fn stack(
+    client: kube::Client,
+    metrics: &std::sync::Arc<crate::telemetry::Metrics>,
+    policy: Resilience,
+    fence: Option<std::sync::Arc<LeaseFence>>,
+) -> kube::Client {
+    let counted = write_counting_client(crate::telemetry::counting_client(client, metrics.clone()));
+    resilient_client(counted, policy, fence)
+}
+
+tokio::task_local! {
+    /// Write requests sent by the reconcile running in this task.
+    static WRITES: Cell<u64>;
+}
+
+/// Runs `f`, counting the write requests (POST, PUT, PATCH, DELETE; Leases left out)
+/// it sends through a client made by [`write_counting_client`].
+pub(crate) async fn count_writes<T>(f: impl Future<Output = T>) -> (T, u64) {
+    WRITES
+        .scope(Cell::new(0), async {
+            let r = f.await;
+            (r, WRITES.with(Cell::get))
+        })
+        .await
+}
+
+/// `client`, counting every write request in the task that sends it ([`count_writes`]).
+/// The count is taken where the response is awaited, which is the caller's task (the
+/// client's buffer hands the response future back to it).
+pub(crate) fn write_counting_client(client: kube::Client) -> kube::Client {
+    let ns = client.default_namespace().to_owned();
+    let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let write = matches!(req.method().as_str(), "POST" | "PUT" | "PATCH" | "DELETE")
+            && !req.uri().path().contains("/leases");
+        let client = client.clone();
+        async move {
+            if write {
+                let _ = WRITES.try_with(|c| c.set(c.get() + 1));
+            }
+            client.send(req).await
+        }
+    });
+    kube::Client::new(svc, ns)
+}
+
 /// Wraps `client`: deadlines, retries and (with `fence`) write fencing for every request.
 #[must_use]
 pub fn resilient_client(
@@ -255,13 +310,11 @@ async fn send(
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let lease = fence.filter(|f| f.is_lease(&path));
-    if let Some(f) = fence
-        && lease.is_none()
-        && is_write(&method)
-        && !f.open_at(Instant::now())
-    {
-        return Err(Box::new(Error::Fenced { method, path }));
-    }
+    // Every attempt of a write is fenced, retries too: a retry sent after the Lease ran
+    // out could land after another replica's first write.
+    let fenced = |now: Instant| {
+        fence.is_some_and(|f| lease.is_none() && is_write(&method) && !f.open_at(now))
+    };
     let watch = is_watch(&req);
     let retry_errors = method != Method::POST;
     let mut next = Some(req);
@@ -281,8 +334,11 @@ async fn send(
         } else {
             None
         };
-        attempt += 1;
         let sent = Instant::now();
+        if fenced(sent) {
+            return Err(Box::new(Error::Fenced { method, path }));
+        }
+        attempt += 1;
         let res = tokio::time::timeout(policy.request_timeout, async {
             let resp = client.send(this).await?;
             if watch {
@@ -446,5 +502,63 @@ mod tests {
         f.observe(t, &lease("me"));
         f.close();
         assert!(!f.open_at(t));
+    }
+
+    #[tokio::test]
+    async fn a_retry_after_the_fence_closed_is_not_sent() {
+        // The API server answers 503 to every attempt; the fence closes after the first.
+        let attempts = std::sync::Arc::new(AtomicU64::new(0));
+        let inner = {
+            let attempts = attempts.clone();
+            kube::Client::new(
+                tower::service_fn(move |_req: Request<Body>| {
+                    let attempts = attempts.clone();
+                    async move {
+                        attempts.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, std::convert::Infallible>(
+                            Response::builder()
+                                .status(StatusCode::SERVICE_UNAVAILABLE)
+                                .body(Body::empty())
+                                .unwrap(),
+                        )
+                    }
+                }),
+                "default",
+            )
+        };
+        let fence = std::sync::Arc::new(LeaseFence::new("ns", "lease", "me", 950 * MS));
+        // Ours, for 1 s minus the 950 ms margin: open for 50 ms from now.
+        fence.observe(
+            Instant::now(),
+            &json!({"metadata": {"name": "lease"}, "spec": {"holderIdentity": "me", "leaseDurationSeconds": 1}}),
+        );
+        let policy = Resilience {
+            request_timeout: Duration::from_secs(5),
+            max_attempts: 4,
+            backoff_base: 200 * MS,
+            backoff_cap: 400 * MS,
+        };
+        let client = resilient_client(inner, policy, Some(fence));
+        let req = Request::patch("/api/v1/namespaces/ns/configmaps/c")
+            .body(Body::from(b"{}".to_vec()))
+            .unwrap();
+        let err = client.send(req).await.unwrap_err();
+        assert!(err.to_string().contains("fenced"), "{err}");
+        assert_eq!(
+            attempts.load(Ordering::SeqCst),
+            1,
+            "only the attempt sent while the fence was open"
+        );
+    }
+
+    #[tokio::test]
+    async fn writes_are_counted_per_task() {
+        let ((), n) = count_writes(async {
+            let _ = WRITES.try_with(|c| c.set(c.get() + 2));
+        })
+        .await;
+        assert_eq!(n, 2);
+        // Outside a scope nothing is counted and nothing fails.
+        assert!(WRITES.try_with(Cell::get).is_err());
     }
 }

@@ -342,7 +342,7 @@ pub fn keep_what_fights_read(obj: &mut Value) {
         return;
     };
     entries.retain(|e| {
-        e["manager"].as_str() != Some(super::FIELD_MANAGER)
+        e["manager"].as_str() != Some(super::client::FIELD_MANAGER)
             && e["subresource"].as_str().is_none_or(str::is_empty)
     });
     for e in entries.iter_mut() {

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::{Reported, RouteStatusSeen};
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::snapshot::{Key, RouteKey};
 
 /// See the module docs.
@@ -30,7 +31,7 @@ pub(crate) struct GatewayMemory {
     /// nothing to change or wrote them.
     pub(crate) route_status_seen: HashMap<RouteKey, RouteStatusSeen>,
     /// The version each make-before-break template (and slot) asked for.
-    pub(crate) versions_asked: super::settle::AskedVersions,
+    pub(crate) versions_asked: AskedVersions,
 }
 
 /// Every Gateway's [`GatewayMemory`].
@@ -69,3 +70,57 @@ impl Memory {
             .unwrap_or_default()
     }
 }
+
+/// See [`memory::GatewayMemory::route_status_seen`].
+#[derive(Debug)]
+pub(crate) struct RouteStatusSeen {
+    pub(crate) route: std::sync::Weak<crate::snapshot::RouteEntry>,
+    pub(crate) entries: Vec<crate::gateway::ParentAttachment>,
+}
+
+/// What the last reconcile of a Gateway reported, to emit Events only on transitions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Reported {
+    pub(crate) programmed: String,
+    pub(crate) errors: BTreeSet<String>,
+    pub(crate) missing: BTreeSet<String>,
+    /// Replacements in progress: `template=to` -> where it stands.
+    pub(crate) rollouts: BTreeMap<String, crate::plan::rollout::Progress>,
+    /// Children (object keys) whose deletion hangs during a teardown.
+    pub(crate) stuck_deletions: BTreeSet<String>,
+}
+
+/// What counts as already announced for a Gateway this process has not reconciled yet:
+/// the status it carries. If its Programmed condition is the one planned now, whoever
+/// wrote it announced it and what came with it (a restart announces nothing); otherwise
+/// only that condition is known, and the rest is announced.
+pub(crate) fn observed_reported(
+    gw: &gateway_api::apis::standard::gateways::Gateway,
+    now: &Reported,
+) -> Reported {
+    let observed = gw
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Programmed"))
+        .map(|c| format!("{}/{}", c.status, c.reason));
+    match observed {
+        Some(p) if p == now.programmed => now.clone(),
+        Some(p) => Reported {
+            programmed: p,
+            ..Reported::default()
+        },
+        None => Reported::default(),
+    }
+}
+
+/// The version a template asked for, since when, and whether it replaced another.
+#[derive(Debug)]
+pub(crate) struct Asked {
+    pub(crate) version: String,
+    pub(crate) since: Instant,
+    pub(crate) changed: bool,
+}
+
+/// The versions a Gateway's make-before-break objects asked for, by (template, slot).
+pub(crate) type AskedVersions = HashMap<(String, String), Asked>;

@@ -10,33 +10,15 @@ use std::time::Duration;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::status::own_status_key;
-use super::status::{now, strip_times};
-use super::{Controller, Error};
+use super::cluster::Cluster;
+use super::common::Error;
+use super::echo::{now, own_status_key, strip_times};
 use crate::plan::policy::next_policy_status;
 use crate::snapshot::Key;
 
-/// Our two policy kinds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum PolicyKind {
-    /// `GatewayClassConfig`.
-    ClassConfig,
-    /// `GatewayConfig`.
-    GatewayConfig,
-}
+pub use super::common::PolicyKind;
 
-impl PolicyKind {
-    /// The kind's name.
-    #[must_use]
-    pub fn kind(self) -> &'static str {
-        match self {
-            Self::ClassConfig => "GatewayClassConfig",
-            Self::GatewayConfig => "GatewayConfig",
-        }
-    }
-}
-
-impl Controller {
+impl Cluster {
     /// Writes a policy's status when it changed.
     pub(crate) async fn reconcile_policy(
         self: &Arc<Self>,
@@ -67,7 +49,7 @@ impl Controller {
         let own = own_status_key(kind.kind(), &key.namespace, &key.name);
         let current = serde_json::to_value(&existing).unwrap_or(Value::Null);
         if strip_times(&desired) == strip_times(&current)
-            && self.cache_has_own_status(&own, &current)
+            && self.own_status.cache_has_own(&own, &current)
         {
             return Ok(None);
         }
@@ -76,7 +58,7 @@ impl Controller {
             "status": desired,
         });
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-        self.expect_own_status(own, &desired);
+        self.own_status.expect(own, &desired);
         let params = PatchParams::default();
         let result = match kind {
             PolicyKind::ClassConfig => Api::<crate::api::GatewayClassConfig>::namespaced(

@@ -1,4 +1,5 @@
-//! The keyed work queue the workers share, and the per-reconcile write count.
+//! The keyed work queue the workers share: tasks of every cluster, each a work item with
+//! the cluster it belongs to.
 //!
 //! Our own, not `kube::runtime::Controller`'s scheduler: that one drives one reconciler
 //! for one resource type from its own reflector stores, while our work items are four
@@ -11,39 +12,38 @@
 //!   queued again when that work ends (so the change that enqueued it is planned);
 //! - Gateways and the other kinds take turns, so a burst of one cannot starve the other.
 //!
-//! Per-item backoff after a failure is the caller's (`Controller::work`): it enqueues the
+//! Per-item backoff after a failure is the caller's (`Runner::work`): it enqueues the
 //! item again after a delay that doubles with each failure in a row.
 
-use std::cell::Cell;
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 
-use super::Work;
+use super::common::{Task, Work};
 
 #[derive(Default)]
 struct State {
     /// Waiting Gateways, and waiting items of the other kinds, in arrival order.
-    lanes: [VecDeque<Work>; 2],
+    lanes: [VecDeque<Task>; 2],
     /// Which lane goes next when both have work.
     turn: usize,
     /// Every waiting item (in a lane).
-    waiting: HashSet<Work>,
+    waiting: HashSet<Task>,
     /// Items a worker holds.
-    running: HashSet<Work>,
+    running: HashSet<Task>,
     /// Running items enqueued again meanwhile.
-    again: HashSet<Work>,
+    again: HashSet<Task>,
 }
 
 impl State {
-    fn lane(w: &Work) -> usize {
-        usize::from(!matches!(w, Work::Gateway(_)))
+    fn lane(w: &Task) -> usize {
+        usize::from(!matches!(w.work, Work::Gateway(_)))
     }
-    fn queue(&mut self, w: Work) {
+    fn queue(&mut self, w: Task) {
         if self.waiting.insert(w.clone()) {
             self.lanes[Self::lane(&w)].push_back(w);
         }
     }
-    fn take(&mut self) -> Option<Work> {
+    fn take(&mut self) -> Option<Task> {
         for i in 0..2 {
             let lane = (self.turn + i) % 2;
             if let Some(w) = self.lanes[lane].pop_front() {
@@ -66,7 +66,7 @@ pub(crate) struct Queue {
 
 impl Queue {
     /// Enqueues `w` (see the module docs for what happens when it waits or runs already).
-    pub(crate) fn push(&self, w: Work) {
+    pub(crate) fn push(&self, w: Task) {
         let Ok(mut s) = self.state.lock() else {
             return;
         };
@@ -80,7 +80,7 @@ impl Queue {
     }
 
     /// The next item; the caller works on it, then calls [`Queue::done`].
-    pub(crate) async fn pop(&self) -> Work {
+    pub(crate) async fn pop(&self) -> Task {
         loop {
             let notified = self.ready.notified();
             tokio::pin!(notified);
@@ -97,7 +97,7 @@ impl Queue {
     }
 
     /// The work on `w` ended; queues it again if it was enqueued meanwhile.
-    pub(crate) fn done(&self, w: &Work) {
+    pub(crate) fn done(&self, w: &Task) {
         let Ok(mut s) = self.state.lock() else {
             return;
         };
@@ -117,41 +117,6 @@ impl Queue {
     }
 }
 
-tokio::task_local! {
-    /// Write requests sent by the reconcile running in this task.
-    static WRITES: Cell<u64>;
-}
-
-/// Runs `f`, counting the write requests (POST, PUT, PATCH, DELETE; Leases left out)
-/// it sends through a client made by [`write_counting_client`].
-pub(crate) async fn count_writes<T>(f: impl Future<Output = T>) -> (T, u64) {
-    WRITES
-        .scope(Cell::new(0), async {
-            let r = f.await;
-            (r, WRITES.with(Cell::get))
-        })
-        .await
-}
-
-/// `client`, counting every write request in the task that sends it ([`count_writes`]).
-/// The count is taken where the response is awaited, which is the caller's task (the
-/// client's buffer hands the response future back to it).
-pub(crate) fn write_counting_client(client: kube::Client) -> kube::Client {
-    let ns = client.default_namespace().to_owned();
-    let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-        let write = matches!(req.method().as_str(), "POST" | "PUT" | "PATCH" | "DELETE")
-            && !req.uri().path().contains("/leases");
-        let client = client.clone();
-        async move {
-            if write {
-                let _ = WRITES.try_with(|c| c.set(c.get() + 1));
-            }
-            client.send(req).await
-        }
-    });
-    kube::Client::new(svc, ns)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "test code")]
@@ -159,11 +124,11 @@ mod tests {
     use super::*;
     use crate::snapshot::{Key, RouteKey};
 
-    fn gw(n: &str) -> Work {
-        Work::Gateway(Key::new("ns", n))
+    fn gw(n: &str) -> Task {
+        Task::local(Work::Gateway(Key::new("ns", n)))
     }
-    fn route(n: &str) -> Work {
-        Work::Route(RouteKey::new("HTTPRoute", "ns", n))
+    fn route(n: &str) -> Task {
+        Task::local(Work::Route(RouteKey::new("HTTPRoute", "ns", n)))
     }
 
     #[tokio::test]
@@ -210,16 +175,5 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(got, route("r"));
-    }
-
-    #[tokio::test]
-    async fn writes_are_counted_per_task() {
-        let ((), n) = count_writes(async {
-            let _ = WRITES.try_with(|c| c.set(c.get() + 2));
-        })
-        .await;
-        assert_eq!(n, 2);
-        // Outside a scope nothing is counted and nothing fails.
-        assert!(WRITES.try_with(Cell::get).is_err());
     }
 }

@@ -16,13 +16,16 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::watch::KindState;
-use super::{Controller, Error, GATEWAY_FINALIZER, Reported};
+use super::cluster::Cluster;
+use super::common::{Error, MEMO_MIN_ROUTES, Work};
+use super::memory::{Reported, observed_reported};
+use super::registrar::KindState;
 use crate::gateway::conditions::{reasons, types};
 use crate::plan::gateway::OutOfScope;
 use crate::plan::rollout::{self, Progress};
 use crate::plan::{GatewayStatusPlan, Plan, RolloutState};
 use crate::render::labels;
+use crate::render::labels::GATEWAY_FINALIZER;
 use crate::snapshot::{Key, ObjectKey, Snapshot};
 
 /// A child kind: (apiVersion, kind).
@@ -86,7 +89,7 @@ struct StatusOutcome {
     rollout_requeue: Option<Duration>,
 }
 
-impl Controller {
+impl Cluster {
     /// Plans and executes one Gateway.
     pub(crate) async fn reconcile_gateway(
         self: &Arc<Self>,
@@ -119,19 +122,19 @@ impl Controller {
                 // And what it used while its class was there (a kind whose cache is empty
                 // now is still asked before the finalizer goes).
                 kinds.extend(self.kinds.kinds_of(key));
-                self.kinds.use_kinds(self, key, kinds.clone());
+                self.use_kinds(key, kinds.clone());
                 return self.teardown(key, &gw, &kinds).await;
             }
             Read::Nothing => {
                 // Gone or not ours: forget what was kept for it.
                 self.forget_gateway(key);
-                self.kinds.use_kinds(self, key, BTreeSet::new());
+                self.use_kinds(key, BTreeSet::new());
                 return Ok(None);
             }
         };
-        self.kinds.use_kinds(self, key, p.kinds.clone());
+        self.use_kinds(key, p.kinds.clone());
         // Not before the watches of its child kinds have listed: planned again then.
-        if !self.kinds.all_known(self, &p.kinds) {
+        if !self.all_kinds_known(&p.kinds) {
             return Ok(None);
         }
         if self.kinds.listings() != listings {
@@ -172,7 +175,7 @@ impl Controller {
         // not for routes whose object and entries are those found written last time.
         // (Recorded only for Gateways with many routes: for a few, looking costs less than
         // the memory of remembering.)
-        let remember = p.plan.status.routes.len() >= super::MEMO_MIN_ROUTES;
+        let remember = p.plan.status.routes.len() >= MEMO_MIN_ROUTES;
         let routes = &p.plan.status.routes;
         let todo: Vec<_> = if remember {
             self.route_status_to_write(key, routes)
@@ -210,7 +213,7 @@ impl Controller {
             .fights
             .wake_in(child_names.iter().map(String::as_str), Instant::now())
         {
-            self.enqueue_after(super::Work::Gateway(key.clone()), d);
+            self.enqueue_after(Work::Gateway(key.clone()), d);
         }
         let next = requeue_after(&applied, prune_left, outcome.rollout_requeue)?;
         Ok([next, unsettled.wake, status_wait]
@@ -261,7 +264,7 @@ impl Controller {
             if owner.is_some_and(|i| p.plan.routes[i].applied.get()) {
                 continue;
             }
-            match self.kinds.ensure(self, &c.key.api_version, &c.key.kind) {
+            match self.ensure_kind(&c.key.api_version, &c.key.kind) {
                 KindState::Missing(msg) => {
                     out.missing.insert(msg);
                 }
@@ -354,7 +357,7 @@ impl Controller {
             .memory
             .with(key, |m| m.reported.replace(now_reported.clone()))
             .flatten()
-            .unwrap_or_else(|| super::observed_reported(gw, &now_reported));
+            .unwrap_or_else(|| observed_reported(gw, &now_reported));
         for e in now_reported.errors.difference(&before.errors) {
             self.event(gw, true, "TemplateFailed", "Render", e).await;
         }

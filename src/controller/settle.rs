@@ -11,10 +11,11 @@
 //! keeps serving meanwhile, and nothing else waits: route children and statuses are
 //! written as planned.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::Controller;
+use super::cluster::Cluster;
+use super::memory::{Asked, AskedVersions};
 use super::reconcile::Planned;
 use crate::render::TemplateSet;
 use crate::render::labels;
@@ -32,15 +33,7 @@ pub const ROTATION_SETTLE: Duration = Duration::from_secs(2);
 /// (Programmed gained or lost, Accepted changing, a new generation) are written at once.
 pub const PROGRESS_HOLD: Duration = Duration::from_secs(5);
 
-/// The version a template asked for, since when, and whether it replaced another.
-#[derive(Debug)]
-pub(crate) struct Asked {
-    version: String,
-    since: Instant,
-    changed: bool,
-}
-
-/// What [`Controller::unsettled`] holds back, and when to plan again.
+/// What [`Cluster::unsettled`] holds back, and when to plan again.
 #[derive(Debug, Default)]
 pub(crate) struct Unsettled {
     /// Children not to create in this pass.
@@ -93,9 +86,6 @@ fn asks(p: &Planned) -> Vec<Ask<'_>> {
         .collect()
 }
 
-/// The versions a Gateway's make-before-break objects asked for, by (template, slot).
-pub(crate) type AskedVersions = HashMap<(String, String), Asked>;
-
 /// Records the version each template asks for in `asked` and says which new versions to
 /// hold back at `now`.
 pub(crate) fn judge<'a>(
@@ -136,7 +126,7 @@ pub(crate) fn judge<'a>(
     out
 }
 
-impl Controller {
+impl Cluster {
     /// See the module docs.
     pub(crate) fn unsettled(&self, key: &Key, p: &Planned) -> Unsettled {
         self.memory
@@ -165,6 +155,7 @@ impl Controller {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn ask<'a>(version: &'a str, live: bool, key: &'a ObjectKey) -> Ask<'a> {
         Ask {

@@ -7,12 +7,13 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::Gateway;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{Controller, Error};
+use super::cluster::Cluster;
+use super::common::Error;
+use super::echo::{norm_status, now, own_status_key, strip_times};
 use crate::gateway::ParentAttachment;
 use crate::plan::GatewayStatusPlan;
 use crate::plan::gateway::in_scope;
@@ -21,45 +22,6 @@ use crate::snapshot::{Key, RouteKey};
 
 /// Attempts of a route status write that loses to concurrent writers.
 const ROUTE_STATUS_ATTEMPTS: usize = 5;
-
-/// The time conditions that change get as `lastTransitionTime`.
-pub(super) fn now() -> Time {
-    Time(k8s_openapi::jiff::Timestamp::now())
-}
-
-/// A copy of `v` without `lastTransitionTime` anywhere, for comparing statuses.
-pub(super) fn strip_times(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, _)| k.as_str() != "lastTransitionTime")
-                .map(|(k, v)| (k.clone(), strip_times(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(strip_times).collect()),
-        other => other.clone(),
-    }
-}
-
-/// A status as compared for echoes: without `lastTransitionTime`, without null fields.
-pub(crate) fn norm_status(v: &Value) -> Value {
-    let mut v = strip_times(v);
-    if let Some(o) = v.as_object_mut() {
-        o.retain(|_, x| !x.is_null());
-    }
-    v
-}
-
-/// The SHA-256 of a status in its normalized form ([`norm_status`], serialized with sorted
-/// keys): what [`super::Controller`] remembers of the statuses it wrote.
-pub(crate) type StatusDigest = [u8; 32];
-
-/// See [`StatusDigest`].
-pub(crate) fn status_digest(v: &Value) -> StatusDigest {
-    use sha2::Digest as _;
-    let text = serde_json::to_string(&norm_status(v)).unwrap_or_default();
-    sha2::Sha256::digest(text.as_bytes()).into()
-}
 
 /// An Event note: at most 1 kB, cut on a UTF-8 boundary.
 fn note(s: &str) -> String {
@@ -70,7 +32,7 @@ fn note(s: &str) -> String {
     }
 }
 
-impl Controller {
+impl Cluster {
     /// Publishes an Event about `obj`; a failure is logged, never fatal.
     pub(super) async fn event<K: Resource<DynamicType = ()>>(
         &self,
@@ -113,19 +75,19 @@ impl Controller {
             serde_json::to_value(gw.status.clone().unwrap_or_default()).unwrap_or(Value::Null);
         let compared = norm_status(&desired_json);
         let own = own_status_key("Gateway", &key.namespace, &key.name);
-        if compared == strip_times(&current) && self.cache_has_own_status(&own, &current) {
+        if compared == strip_times(&current) && self.own_status.cache_has_own(&own, &current) {
             return Ok(None);
         }
         let started = std::time::Instant::now();
         // Only our own last status is gathered with: anyone else's edit is undone at once.
         if crate::plan::progress::only_progress(&current, &desired_json)
-            && self.is_own_status(&own, &current)
+            && self.own_status.is_own(&own, &current)
             && let Some(wait) = self.progress_hold(key, started)
         {
             return Ok(Some(wait));
         }
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-        self.expect_own_status(own, &compared);
+        self.own_status.expect(own, &compared);
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
         let mut written = api
             .patch_status(
@@ -173,11 +135,11 @@ impl Controller {
             &set.namespace,
             &set.name,
         );
-        if compared == norm_status(&current) && self.cache_has_own_status(&own, &current) {
+        if compared == norm_status(&current) && self.own_status.cache_has_own(&own, &current) {
             return Ok(());
         }
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-        self.expect_own_status(own, &compared);
+        self.own_status.expect(own, &compared);
         let ar = kube::api::ApiResource::from_gvk_with_plural(
             &kube::api::GroupVersionKind::gvk(
                 crate::gateway::GATEWAY_API_GROUP,
@@ -251,7 +213,9 @@ impl Controller {
         } = rkey;
         if cached.as_ref().is_some_and(|(r, _)| {
             next(r).is_none()
-                && self.cache_has_own_status(&own_status_key(kind, ns, name), &r["status"])
+                && self
+                    .own_status
+                    .cache_has_own(&own_status_key(kind, ns, name), &r["status"])
         }) {
             return Ok(());
         }
@@ -286,7 +250,8 @@ impl Controller {
                 return Ok(());
             };
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-            self.expect_own_status(own_status_key(kind, ns, name), &body.data["status"]);
+            self.own_status
+                .expect(own_status_key(kind, ns, name), &body.data["status"]);
             match api
                 .replace_status(name, &PostParams::default(), &body)
                 .await
@@ -310,11 +275,6 @@ impl Controller {
         self.write_route_status(rkey, None).await?;
         Ok(None)
     }
-}
-
-/// The key under which the status we last wrote on an object is remembered.
-pub(crate) fn own_status_key(kind: &str, namespace: &str, name: &str) -> String {
-    format!("{kind}/{namespace}/{name}")
 }
 
 /// Where the API server serves a route kind.

@@ -15,11 +15,13 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::status::{now, strip_times};
-use super::watch::KindState;
-use super::{Controller, Error, GATEWAY_FINALIZER};
+use super::cluster::Cluster;
+use super::common::Error;
+use super::echo::{now, strip_times};
+use super::registrar::KindState;
 use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
 use crate::render::labels;
+use crate::render::labels::GATEWAY_FINALIZER;
 use crate::snapshot::{Key, ObjectKey};
 
 /// Seconds from an RFC 3339 time to `now`, if it parses.
@@ -203,7 +205,7 @@ fn teardown_cond(left: usize, group: &[&Value], stuck: &[StuckDeletion]) -> Cond
     )
 }
 
-impl Controller {
+impl Cluster {
     /// Deletes every child of a deleted Gateway, dependents first, then lets it go.
     pub(super) async fn teardown(
         self: &Arc<Self>,
@@ -359,7 +361,7 @@ impl Controller {
         kinds: &BTreeSet<(String, String)>,
     ) -> Result<Option<Duration>, Error> {
         for (api_version, kind) in kinds {
-            match self.kinds.ensure(self, api_version, kind) {
+            match self.ensure_kind(api_version, kind) {
                 KindState::Served { resource, .. } => {
                     let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
                     let lp = kube::api::ListParams::default()

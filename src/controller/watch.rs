@@ -4,9 +4,8 @@
 //! enqueues the parents it affects. Objects are decoded one by one, so one object that
 //! does not parse is logged and skipped instead of stalling its watch.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -21,247 +20,53 @@ use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::status::own_status_key;
-use super::{Controller, Work};
+use super::cluster::Cluster;
+use super::common::Work;
+use super::echo::own_status_key;
+use super::registrar::{KindKey, KindState};
 use crate::api::{GatewayClassBlueprint, GatewayClassConfig, GatewayConfig};
 use crate::plan::affected::affected;
 use crate::render::labels;
 use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot, ingest};
 
-/// What we know of a child kind.
-#[derive(Clone, Debug)]
-pub enum KindState {
-    /// Discovery is running.
-    Pending,
-    /// Served; watched.
-    Served {
-        /// How to reach it.
-        resource: ApiResource,
-        /// Whether it is namespaced.
-        namespaced: bool,
-    },
-    /// Not served; why.
-    Missing(String),
-}
-
-/// A child kind: `(apiVersion, kind)`.
-pub type KindKey = (String, String);
-
-struct Watched {
-    state: KindState,
-    /// Whether its watch has listed every object once (the snapshot holds them).
-    listed: bool,
-    /// Why its watch cannot list yet when that will not pass without a change elsewhere
-    /// (RBAC: the kind is served, but we may not list it). Reported as missing meanwhile.
-    blocked: Option<String>,
-    /// Stops the kind's discovery and watch task.
-    task: Option<tokio::task::AbortHandle>,
-}
-
-impl Watched {
-    /// What users see: a served kind is pending until its watch has listed.
-    fn visible(&self) -> KindState {
-        match &self.state {
-            KindState::Served { .. } if !self.listed => match &self.blocked {
-                Some(why) => KindState::Missing(why.clone()),
-                None => KindState::Pending,
-            },
-            s => s.clone(),
-        }
-    }
-}
-
-/// Child kinds in use and their watches: one watch per kind, shared by every Gateway
-/// that renders or still owns children of it, and stopped when the last one lets go.
-#[derive(Default)]
-pub struct Registrar {
-    kinds: Mutex<BTreeMap<KindKey, Watched>>,
-    /// The kinds each Gateway uses: what its plan renders plus what it still owns.
-    users: Mutex<BTreeMap<Key, std::collections::BTreeSet<KindKey>>>,
-    /// How many times a kind's watch finished its first listing: a plan that read the
-    /// snapshot while this changed may have seen a kind half-listed.
-    listings: std::sync::atomic::AtomicU64,
-}
-
-impl Registrar {
-    /// The state of a kind, starting its discovery and watch the first time it is named.
-    /// A served kind is [`KindState::Pending`] until its watch has listed it: a plan made
-    /// before would see none of its children and re-create or report them.
-    pub fn ensure(&self, ctl: &Arc<Controller>, api_version: &str, kind: &str) -> KindState {
-        if api_version.is_empty() || kind.is_empty() {
-            return KindState::Missing(format!(
-                "an object names apiVersion {api_version:?} and kind {kind:?}; both are required"
-            ));
-        }
-        let key = (api_version.to_owned(), kind.to_owned());
-        let Ok(mut kinds) = self.kinds.lock() else {
-            return KindState::Pending;
-        };
-        if let Some(w) = kinds.get(&key) {
-            return w.visible();
-        }
-        let task = {
-            let ctl = ctl.clone();
-            let key = key.clone();
-            tokio::spawn(async move { discover_and_watch(ctl, key).await }).abort_handle()
-        };
-        kinds.insert(
-            key,
-            Watched {
-                state: KindState::Pending,
-                listed: false,
-                blocked: None,
-                task: Some(task),
-            },
-        );
-        KindState::Pending
-    }
-
-    /// Records what discovery found; a kind released meanwhile stays released.
-    fn set(&self, key: &KindKey, state: KindState) {
-        if let Ok(mut k) = self.kinds.lock()
-            && let Some(w) = k.get_mut(key)
-        {
-            w.state = state;
-        }
-    }
-
-    /// Records why the watch of a served kind cannot list it (403: our RBAC does not
-    /// cover it), and re-plans its users the first time, so their status says so instead
-    /// of waiting in silence. Cleared when the watch lists.
-    fn set_blocked(&self, ctl: &Controller, key: &KindKey, why: String) {
-        let fresh = self.kinds.lock().is_ok_and(|mut k| {
-            k.get_mut(key)
-                .is_some_and(|w| !w.listed && w.blocked.replace(why).is_none())
-        });
-        if fresh {
-            self.enqueue_users(ctl, key);
-        }
-    }
-
-    /// Records that the watch of a kind has listed it once, and re-plans its users.
-    fn set_listed(&self, ctl: &Controller, key: &KindKey) {
-        let fresh = self.kinds.lock().is_ok_and(|mut k| {
-            k.get_mut(key).is_some_and(|w| {
-                w.blocked = None;
-                !std::mem::replace(&mut w.listed, true)
-            })
-        });
-        if fresh {
-            self.listings.fetch_add(1, Ordering::SeqCst);
-            self.enqueue_users(ctl, key);
-        }
+impl Cluster {
+    /// The state of a child kind, starting its discovery and watch the first time it is
+    /// named ([`super::registrar::Registrar::ensure`]).
+    pub(super) fn ensure_kind(self: &Arc<Self>, api_version: &str, kind: &str) -> KindState {
+        self.kinds.ensure(api_version, kind, |key| {
+            let me = self.clone();
+            tokio::spawn(async move { discover_and_watch(me, key).await }).abort_handle()
+        })
     }
 
     /// Whether every kind of `kinds` is known: listed, or known not to be served. Starts
     /// the discovery of those never named before. A Gateway that finds one still pending
-    /// is planned again when it lists ([`Registrar::enqueue_users`]), so the caller
+    /// is planned again when it lists ([`Cluster::enqueue_kind_users`]), so the caller
     /// returns without writing anything.
-    pub fn all_known(
-        &self,
-        ctl: &Arc<Controller>,
+    pub(super) fn all_kinds_known(
+        self: &Arc<Self>,
         kinds: &std::collections::BTreeSet<KindKey>,
     ) -> bool {
         kinds
             .iter()
-            .all(|(v, k)| !matches!(self.ensure(ctl, v, k), KindState::Pending))
+            .all(|(v, k)| !matches!(self.ensure_kind(v, k), KindState::Pending))
     }
 
-    /// See the field: read before a plan reads the snapshot, compared after.
-    pub fn listings(&self) -> u64 {
-        self.listings.load(Ordering::SeqCst)
-    }
-
-    /// Forgets a kind the API server stopped serving (its CRD was deleted), so the next
-    /// `ensure` discovers it again; its watch stops.
-    pub fn forget(&self, api_version: &str, kind: &str) {
-        if let Ok(mut k) = self.kinds.lock()
-            && let Some(w) = k.remove(&(api_version.to_owned(), kind.to_owned()))
-            && let Some(t) = w.task
-        {
-            t.abort();
+    /// Sets the kinds `gateway` uses ([`super::registrar::Registrar::use_kinds`]); the objects of a kind no
+    /// Gateway uses any more are dropped from the snapshot.
+    pub(super) fn use_kinds(&self, gateway: &Key, kinds: std::collections::BTreeSet<KindKey>) {
+        for (api_version, kind) in self.kinds.use_kinds(gateway, kinds) {
+            with_snapshot(self, |s| {
+                s.retain_listed(&kind, &api_version, &std::collections::BTreeSet::new())
+            });
+            tracing::info!(%kind, %api_version, "no Gateway uses this child kind any more; stopped watching it");
         }
     }
 
-    /// The state of a kind without starting anything.
-    pub fn get(&self, api_version: &str, kind: &str) -> Option<KindState> {
-        self.kinds
-            .lock()
-            .ok()?
-            .get(&(api_version.to_owned(), kind.to_owned()))
-            .map(Watched::visible)
-    }
-
-    /// Every kind watched or being looked up.
-    pub fn watched(&self) -> Vec<KindKey> {
-        self.kinds
-            .lock()
-            .map(|k| k.keys().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// Re-plans the Gateways that use `kind` (it became served, or stopped being served).
-    pub fn enqueue_users(&self, ctl: &Controller, kind: &KindKey) {
-        let users: Vec<Key> = self
-            .users
-            .lock()
-            .map(|u| {
-                u.iter()
-                    .filter(|(_, kinds)| kinds.contains(kind))
-                    .map(|(k, _)| k.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
-        enqueue_gateways(ctl, users);
-    }
-
-    /// The kinds `gateway` was last registered as using.
-    pub fn kinds_of(&self, gateway: &Key) -> std::collections::BTreeSet<KindKey> {
-        self.users
-            .lock()
-            .ok()
-            .and_then(|u| u.get(gateway).cloned())
-            .unwrap_or_default()
-    }
-
-    /// Sets the kinds `gateway` uses (empty: it is gone or no longer ours). A kind no
-    /// Gateway uses any more has its watch stopped and its objects dropped from the
-    /// snapshot; naming it again later starts a fresh watch, which lists it anew.
-    pub fn use_kinds(
-        &self,
-        ctl: &Controller,
-        gateway: &Key,
-        kinds: std::collections::BTreeSet<KindKey>,
-    ) {
-        let Ok(mut users) = self.users.lock() else {
-            return;
-        };
-        let before = if kinds.is_empty() {
-            users.remove(gateway).unwrap_or_default()
-        } else {
-            users.insert(gateway.clone(), kinds).unwrap_or_default()
-        };
-        let unused: Vec<KindKey> = before
-            .into_iter()
-            .filter(|k| !users.values().any(|s| s.contains(k)))
-            .collect();
-        drop(users);
-        for (api_version, kind) in unused {
-            let removed = self
-                .kinds
-                .lock()
-                .ok()
-                .and_then(|mut m| m.remove(&(api_version.clone(), kind.clone())));
-            if let Some(w) = removed {
-                if let Some(t) = w.task {
-                    t.abort();
-                }
-                with_snapshot(ctl, |s| {
-                    s.retain_listed(&kind, &api_version, &std::collections::BTreeSet::new())
-                });
-                tracing::info!(%kind, %api_version, "no Gateway uses this child kind any more; stopped watching it");
-            }
-        }
+    /// Re-plans the Gateways that use `kind` (it became served, or stopped being served,
+    /// or listed).
+    pub(super) fn enqueue_kind_users(&self, kind: &KindKey) {
+        enqueue_gateways(self, self.kinds.users_of(kind));
     }
 }
 
@@ -274,7 +79,7 @@ fn gvk_of(api_version: &str, kind: &str) -> GroupVersionKind {
 /// 10 seconds (the only polling we do: it waits for a CRD to be installed). A lookup that
 /// fails for another reason (403, 5xx, no connection) is retried with backoff and leaves
 /// the kind pending: it is not reported missing.
-async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
+async fn discover_and_watch(ctl: Arc<Cluster>, key: (String, String)) {
     let gvk = gvk_of(&key.0, &key.1);
     let mut failures = 0u32;
     let mut last: Option<&'static str> = None;
@@ -342,7 +147,7 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
                     matches!(ctl.kinds.get(&key.0, &key.1), Some(KindState::Missing(_)));
                 ctl.kinds.set(&key, KindState::Missing(msg));
                 if !was_missing {
-                    ctl.kinds.enqueue_users(&ctl, &key);
+                    ctl.enqueue_kind_users(&key);
                 }
                 tokio::time::sleep(Duration::from_secs(10)).await;
             }
@@ -353,7 +158,7 @@ async fn discover_and_watch(ctl: Arc<Controller>, key: (String, String)) {
 /// Records a child kind's scope as discovery found it. When that changes what was known,
 /// the blueprints naming the kind and their classes are judged again: a cluster-scoped kind
 /// a blueprint does not list makes the blueprint invalid and its classes not accepted.
-fn learn_scope(ctl: &Controller, group: &str, kind: &str, namespaced: bool) {
+fn learn_scope(ctl: &Cluster, group: &str, kind: &str, namespaced: bool) {
     let scope = if namespaced {
         crate::render::scope::Scope::Namespaced
     } else {
@@ -433,13 +238,13 @@ enum Role {
 }
 
 async fn run_watch<F>(
-    ctl: Arc<Controller>,
+    ctl: Arc<Cluster>,
     mut stream: JsonEvents,
     role: Role,
     what: (String, String),
     handle: F,
 ) where
-    F: Fn(&Arc<Controller>, Value, bool),
+    F: Fn(&Arc<Cluster>, Value, bool),
 {
     let primary = role != Role::Child;
     let mut synced = false;
@@ -455,7 +260,7 @@ async fn run_watch<F>(
     let mut failing: Option<&'static str> = None;
     // Who wrote which field of a primary object: nothing plans from it (fight detection
     // reads it on children only), and it is often the largest part of a Gateway or route.
-    let handle = |ctl: &Arc<Controller>, mut v: Value, deleted: bool| {
+    let handle = |ctl: &Arc<Cluster>, mut v: Value, deleted: bool| {
         if primary && let Some(m) = v["metadata"].as_object_mut() {
             m.remove("managedFields");
         }
@@ -472,14 +277,13 @@ async fn run_watch<F>(
                 }
                 if !primary && !synced && matches!(reason, "Forbidden" | "Unauthorized") {
                     let (api_version, kind) = &what;
-                    ctl.kinds.set_blocked(
-                        &ctl,
-                        &what,
-                        format!(
-                            "kind {kind} ({api_version}) is served, but gatewright may not list it ({reason}): grant it with a ClusterRole labelled {}: \"true\" (docs/install.md: RBAC, and a new child kind); retrying",
-                            labels::AGGREGATE_TO_CHILDREN
-                        ),
+                    let why = format!(
+                        "kind {kind} ({api_version}) is served, but gatewright may not list it ({reason}): grant it with a ClusterRole labelled {}: \"true\" (docs/install.md: RBAC, and a new child kind); retrying",
+                        labels::AGGREGATE_TO_CHILDREN
                     );
+                    if ctl.kinds.set_blocked(&what, why) {
+                        ctl.enqueue_kind_users(&what);
+                    }
                 }
                 if failing == Some(reason) {
                     tracing::debug!(%step, %reason, error = %message, "watch failed again; retrying");
@@ -526,7 +330,11 @@ async fn run_watch<F>(
                 if !synced {
                     synced = true;
                     match role {
-                        Role::Child => ctl.kinds.set_listed(&ctl, &what),
+                        Role::Child => {
+                            if ctl.kinds.set_listed(&what) {
+                                ctl.enqueue_kind_users(&what);
+                            }
+                        }
                         Role::Primary => primary_listed(&ctl, &step),
                         Role::LatePrimary => tracing::info!(%step, "listed"),
                     }
@@ -537,15 +345,14 @@ async fn run_watch<F>(
 }
 
 /// A primary watch's start-up step is done; the last one marks the caches synced.
-fn primary_listed(ctl: &Arc<Controller>, step: &str) {
+fn primary_listed(ctl: &Arc<Cluster>, step: &str) {
     let failures = ctl.metrics.startup.succeeded(step);
     if failures > 0 {
         tracing::info!(%step, failures, "listed after failing");
     }
     if ctl.unsynced_watches.fetch_sub(1, Ordering::SeqCst) == 1 {
         ctl.metrics.ready.store(true, Ordering::Relaxed);
-        ctl.caches_synced.send_replace(true);
-        ctl.enqueue_all();
+        ctl.caches_synced();
     }
 }
 
@@ -553,12 +360,12 @@ fn primary_listed(ctl: &Arc<Controller>, step: &str) {
 /// the status we last wrote, and `same(snapshot)` says nothing else changed since the
 /// stored version.
 fn is_own_echo(
-    ctl: &Controller,
+    ctl: &Cluster,
     object: &str,
     new: &Value,
     same: impl FnOnce(&crate::snapshot::Snapshot) -> bool,
 ) -> bool {
-    let echo = ctl.is_own_status(object, &new["status"])
+    let echo = ctl.own_status.is_own(object, &new["status"])
         && ctl.snapshot.read().ok().is_some_and(|s| same(&s));
     if echo {
         ctl.metrics
@@ -598,11 +405,11 @@ fn key_of(v: &Value) -> Key {
     )
 }
 
-fn with_snapshot<T>(ctl: &Controller, f: impl FnOnce(&mut Snapshot) -> T) -> Option<T> {
+fn with_snapshot<T>(ctl: &Cluster, f: impl FnOnce(&mut Snapshot) -> T) -> Option<T> {
     ctl.snapshot.write().ok().map(|mut s| f(&mut s))
 }
 
-fn enqueue_gateways(ctl: &Controller, keys: Vec<Key>) {
+fn enqueue_gateways(ctl: &Cluster, keys: Vec<Key>) {
     for k in keys {
         ctl.enqueue(Work::Gateway(k));
     }
@@ -618,7 +425,7 @@ type PrimaryWatch = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Starts the watches of the primary kinds: one per row of [`ingest::sources`], every
 /// event through [`on_primary`]. The caches count as synced once every watch has listed.
-pub fn start_primary_watches(ctl: &Arc<Controller>) {
+pub fn start_primary_watches(ctl: &Arc<Cluster>) {
     let mut table: Vec<PrimaryWatch> = Vec::new();
     for source in ingest::sources() {
         ctl.metrics.startup.begin(&primary_step(&source.name));
@@ -631,7 +438,7 @@ pub fn start_primary_watches(ctl: &Arc<Controller>) {
 }
 
 /// The events of one primary source, as it says to read them.
-fn primary_events(ctl: &Controller, source: &ingest::Source) -> JsonEvents {
+fn primary_events(ctl: &Cluster, source: &ingest::Source) -> JsonEvents {
     let mut cfg = watcher::Config::default().page_size(source.page_size);
     if let Some(f) = &source.fields {
         cfg = cfg.fields(f);
@@ -647,13 +454,13 @@ fn primary_events(ctl: &Controller, source: &ingest::Source) -> JsonEvents {
 /// first: not served, it is reported, ignored (its start-up step is done: nothing can be
 /// attached through a kind the API server does not serve) and looked up again every 10
 /// seconds; once served, its watch starts then, with nothing to wait for.
-async fn watch_primary(ctl: Arc<Controller>, source: ingest::Source) {
+async fn watch_primary(ctl: Arc<Cluster>, source: ingest::Source) {
     let step = primary_step(&source.name);
     let what = (String::new(), source.name.clone());
     let source = Arc::new(source);
     let handler = {
         let source = source.clone();
-        move |ctl: &Arc<Controller>, v: Value, deleted: bool| on_primary(ctl, &source, v, deleted)
+        move |ctl: &Arc<Cluster>, v: Value, deleted: bool| on_primary(ctl, &source, v, deleted)
     };
     if !source.optional {
         let events = primary_events(&ctl, &source);
@@ -774,7 +581,7 @@ fn held_view(s: &Snapshot, kind: ingest::Kind, key: &Key) -> Option<Value> {
 
 /// One event of a primary watch: our own status echo detected, the object applied to the
 /// snapshot ([`ingest::apply`]), and the work it makes ([`affected`]) enqueued.
-fn on_primary(ctl: &Arc<Controller>, source: &ingest::Source, mut v: Value, deleted: bool) {
+fn on_primary(ctl: &Arc<Cluster>, source: &ingest::Source, mut v: Value, deleted: bool) {
     let kind = source.kind;
     // List items and metadata events come without (or with another) apiVersion and kind.
     v["apiVersion"] = Value::String(source.resource.api_version.clone());
@@ -796,7 +603,7 @@ fn on_primary(ctl: &Arc<Controller>, source: &ingest::Source, mut v: Value, dele
             })
         }
         Some(o) => {
-            ctl.forget_own_status(o);
+            ctl.own_status.forget(o);
             false
         }
         None => false,
@@ -857,7 +664,7 @@ fn on_primary(ctl: &Arc<Controller>, source: &ingest::Source, mut v: Value, dele
 }
 
 /// Enqueues the work `change` makes ([`affected`]).
-fn enqueue_affected(ctl: &Controller, change: &ingest::Change) {
+fn enqueue_affected(ctl: &Cluster, change: &ingest::Change) {
     let Ok(a) = ctl.snapshot.read().map(|s| affected(&s, change)) else {
         return;
     };
@@ -868,10 +675,10 @@ fn enqueue_affected(ctl: &Controller, change: &ingest::Change) {
         ctl.enqueue(Work::Blueprint(b));
     }
     for k in a.class_configs {
-        ctl.enqueue(Work::Policy(super::policy::PolicyKind::ClassConfig, k));
+        ctl.enqueue(Work::Policy(super::common::PolicyKind::ClassConfig, k));
     }
     for k in a.gateway_configs {
-        ctl.enqueue(Work::Policy(super::policy::PolicyKind::GatewayConfig, k));
+        ctl.enqueue(Work::Policy(super::common::PolicyKind::GatewayConfig, k));
     }
     for r in a.routes {
         ctl.enqueue(Work::Route(r));
@@ -880,7 +687,7 @@ fn enqueue_affected(ctl: &Controller, change: &ingest::Change) {
 }
 
 /// The Gateways whose listeners name the Secret `key`.
-fn gateways_naming_secret(ctl: &Controller, key: &Key) -> Vec<Key> {
+fn gateways_naming_secret(ctl: &Cluster, key: &Key) -> Vec<Key> {
     ctl.snapshot
         .read()
         .map(|s| s.gateways_naming_secret(key))
@@ -890,7 +697,7 @@ fn gateways_naming_secret(ctl: &Controller, key: &Key) -> Vec<Key> {
 /// Reads a Secret that is not of type `kubernetes.io/tls` but that a Gateway names, once
 /// (a Secret's type cannot change), to report its type; its data is dropped at once.
 /// Then re-plans the Gateways naming it.
-fn fetch_secret_type(ctl: &Arc<Controller>, key: Key) {
+fn fetch_secret_type(ctl: &Arc<Cluster>, key: Key) {
     let ctl = ctl.clone();
     tokio::spawn(async move {
         let api: Api<Secret> = Api::namespaced(ctl.client.clone(), &key.namespace);
@@ -912,7 +719,7 @@ fn fetch_secret_type(ctl: &Arc<Controller>, key: Key) {
     });
 }
 
-fn on_child(ctl: &Arc<Controller>, v: Value, deleted: bool) {
+fn on_child(ctl: &Arc<Cluster>, v: Value, deleted: bool) {
     let key = ObjectKey::of(&v);
     if deleted {
         ctl.fights

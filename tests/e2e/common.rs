@@ -266,8 +266,8 @@ async fn wait_children_aggregated(admin: &Client) {
 
 /// The one in-process controller of this test binary, started on first use on a runtime
 /// of its own (each test has its own runtime, which ends with the test).
-pub fn controller() -> std::sync::Arc<gatewright::controller::Controller> {
-    static CTL: std::sync::OnceLock<std::sync::Arc<gatewright::controller::Controller>> =
+pub fn controller() -> std::sync::Arc<gatewright::controller::Runner> {
+    static CTL: std::sync::OnceLock<std::sync::Arc<gatewright::controller::Runner>> =
         std::sync::OnceLock::new();
     CTL.get_or_init(|| {
         let (tx, rx) = std::sync::mpsc::channel();

@@ -175,7 +175,7 @@ pub(crate) async fn cert_dns_names(client: &Client, ns: &str) -> Option<Value> {
     let certs = certificates(client, ns).await;
     if certs.len() > 1 {
         // As in `simulate`: a failed discovery is tried again on the next call.
-        if let Err(e) = gatewright::controller::simulate_ready_where(client, Some(ns)).await {
+        if let Err(e) = gatewright::simulate::simulate_ready_where(client, Some(ns)).await {
             eprintln!("simulate: {e}; again in the next round");
         }
         return None;
@@ -189,7 +189,7 @@ async fn simulate(client: &Client, ns: &str, times: usize) {
     for _ in 0..times {
         // Discovery fails while another test adds or removes a CRD (a group version listed,
         // then gone): that round plays nothing, the next one does.
-        if let Err(e) = gatewright::controller::simulate_ready_where(client, Some(ns)).await {
+        if let Err(e) = gatewright::simulate::simulate_ready_where(client, Some(ns)).await {
             eprintln!("simulate: {e}; again in the next round");
         }
         tokio::time::sleep(Duration::from_millis(700)).await;
@@ -447,9 +447,10 @@ async fn a_shipped_class_end_to_end() {
     let runs_before = settled_key(&ctl, &key).await;
     // Counted at the client's HTTP layer: every POST/PUT/PATCH/DELETE sent.
     let ns_writes_before = ctl.metrics().writes_in_namespace(&ns.name);
-    ctl.enqueue(gatewright::controller::Work::Gateway(key.clone()));
+    ctl.local()
+        .enqueue(gatewright::controller::Work::Gateway(key.clone()));
     let written = wait_for("a forced re-plan", T, || async {
-        let (runs, w) = ctl.last_writes(&key);
+        let (runs, w) = ctl.local().last_writes(&key);
         (runs > runs_before).then_some(w)
     })
     .await;
@@ -772,7 +773,7 @@ spec:
     // No Gateway uses the Widget kind any more (no other test does): its watch stops.
     let widget = (format!("{group}/v1"), "Widget".to_owned());
     wait_for("the Widget watch to stop", T, || async {
-        (!ctl.watched_kinds().contains(&widget)).then_some(())
+        (!ctl.local().watched_kinds().contains(&widget)).then_some(())
     })
     .await;
     let _ = Api::<GatewayClass>::all(client.clone())
@@ -1013,7 +1014,7 @@ async fn cluster_scoped_children_and_status_dependencies() {
     // (the one ACM certificate's names, its ARN, the HTTPS listener's ARN), once settled.
     let settled = || async {
         // A failed discovery (another test's CRD coming or going) is tried again.
-        gatewright::controller::simulate_ready_where(&client, Some(&ns.name))
+        gatewright::simulate::simulate_ready_where(&client, Some(&ns.name))
             .await
             .ok()?;
         let lp = kube::api::ListParams::default().labels(&selector);
@@ -1138,8 +1139,10 @@ pub(crate) fn configmap_class(name: &str) -> String {
 }
 
 /// Reconciles of a Gateway so far.
-fn runs(ctl: &gatewright::controller::Controller, ns: &str, name: &str) -> u64 {
-    ctl.last_writes(&Key::new(ns.to_owned(), name.to_owned())).0
+fn runs(ctl: &gatewright::controller::Runner, ns: &str, name: &str) -> u64 {
+    ctl.local()
+        .last_writes(&Key::new(ns.to_owned(), name.to_owned()))
+        .0
 }
 
 /// Reconciles of Gateway `key` once they have stopped changing for 2 s, at most [`T`].
@@ -1148,12 +1151,12 @@ fn runs(ctl: &gatewright::controller::Controller, ns: &str, name: &str) -> u64 {
 pub(crate) const QUIET: Duration =
     Duration::from_secs(gatewright::controller::PROGRESS_HOLD.as_secs() + 1);
 
-async fn settled_key(ctl: &gatewright::controller::Controller, key: &Key) -> u64 {
+async fn settled_key(ctl: &gatewright::controller::Runner, key: &Key) -> u64 {
     let deadline = tokio::time::Instant::now() + T;
-    let mut last = ctl.last_writes(key).0;
+    let mut last = ctl.local().last_writes(key).0;
     loop {
         tokio::time::sleep(QUIET).await;
-        let now = ctl.last_writes(key).0;
+        let now = ctl.local().last_writes(key).0;
         if now == last {
             return now;
         }
@@ -1168,7 +1171,7 @@ async fn settled_key(ctl: &gatewright::controller::Controller, key: &Key) -> u64
 /// Reconciles of the `tls` and `plain` Gateways once they have stopped changing for longer
 /// than a status change may be held back (a requeue after applies, or for a held status
 /// write, may still be due).
-async fn settled(ctl: &gatewright::controller::Controller, ns: &str) -> (u64, u64) {
+async fn settled(ctl: &gatewright::controller::Runner, ns: &str) -> (u64, u64) {
     let mut last = (runs(ctl, ns, "tls"), runs(ctl, ns, "plain"));
     loop {
         tokio::time::sleep(QUIET).await;

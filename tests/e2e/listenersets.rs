@@ -172,7 +172,7 @@ spec:
     wait_for("the Istio gateway to carry the set's listener", T, || {
         let (istio, client) = (istio.clone(), client.clone());
         async move {
-            gatewright::controller::simulate_ready_where(&client, Some(n))
+            gatewright::simulate::simulate_ready_where(&client, Some(n))
                 .await
                 .ok()?;
             let g = istio.get_opt("gw-istio").await.ok()??;

@@ -112,7 +112,7 @@ impl Exposition {
 }
 
 /// The value of an unlabelled gauge as the controller would serve it now.
-pub(crate) fn gauge(ctl: &gatewright::controller::Controller, name: &str) -> f64 {
+pub(crate) fn gauge(ctl: &gatewright::controller::Runner, name: &str) -> f64 {
     parse(&ctl.metrics().render())
         .value(name, &[])
         .unwrap_or_else(|| panic!("{name} is not exported"))

@@ -133,7 +133,7 @@ async fn policy_status_says_where_each_applies_and_stays_quiet() {
         .await
         .expect("writes settle");
     for name in ["first", "second", "later"] {
-        ctl.enqueue(Work::Policy(
+        ctl.local().enqueue(Work::Policy(
             PolicyKind::GatewayConfig,
             Key::new(n.clone(), name),
         ));

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
-use gatewright::controller::{Controller, Options};
+use gatewright::controller::{Options, Runner};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::runtime::WatchStreamExt as _;
@@ -307,7 +307,7 @@ pub fn world_yaml(ns: &str, class: &str, gateways: usize, routes: usize, domain:
 /// [`Running::stop`] shuts it down cleanly.
 pub struct Running {
     pub rt: Option<tokio::runtime::Runtime>,
-    pub ctl: Arc<Controller>,
+    pub ctl: Arc<Runner>,
 }
 
 impl Running {
@@ -370,7 +370,7 @@ pub async fn converge(
 ) -> Duration {
     let began = Instant::now();
     loop {
-        let _ = gatewright::controller::simulate_ready_where(client, Some(ns)).await;
+        let _ = gatewright::simulate::simulate_ready_where(client, Some(ns)).await;
         let (now, orphans) = children(client, ns).await;
         if now == expected && orphans.is_empty() {
             return began.elapsed();
@@ -424,7 +424,7 @@ pub async fn settle(client: &Client, ns: &str, timeout: Duration) -> Vec<String>
     let began = Instant::now();
     let mut last: Option<(Vec<String>, Instant)> = None;
     loop {
-        let _ = gatewright::controller::simulate_ready_where(client, Some(ns)).await;
+        let _ = gatewright::simulate::simulate_ready_where(client, Some(ns)).await;
         let (now, orphans) = children(client, ns).await;
         let programmed = all_programmed(client, ns).await;
         match &last {

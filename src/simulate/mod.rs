@@ -1,9 +1,15 @@
 //! The status downstream controllers (Istio, cert-manager, external-dns, Contour,
 //! Crossplane, the AWS Load Balancer Controller) would write on our children, for the
-//! demo and the tests: none of those controllers runs on the local test cluster.
+//! demo and the tests: the controllers that need a dataplane or a cloud cannot run on the
+//! local test cluster (cert-manager and external-dns can, and do where a test says so:
+//! `tests/cluster/downstream`).
 //!
 //! In: a child object. Out: the `status` its controller would write once it has done its
 //! work, or `None` for kinds without status. Addresses come from TEST-NET-1 (192.0.2.0/24).
+
+mod patch;
+
+pub use patch::{Error, simulate_ready, simulate_ready_where};
 
 use serde_json::{Value, json};
 

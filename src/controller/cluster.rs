@@ -1,0 +1,346 @@
+//! One API server's side of the controller: its client (the whole stack, built in one
+//! place by [`client::stack`]), its snapshot and indexes, the child-kind registrar, the
+//! echo memory of our own status writes, what each Gateway's reconciles keep between runs
+//! ([`memory`](super::memory)), and the writers (apply, prune, status, Events), which are
+//! the `impl Cluster` blocks of `reconcile.rs`, `apply.rs`, `status.rs`, `teardown.rs`,
+//! `class.rs` and `policy.rs`. A reconcile is [`Cluster::run`]: a function of the cluster
+//! and one work item. Two clusters in one process share nothing but the metrics registry
+//! and the [`Runner`](super::runner::Runner)'s queue their work waits in.
+//!
+//! Nothing of a cluster is worked on before every one of its primary watches has listed:
+//! work taken from the queue before then is parked, and queued again (with every Gateway,
+//! class and policy) once the caches are synced, so a plan never sees a half-filled
+//! snapshot (no routes yet, say) and prunes or reports from it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+
+use super::client::{self, LeaseFence};
+use super::common::{
+    ClusterId, Error, MEMO_MIN_ROUTES, NEW_GATEWAY_SETTLE, Options, Task, Work, policy_work,
+};
+use super::memory::RouteStatusSeen;
+use super::registrar::Registrar;
+use super::{echo, events, fight, memory, queue};
+use crate::snapshot::{Key, RouteKey, Snapshot};
+use crate::telemetry::Metrics;
+
+/// One API server's side of the controller (see the module docs).
+pub struct Cluster {
+    pub(super) id: ClusterId,
+    pub(super) client: Client,
+    pub(super) opts: Options,
+    pub(super) snapshot: RwLock<Snapshot>,
+    pub(super) metrics: Arc<Metrics>,
+    /// The runner's queue, shared by every cluster.
+    queue: Arc<queue::Queue>,
+    pub(super) kinds: Registrar,
+    pub(super) recorder: events::Events,
+    /// What each Gateway's reconciles keep between runs.
+    pub(super) memory: memory::Memory,
+    /// The status we last wrote per object, to know its watch echo.
+    pub(super) own_status: echo::OwnStatus,
+    /// Primary watches that have not listed everything once yet.
+    pub(super) unsynced_watches: AtomicUsize,
+    /// Work taken from the queue before the caches were synced, to run once they are;
+    /// `None` from then on.
+    parked: Mutex<Option<BTreeSet<Work>>>,
+    /// Gateways whose plan found a child held by another parent, by that child: when the
+    /// child goes (its holder torn down), they are planned again and may take it.
+    child_waiters: Mutex<BTreeMap<crate::snapshot::ObjectKey, BTreeSet<Key>>>,
+    /// Fights over fields of children with other field managers.
+    pub(super) fights: fight::Fights,
+}
+
+impl Cluster {
+    /// A cluster reached through `client` (its stack is built here, with `fence` on
+    /// writes), queueing its work in `queue`. Its watches are not started yet
+    /// (`watch::start_primary_watches`).
+    pub(super) fn new(
+        id: ClusterId,
+        client: Client,
+        opts: Options,
+        metrics: Arc<Metrics>,
+        queue: Arc<queue::Queue>,
+        fence: Option<Arc<LeaseFence>>,
+    ) -> Self {
+        let client = client::stack(client, &metrics, opts.api.clone(), fence);
+        Self {
+            id,
+            recorder: events::Events::new(
+                client.clone(),
+                "gatewright",
+                std::env::var("POD_NAME").ok(),
+            ),
+            client,
+            snapshot: RwLock::new({
+                let mut s = Snapshot::new(&opts.controller_namespace);
+                s.track_services();
+                s
+            }),
+            fights: fight::Fights::new(opts.fights.clone()),
+            opts,
+            metrics,
+            queue,
+            kinds: Registrar::default(),
+            own_status: echo::OwnStatus::default(),
+            memory: memory::Memory::default(),
+            unsynced_watches: AtomicUsize::new(usize::MAX),
+            parked: Mutex::new(Some(BTreeSet::new())),
+            child_waiters: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Which cluster this is.
+    #[must_use]
+    pub fn id(&self) -> &ClusterId {
+        &self.id
+    }
+
+    /// The client of this cluster (the whole stack).
+    pub(super) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Parks `w` if the caches are not synced yet (true), to be queued once they are.
+    pub(super) fn park(&self, w: &Work) -> bool {
+        let Ok(mut p) = self.parked.lock() else {
+            return false;
+        };
+        match p.as_mut() {
+            Some(parked) => {
+                parked.insert(w.clone());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Every primary watch has listed: what was parked is queued, with everything known.
+    pub(super) fn caches_synced(&self) {
+        let parked = self
+            .parked
+            .lock()
+            .ok()
+            .and_then(|mut p| p.take())
+            .unwrap_or_default();
+        tracing::info!(cluster = %self.id, parked = parked.len(), "caches synced");
+        for w in parked {
+            self.enqueue(w);
+        }
+        self.enqueue_all();
+    }
+
+    /// One reconcile: `w` planned and executed on this cluster. `Ok(Some(d))`: run it
+    /// again after `d`.
+    ///
+    /// # Errors
+    /// What failed; the runner retries with backoff.
+    pub(super) async fn run(self: &Arc<Self>, w: &Work) -> Result<Option<Duration>, Error> {
+        match w {
+            Work::Gateway(k) => {
+                // The writes this reconcile sends, counted by the client in its task.
+                let (r, written) = client::count_writes(self.reconcile_gateway(k)).await;
+                self.memory.with(k, |m| {
+                    m.runs_and_writes.0 += 1;
+                    m.runs_and_writes.1 = written;
+                });
+                r
+            }
+            Work::Class(n) => self.reconcile_class(n).await,
+            Work::Route(k) => self.reconcile_route(k).await,
+            Work::Blueprint(n) => self.reconcile_blueprint(n).await,
+            Work::Policy(kind, k) => self.reconcile_policy(*kind, k).await,
+        }
+    }
+
+    /// The child kinds watched (or being looked up) now, as `(apiVersion, kind)`.
+    #[must_use]
+    pub fn watched_kinds(&self) -> Vec<(String, String)> {
+        self.kinds.watched()
+    }
+
+    /// Records that a Gateway was created just now (seen by the watch after the caches
+    /// listed, unknown to them before).
+    pub(crate) fn gateway_created(&self, key: Key) {
+        self.memory
+            .with(&key, |m| m.created_at = Some(Instant::now()));
+    }
+
+    /// How long a Gateway created just now still waits before it is first planned;
+    /// `None` once it may be planned (and from then on).
+    pub(crate) fn new_gateway_wait(&self, key: &Key) -> Option<Duration> {
+        self.memory
+            .with(key, |m| {
+                let wait = NEW_GATEWAY_SETTLE.checked_sub(m.created_at?.elapsed());
+                if wait.is_none() {
+                    m.created_at = None;
+                }
+                wait
+            })
+            .flatten()
+    }
+
+    /// The route plans remembered for `key` (empty when none are), taken out while the
+    /// Gateway is planned; a Gateway is never planned twice at once.
+    pub(crate) fn take_plan_memo(&self, key: &Key) -> crate::plan::PlanMemo {
+        self.memory
+            .with(key, |m| m.plan_memo.take())
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    /// Keeps the route plans of `key` for its next plan, when it has enough routes for
+    /// reusing them to matter; forgets them otherwise.
+    pub(crate) fn keep_plan_memo(&self, key: &Key, memo: crate::plan::PlanMemo) {
+        if memo.len() >= MEMO_MIN_ROUTES {
+            self.memory.with(key, |m| m.plan_memo = Some(memo));
+        }
+    }
+
+    /// The routes of `parents` whose status must be looked at: not those whose snapshot
+    /// entry and our entries are those of the last write or check. Each comes with its
+    /// entry, to record once the write went through (`None`: the route is gone).
+    pub(crate) fn route_status_to_write<'a>(
+        &self,
+        gateway: &Key,
+        parents: &'a [crate::plan::RouteParents],
+    ) -> Vec<(
+        &'a crate::plan::RouteParents,
+        Option<Arc<crate::snapshot::RouteEntry>>,
+    )> {
+        let Ok(snap) = self.snapshot.read() else {
+            return parents.iter().map(|p| (p, None)).collect();
+        };
+        let pick = |seen: Option<&HashMap<RouteKey, RouteStatusSeen>>| {
+            parents
+                .iter()
+                .filter_map(|p| {
+                    let entry = snap.route(&p.route).cloned();
+                    let unchanged = match (&entry, seen.and_then(|s| s.get(&p.route))) {
+                        (Some(e), Some(s)) => {
+                            std::ptr::eq(s.route.as_ptr(), Arc::as_ptr(e)) && s.entries == p.entries
+                        }
+                        _ => false,
+                    };
+                    (!unchanged).then_some((p, entry))
+                })
+                .collect::<Vec<_>>()
+        };
+        match self
+            .memory
+            .read(gateway, |m| pick(Some(&m.route_status_seen)))
+        {
+            Some(todo) => todo,
+            None => pick(None),
+        }
+    }
+
+    /// Records that `parents` were written to (or found in) the route of `entry`.
+    pub(crate) fn route_status_written(
+        &self,
+        gateway: &Key,
+        parents: &crate::plan::RouteParents,
+        entry: &Arc<crate::snapshot::RouteEntry>,
+    ) {
+        self.memory.with(gateway, |m| {
+            m.route_status_seen.insert(
+                parents.route.clone(),
+                RouteStatusSeen {
+                    route: Arc::downgrade(entry),
+                    entries: parents.entries.clone(),
+                },
+            );
+        });
+    }
+
+    /// Forgets everything kept for `gateway` between its reconciles (it is gone, or no
+    /// longer ours).
+    pub(crate) fn forget_gateway(&self, gateway: &Key) {
+        self.memory.forget(gateway);
+    }
+
+    /// Records that `gateway` waits for `children`, held by other parents, to go.
+    pub(crate) fn wait_for_children(
+        &self,
+        gateway: &Key,
+        children: Vec<crate::snapshot::ObjectKey>,
+    ) {
+        if let Ok(mut w) = self.child_waiters.lock() {
+            w.retain(|_, gws| {
+                gws.remove(gateway);
+                !gws.is_empty()
+            });
+            for c in children {
+                w.entry(c).or_default().insert(gateway.clone());
+            }
+        }
+    }
+
+    /// The Gateways that waited for `child` to go (forgotten now).
+    pub(crate) fn waiters_of(&self, child: &crate::snapshot::ObjectKey) -> BTreeSet<Key> {
+        self.child_waiters
+            .lock()
+            .ok()
+            .and_then(|mut w| w.remove(child))
+            .unwrap_or_default()
+    }
+
+    /// For a Gateway: how many reconciles ran, and how many write requests (counted at the
+    /// HTTP layer) the last one sent.
+    #[must_use]
+    pub fn last_writes(&self, key: &Key) -> (u64, u64) {
+        self.memory
+            .read(key, |m| m.runs_and_writes)
+            .unwrap_or_default()
+    }
+
+    /// Enqueues work of this cluster unless it is already waiting (work enqueued while it
+    /// runs runs once more afterwards).
+    pub fn enqueue(&self, w: Work) {
+        self.queue.push(Task {
+            cluster: self.id.clone(),
+            work: w,
+        });
+        self.metrics
+            .queue_depth
+            .store(self.queue.waiting(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Enqueues work after `delay`.
+    pub fn enqueue_after(self: &Arc<Self>, w: Work, delay: Duration) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            me.enqueue(w);
+        });
+    }
+
+    /// Enqueues every Gateway, class and policy of this cluster: a forced full resync.
+    pub fn enqueue_all(&self) {
+        let (gws, classes, policies): (Vec<Key>, Vec<String>, Vec<Work>) =
+            match self.snapshot.read() {
+                Ok(s) => (
+                    s.gateways().map(|(k, _)| k.clone()).collect(),
+                    s.classes()
+                        .filter_map(|c| c.metadata.name.clone())
+                        .collect(),
+                    policy_work(&s, None),
+                ),
+                Err(_) => return,
+            };
+        for c in classes {
+            self.enqueue(Work::Class(c));
+        }
+        for g in gws {
+            self.enqueue(Work::Gateway(g));
+        }
+        for p in policies {
+            self.enqueue(p);
+        }
+    }
+}

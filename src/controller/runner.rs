@@ -1,0 +1,463 @@
+//! The process's side of the controller: the keyed queue every cluster's work waits in
+//! ([`queue`](super::queue)) and the workers that take it, per-item backoff, the periodic
+//! resync, leader election and its write fence, signals' one shutdown path, and the
+//! metrics registry the clusters share. A worker takes a [`Task`] (a work item and the
+//! cluster it belongs to) and runs it with [`Cluster::run`]; the runner holds no cluster
+//! state of its own.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+
+use super::client::{self, LeaseFence};
+use super::cluster::Cluster;
+use super::common::{ClusterId, Error, Options, Task, Work};
+use super::{queue, startup, watch};
+use crate::telemetry::Metrics;
+
+/// Why the controller stops.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// [`Runner::shutdown`] was called (a signal, a test).
+    Requested,
+    /// It cannot go on: the Lease was lost or leader election ended.
+    Failed(String),
+}
+
+/// The running controller: the process's side (see the module docs) and the clusters it
+/// serves.
+pub struct Runner {
+    opts: Options,
+    metrics: Arc<Metrics>,
+    queue: Arc<queue::Queue>,
+    /// The cluster `gatewright run` is pointed at; in [`Runner::clusters`] too.
+    local: Arc<Cluster>,
+    clusters: RwLock<BTreeMap<ClusterId, Arc<Cluster>>>,
+    /// Failures in a row per task, for its backoff.
+    failures: Mutex<HashMap<Task, u32>>,
+    /// Writes are sent only while our Lease is fresh (with leader election).
+    fence: Option<Arc<LeaseFence>>,
+    /// Set once the controller stops: asked to, or because it cannot go on.
+    stop: tokio::sync::watch::Sender<Option<Stop>>,
+    /// The tasks a shutdown waits for: the workers (their reconciles under way) and the
+    /// election (releasing the Lease).
+    drain: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Runner {
+    /// The cluster `gatewright run` is pointed at (its kubeconfig, or the one it runs in).
+    #[must_use]
+    pub fn local(&self) -> &Arc<Cluster> {
+        &self.local
+    }
+
+    /// A cluster this runner serves.
+    #[must_use]
+    pub fn cluster(&self, id: &ClusterId) -> Option<Arc<Cluster>> {
+        self.clusters.read().ok()?.get(id).cloned()
+    }
+
+    /// Every cluster this runner serves.
+    #[must_use]
+    pub fn clusters(&self) -> Vec<Arc<Cluster>> {
+        self.clusters
+            .read()
+            .map(|c| c.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Serves one more cluster, reached through `client`: its watches start now, and its
+    /// work runs once they have listed.
+    pub fn add_cluster(&self, id: ClusterId, client: Client) -> Arc<Cluster> {
+        let cluster = Arc::new(Cluster::new(
+            id.clone(),
+            client,
+            self.opts.clone(),
+            self.metrics.clone(),
+            self.queue.clone(),
+            self.fence.clone(),
+        ));
+        if let Ok(mut c) = self.clusters.write() {
+            c.insert(id, cluster.clone());
+        }
+        watch::start_primary_watches(&cluster);
+        cluster
+    }
+
+    /// Enqueues every Gateway, class and policy of every cluster: a forced full resync.
+    pub fn enqueue_all(&self) {
+        for c in self.clusters() {
+            c.enqueue_all();
+        }
+    }
+
+    /// Marks the controller as stopping (the first reason wins).
+    fn stop_with(&self, why: Stop) {
+        self.stop.send_if_modified(|s| {
+            if s.is_none() {
+                *s = Some(why);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Resolves when the controller stops, with the reason.
+    pub async fn stopped(&self) -> Stop {
+        let mut rx = self.stop.subscribe();
+        loop {
+            if let Some(why) = rx.borrow_and_update().clone() {
+                return why;
+            }
+            if rx.changed().await.is_err() {
+                return Stop::Failed("the controller is gone".into());
+            }
+        }
+    }
+
+    /// The one shutdown path: no new work is taken, the reconcile under way finishes, the
+    /// Lease (if held) is released. Waits at most `grace`; returns whether everything
+    /// finished within it.
+    pub async fn shutdown(&self, grace: Duration) -> bool {
+        self.stop_with(Stop::Requested);
+        let tasks = self
+            .drain
+            .lock()
+            .map(|mut d| std::mem::take(&mut *d))
+            .unwrap_or_default();
+        tokio::time::timeout(grace, futures::future::join_all(tasks))
+            .await
+            .is_ok()
+    }
+
+    /// The metrics.
+    #[must_use]
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Runs one task: looks its cluster up, parks it while that cluster's caches are not
+    /// synced, runs it, counts it, and queues it again after a backoff when it failed.
+    async fn work(&self, task: &Task) {
+        let Some(cluster) = self.cluster(&task.cluster) else {
+            tracing::debug!(?task, "the cluster is no longer served; dropped");
+            return;
+        };
+        let w = &task.work;
+        if cluster.park(w) {
+            return;
+        }
+        let started = Instant::now();
+        let kind = match w {
+            Work::Gateway(_) => "Gateway",
+            Work::Class(_) => "GatewayClass",
+            Work::Route(r) => r.kind.as_str(),
+            Work::Blueprint(_) => "GatewayClassBlueprint",
+            Work::Policy(k, _) => k.kind(),
+        };
+        match cluster.run(w).await {
+            Ok(requeue) => {
+                self.metrics.reconciled(kind, "Ok", started.elapsed());
+                if let Ok(mut f) = self.failures.lock() {
+                    f.remove(task);
+                }
+                if let Some(d) = requeue {
+                    cluster.enqueue_after(w.clone(), d);
+                }
+            }
+            Err(e) => {
+                self.metrics
+                    .reconciled(kind, e.category(), started.elapsed());
+                let n = self.failures.lock().map(|mut f| {
+                    let n = f.entry(task.clone()).or_default();
+                    *n += 1;
+                    *n
+                });
+                let n = n.unwrap_or(1);
+                let delay = client::retry_delay(
+                    n.saturating_sub(1),
+                    Duration::from_secs(1),
+                    Duration::from_secs(60),
+                    None,
+                    client::jitter(),
+                );
+                if matches!(e, Error::Deleting(_)) {
+                    tracing::debug!(?task, "{e}");
+                } else {
+                    tracing::warn!(?task, error = %e, retry_in = ?delay, "reconcile failed");
+                }
+                cluster.enqueue_after(w.clone(), delay);
+            }
+        }
+        tracing::debug!(?task, elapsed = ?started.elapsed(), "reconciled");
+    }
+}
+
+/// Starts the controller on one cluster (`client`'s): its watches, the workers, the
+/// periodic resync, leader election (when configured) and the metrics server (when
+/// configured). Returns the handle; the tasks run until the runtime stops or
+/// [`Runner::shutdown`].
+///
+/// # Errors
+/// The metrics address cannot be bound.
+pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io::Error> {
+    let metrics = Arc::new(Metrics::default());
+    let identity = lease_identity();
+    let fence = opts.leader_election.as_ref().map(|(ns, name)| {
+        // The margin covers the renewal request's own latency and clock rate drift.
+        Arc::new(LeaseFence::new(
+            ns,
+            name,
+            &identity,
+            Duration::from_secs(LEASE_FENCE_MARGIN_SECONDS),
+        ))
+    });
+    let queue = Arc::new(queue::Queue::default());
+    let local = Arc::new(Cluster::new(
+        ClusterId::local(),
+        client,
+        opts.clone(),
+        metrics.clone(),
+        queue.clone(),
+        fence.clone(),
+    ));
+    let runner = Arc::new(Runner {
+        opts,
+        metrics,
+        queue,
+        clusters: RwLock::new(BTreeMap::from([(ClusterId::local(), local.clone())])),
+        local: local.clone(),
+        failures: Mutex::new(HashMap::new()),
+        fence,
+        stop: tokio::sync::watch::Sender::new(None),
+        drain: Mutex::new(Vec::new()),
+    });
+    let source: std::sync::Weak<dyn crate::telemetry::StateSource> = Arc::downgrade(&runner) as _;
+    runner.metrics.set_state_source(source);
+    if let Some(addr) = &runner.opts.metrics_addr {
+        let listener = crate::telemetry::bind(addr)
+            .await
+            .map_err(std::io::Error::other)?;
+        tokio::spawn(crate::telemetry::serve(listener, runner.metrics.clone()));
+    }
+    runner.metrics.leader.store(
+        runner.opts.leader_election.is_none(),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    watch::start_primary_watches(&local);
+    // Leader election is joined in the background, on the local cluster (the Lease and
+    // the fence are its client's): its set-up retries (RBAC not seen yet, the API server
+    // restarting) without holding up the watches, and the workers wait for the lease.
+    let leader = runner
+        .opts
+        .leader_election
+        .clone()
+        .map(|(ns, name)| elect(&runner, local.client().clone(), ns, name, identity));
+    for _ in 0..runner.opts.workers.max(1) {
+        let worker = runner.clone();
+        let mut leader = leader.clone();
+        let mut stopping = runner.stop.subscribe();
+        let handle = tokio::spawn(async move {
+            let stopping = &mut stopping;
+            loop {
+                // Only the lease holder writes: wait for the lease before taking work.
+                if let Some(l) = &mut leader {
+                    while !*l.borrow_and_update() {
+                        tokio::select! {
+                            biased;
+                            () = stop_asked(stopping) => return,
+                            r = l.changed() => if r.is_err() {
+                                worker.stop_with(Stop::Failed("leader election stopped".into()));
+                                return;
+                            },
+                        }
+                    }
+                }
+                let task = tokio::select! {
+                    biased;
+                    () = stop_asked(stopping) => return,
+                    t = worker.queue.pop() => t,
+                };
+                worker
+                    .metrics
+                    .queue_depth
+                    .store(worker.queue.waiting(), std::sync::atomic::Ordering::Relaxed);
+                worker.work(&task).await;
+                worker.queue.done(&task);
+            }
+        });
+        if let Ok(mut d) = runner.drain.lock() {
+            d.push(handle);
+        }
+    }
+    let resync = runner.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(resync.opts.resync);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            resync.enqueue_all();
+        }
+    });
+    Ok(runner)
+}
+
+/// Resolves once a stop is asked for.
+async fn stop_asked(rx: &mut tokio::sync::watch::Receiver<Option<Stop>>) {
+    while rx.borrow_and_update().is_none() {
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Seconds before the Lease's expiry at which this replica stops writing, counted from the
+/// moment its last successful renewal was sent.
+const LEASE_FENCE_MARGIN_SECONDS: u64 = 3;
+
+/// Unique per start, as client-go does (host_uuid): a restarted replica with the same Pod
+/// name must not take over a lease its previous self may still be writing under.
+fn lease_identity() -> String {
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{}_{nonce:x}",
+        std::env::var("POD_NAME").unwrap_or_else(|_| format!("gatewright-{}", std::process::id()))
+    )
+}
+
+/// Joins leader election on Lease `ns/name`. Returns a channel that is true while this
+/// process holds the lease. Setting it up (reading or creating the Lease) is a start-up
+/// step ([`startup`]): a transient failure (403 while RBAC propagates, the API server
+/// restarting) is retried with backoff while `/readyz` says why; a failure that cannot
+/// fix itself (an invalid Lease name) stops the controller. Gaining the lease re-plans
+/// everything; losing it, or the election task ending, stops the controller
+/// ([`Runner::stopped`]; a fresh start rebuilds the caches and rejoins). On shutdown
+/// the Lease is released.
+fn elect(
+    runner: &Arc<Runner>,
+    client: Client,
+    ns: String,
+    name: String,
+    identity: String,
+) -> tokio::sync::watch::Receiver<bool> {
+    let (holder_tx, holder_rx) = tokio::sync::watch::channel(false);
+    let step = format!("leader election on Lease {ns}/{name}");
+    runner.metrics.startup.begin(&step);
+    let me = runner.clone();
+    let handle = tokio::spawn(async move {
+        let mut stopping = me.stop.subscribe();
+        let manager = tokio::select! {
+            biased;
+            () = stop_asked(&mut stopping) => None,
+            m = lease_manager(&me, client, &step, &ns, &name, &identity) => m,
+        };
+        let Some(manager) = manager else {
+            return;
+        };
+        tracing::info!(lease = %format!("{ns}/{name}"), "waiting for the lease");
+        let (mut rx, task) = manager.watch().await;
+        let mut task = std::pin::pin!(task);
+        let mut was = false;
+        loop {
+            tokio::select! {
+                biased;
+                () = stop_asked(&mut stopping) => break,
+                res = &mut task => {
+                    if let Some(f) = &me.fence {
+                        f.close();
+                    }
+                    tracing::error!(?res, "leader election task ended; stopping");
+                    me.stop_with(Stop::Failed("leader election ended".into()));
+                    return;
+                }
+                r = rx.changed() => if r.is_err() { break },
+            }
+            let now = *rx.borrow_and_update();
+            me.metrics
+                .leader
+                .store(now, std::sync::atomic::Ordering::Relaxed);
+            holder_tx.send_replace(now);
+            if now && !was {
+                tracing::info!(%identity, "acquired the lease; writing from now on");
+                me.enqueue_all();
+            } else if was && !now {
+                tracing::error!(%identity, "lost the lease; stopping");
+                if let Some(f) = &me.fence {
+                    f.close();
+                }
+                me.stop_with(Stop::Failed("lost the Lease".into()));
+                break;
+            }
+            was = now;
+        }
+        // Stopping: dropping the receiver makes the manager release the Lease and end.
+        if let Some(f) = &me.fence {
+            f.close();
+        }
+        drop(rx);
+        let _ = task.await;
+        tracing::info!("left leader election");
+    });
+    if let Ok(mut d) = runner.drain.lock() {
+        d.push(handle);
+    }
+    holder_rx
+}
+
+/// Builds the lease manager (it reads the Lease, or creates it), retrying transient
+/// failures with capped, jittered backoff. `None`: a failure that cannot fix itself (the
+/// controller is stopped with it).
+async fn lease_manager(
+    runner: &Arc<Runner>,
+    client: Client,
+    step: &str,
+    ns: &str,
+    name: &str,
+    identity: &str,
+) -> Option<kube_lease_manager::LeaseManager> {
+    let mut attempt = 0u32;
+    loop {
+        let built = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), name)
+            .with_namespace(ns)
+            .with_identity(identity)
+            .with_duration(15)
+            .with_grace(5)
+            .build()
+            .await;
+        let err = match built {
+            Ok(m) => {
+                let failures = runner.metrics.startup.succeeded(step);
+                if failures > 0 {
+                    tracing::info!(%step, failures, "set up after failing; joined leader election");
+                }
+                return Some(m);
+            }
+            Err(e) => e,
+        };
+        let (reason, transient) = match &err {
+            kube_lease_manager::LeaseManagerError::KubeError(e) => {
+                (startup::failure_kind(e), startup::is_transient(e))
+            }
+            // Another replica created the Lease between our read and our create.
+            kube_lease_manager::LeaseManagerError::LeaseAlreadyExists(_) => ("Conflict", true),
+            _ => ("Other", true),
+        };
+        let message = format!("failed to set up {step}: {err}");
+        if !transient {
+            tracing::error!(%step, %reason, "{message}; this will not fix itself, stopping");
+            runner.stop_with(Stop::Failed(message));
+            return None;
+        }
+        attempt = attempt.saturating_add(1);
+        let delay = startup::delay(attempt, client::jitter());
+        if runner.metrics.startup.failed(step, reason, &message) {
+            tracing::warn!(%step, %reason, retry_in = ?delay, "{message}; retrying until it works");
+        }
+        tokio::time::sleep(delay).await;
+    }
+}
