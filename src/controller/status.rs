@@ -87,6 +87,10 @@ impl Cluster {
             return Ok(Some(wait));
         }
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let changed = crate::plan::progress::changed_paths(&strip_times(&current), &compared);
+            tracing::debug!(gateway = %key, ?changed, "writing the Gateway status");
+        }
         self.own_status.expect(own, &compared);
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
         let mut written = api

@@ -32,6 +32,64 @@ pub fn only_progress(current: &Value, desired: &Value) -> bool {
         && key_of(current, "Accepted") == key_of(desired, "Accepted")
 }
 
+/// The paths where `desired` differs from `current` (JSON, times stripped or not), for
+/// logs: `conditions[Programmed].message`, `listeners[https].attachedRoutes`. Items of a
+/// list are named by their `type` or `name` when they have one, else by index.
+#[must_use]
+pub fn changed_paths(current: &Value, desired: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    diff(current, desired, String::new(), &mut out);
+    out
+}
+
+fn diff(a: &Value, b: &Value, path: String, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                if k == "lastTransitionTime" {
+                    continue;
+                }
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                diff(
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                    p,
+                    out,
+                );
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            let name = |v: &Value, i: usize| {
+                v["type"]
+                    .as_str()
+                    .or_else(|| v["name"].as_str())
+                    .map_or_else(|| i.to_string(), str::to_owned)
+            };
+            let named: Vec<String> = y.iter().enumerate().map(|(i, v)| name(v, i)).collect();
+            for (i, v) in y.iter().enumerate() {
+                let before = x
+                    .iter()
+                    .enumerate()
+                    .find(|(j, w)| name(w, *j) == named[i])
+                    .map_or(&Value::Null, |(_, w)| w);
+                diff(before, v, format!("{path}[{}]", named[i]), out);
+            }
+            for (j, w) in x.iter().enumerate() {
+                if !named.contains(&name(w, j)) {
+                    out.push(format!("{path}[{}] (removed)", name(w, j)));
+                }
+            }
+        }
+        _ if a != b => out.push(path),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,5 +161,20 @@ mod tests {
             ),
             "Programmed lost"
         );
+    }
+
+    #[test]
+    fn changed_paths_name_conditions_and_listeners() {
+        let a = status("False", "Pending", "waiting for Certificate a", 0);
+        let b = status("False", "Pending", "waiting for DNSEndpoint b", 3);
+        assert_eq!(
+            changed_paths(&a, &b),
+            vec![
+                "conditions[Programmed].message",
+                "listeners[http].attachedRoutes",
+                "listeners[http].conditions[Programmed].message",
+            ]
+        );
+        assert!(changed_paths(&a, &a).is_empty());
     }
 }
