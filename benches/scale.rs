@@ -293,7 +293,7 @@ impl Proc {
                 "RUST_LOG",
                 std::env::var("SCALE_CONTROLLER_LOG").unwrap_or_else(|_| "info".into()),
             )
-            .stdout(std::process::Stdio::null())
+            .stdout(log.try_clone().expect("the controller log"))
             .stderr(log)
             .spawn()
             .expect("start the controller");

@@ -106,6 +106,11 @@ impl Cluster {
         &self.client
     }
 
+    /// How many work items wait in the queue (of every cluster).
+    pub(super) fn queued(&self) -> u64 {
+        self.queue.waiting()
+    }
+
     /// Parks `w` if the caches are not synced yet (true), to be queued once they are.
     pub(super) fn park(&self, w: &Work) -> bool {
         let Ok(mut p) = self.parked.lock() else {

@@ -33,6 +33,18 @@ pub const ROTATION_SETTLE: Duration = Duration::from_secs(2);
 /// (Programmed gained or lost, Accepted changing, a new generation) are written at once.
 pub const PROGRESS_HOLD: Duration = Duration::from_secs(5);
 
+/// [`PROGRESS_HOLD`] while the controller is busy (more work waits in the queue than
+/// [`BUSY_PER_WORKER`] per worker: a cold start, a fleet's resync): then the API
+/// server's capacity goes to transitions and children first, and a Gateway's progress
+/// (what it waits for, its address once it has one) is written at most this often.
+/// Measured at N = 1,000 Gateways (`scripts/bench-scale.sh 1000`): a Gateway takes about
+/// 18 s from its first status to `Programmed`, and with the 5 s hold wrote its status 3.5
+/// times on the way.
+pub const PROGRESS_HOLD_BUSY: Duration = Duration::from_secs(30);
+
+/// Queued items per worker above which the controller counts as busy.
+pub const BUSY_PER_WORKER: u64 = 2;
+
 /// What [`Cluster::unsettled`] holds back, and when to plan again.
 #[derive(Debug, Default)]
 pub(crate) struct Unsettled {
@@ -138,11 +150,18 @@ impl Cluster {
 
     /// How long a status change that only reports progress
     /// ([`crate::plan::progress::only_progress`]) waits: until [`PROGRESS_HOLD`] after the
-    /// Gateway's last status write (`None`: write it now).
+    /// Gateway's last status write, [`PROGRESS_HOLD_BUSY`] while the controller is busy
+    /// (`None`: write it now). A change held back while busy is written once the hold
+    /// ends, or with the next transition, whichever comes first.
     pub(crate) fn progress_hold(&self, key: &Key, now: Instant) -> Option<Duration> {
         let last = self.memory.read(key, |m| m.status_written_at)??;
-        PROGRESS_HOLD
-            .checked_sub(now.saturating_duration_since(last))
+        let busy = self.queued() > BUSY_PER_WORKER.saturating_mul(self.opts.workers as u64);
+        let hold = if busy {
+            PROGRESS_HOLD_BUSY
+        } else {
+            PROGRESS_HOLD
+        };
+        hold.checked_sub(now.saturating_duration_since(last))
             .filter(|d| !d.is_zero())
     }
 
