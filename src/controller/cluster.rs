@@ -54,6 +54,8 @@ pub struct Cluster {
     child_waiters: Mutex<BTreeMap<crate::snapshot::ObjectKey, BTreeSet<Key>>>,
     /// Fights over fields of children with other field managers.
     pub(super) fights: fight::Fights,
+    /// The primary watches' tasks, stopped when the cluster is no longer served.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 impl Cluster {
@@ -92,7 +94,36 @@ impl Cluster {
             unsynced_watches: AtomicUsize::new(usize::MAX),
             parked: Mutex::new(Some(BTreeSet::new())),
             child_waiters: Mutex::new(BTreeMap::new()),
+            tasks: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The span this cluster's work and watches log in: none for the local cluster (its
+    /// logs read as they always did), the cluster's name for the others.
+    pub(super) fn span(&self) -> tracing::Span {
+        if self.id == ClusterId::local() {
+            tracing::Span::none()
+        } else {
+            tracing::info_span!("cluster", name = %self.id)
+        }
+    }
+
+    /// Keeps the handles of tasks to stop with the cluster.
+    pub(super) fn keep_tasks(&self, tasks: Vec<tokio::task::AbortHandle>) {
+        if let Ok(mut t) = self.tasks.lock() {
+            t.extend(tasks);
+        }
+    }
+
+    /// Stops every watch of this cluster (it is no longer served). Work of it still in
+    /// the queue is dropped when a worker takes it.
+    pub(super) fn stop(&self) {
+        if let Ok(mut t) = self.tasks.lock() {
+            for task in t.drain(..) {
+                task.abort();
+            }
+        }
+        self.kinds.stop_all();
     }
 
     /// Which cluster this is.

@@ -151,6 +151,17 @@ impl Registrar {
         }
     }
 
+    /// Stops every kind's discovery and watch (the cluster is no longer served).
+    pub fn stop_all(&self) {
+        if let Ok(mut k) = self.kinds.lock() {
+            for (_, w) in std::mem::take(&mut *k) {
+                if let Some(t) = w.task {
+                    t.abort();
+                }
+            }
+        }
+    }
+
     /// The state of a kind without starting anything.
     pub fn get(&self, api_version: &str, kind: &str) -> Option<KindState> {
         self.kinds

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use kube::Client;
+use tracing::Instrument;
 
 use super::client::{self, LeaseFence};
 use super::cluster::Cluster;
@@ -68,9 +69,11 @@ impl Runner {
             .unwrap_or_default()
     }
 
-    /// Serves one more cluster, reached through `client`: its watches start now, and its
-    /// work runs once they have listed.
+    /// Serves one more cluster, reached through `client` (its own credentials: what they
+    /// grant is all gatewright may do there): its watches start now, and its work runs
+    /// once they have listed. A cluster already served under `id` is replaced.
     pub fn add_cluster(&self, id: ClusterId, client: Client) -> Arc<Cluster> {
+        self.remove_cluster(&id);
         let cluster = Arc::new(Cluster::new(
             id.clone(),
             client,
@@ -84,6 +87,24 @@ impl Runner {
         }
         watch::start_primary_watches(&cluster);
         cluster
+    }
+
+    /// Stops serving a cluster (not the local one): its watches stop and its work still
+    /// queued is dropped. Nothing is written to it or deleted from it. Returns whether it
+    /// was served.
+    pub fn remove_cluster(&self, id: &ClusterId) -> bool {
+        if *id == ClusterId::local() {
+            return false;
+        }
+        let removed = self.clusters.write().ok().and_then(|mut c| c.remove(id));
+        if let Some(c) = &removed {
+            c.stop();
+            if let Ok(mut f) = self.failures.lock() {
+                f.retain(|t, _| t.cluster != *id);
+            }
+            tracing::info!(cluster = %id, "no longer serving the cluster");
+        }
+        removed.is_some()
     }
 
     /// Enqueues every Gateway, class and policy of every cluster: a forced full resync.
@@ -158,7 +179,7 @@ impl Runner {
             Work::Blueprint(_) => "GatewayClassBlueprint",
             Work::Policy(k, _) => k.kind(),
         };
-        match cluster.run(w).await {
+        match cluster.run(w).instrument(cluster.span()).await {
             Ok(requeue) => {
                 self.metrics.reconciled(kind, "Ok", started.elapsed());
                 if let Ok(mut f) = self.failures.lock() {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use tracing::Instrument;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
@@ -35,7 +36,9 @@ impl Cluster {
     pub(super) fn ensure_kind(self: &Arc<Self>, api_version: &str, kind: &str) -> KindState {
         self.kinds.ensure(api_version, kind, |key| {
             let me = self.clone();
-            tokio::spawn(async move { discover_and_watch(me, key).await }).abort_handle()
+            let span = me.span();
+            tokio::spawn(async move { discover_and_watch(me, key).await }.instrument(span))
+                .abort_handle()
         })
     }
 
@@ -253,7 +256,7 @@ async fn run_watch<F>(
     // The first list of a primary watch is a start-up step (`/readyz` waits for it and
     // names its failures); every watch logs a failure once per kind of failure.
     let step = if primary {
-        primary_step(&what.1)
+        primary_step(&ctl, &what.1)
     } else {
         format!("watch child kind {} ({})", what.1, what.0)
     };
@@ -415,9 +418,14 @@ fn enqueue_gateways(ctl: &Cluster, keys: Vec<Key>) {
     }
 }
 
-/// The start-up step of a primary watch's first list, as `/readyz` names it.
-fn primary_step(name: &str) -> String {
-    format!("watch {name}")
+/// The start-up step of a primary watch's first list, as `/readyz` names it (with the
+/// cluster's name, for a cluster other than the local one).
+fn primary_step(ctl: &Cluster, name: &str) -> String {
+    if *ctl.id() == super::common::ClusterId::local() {
+        format!("watch {name}")
+    } else {
+        format!("cluster {}: watch {name}", ctl.id())
+    }
 }
 
 /// A primary watch, not started yet.
@@ -428,13 +436,15 @@ type PrimaryWatch = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 pub fn start_primary_watches(ctl: &Arc<Cluster>) {
     let mut table: Vec<PrimaryWatch> = Vec::new();
     for source in ingest::sources() {
-        ctl.metrics.startup.begin(&primary_step(&source.name));
+        ctl.metrics.startup.begin(&primary_step(ctl, &source.name));
         table.push(Box::pin(watch_primary(ctl.clone(), source)));
     }
     ctl.unsynced_watches.store(table.len(), Ordering::SeqCst);
-    for w in table {
-        tokio::spawn(w);
-    }
+    let tasks: Vec<_> = table
+        .into_iter()
+        .map(|w| tokio::spawn(w.instrument(ctl.span())).abort_handle())
+        .collect();
+    ctl.keep_tasks(tasks);
 }
 
 /// The events of one primary source, as it says to read them.
@@ -455,7 +465,7 @@ fn primary_events(ctl: &Cluster, source: &ingest::Source) -> JsonEvents {
 /// attached through a kind the API server does not serve) and looked up again every 10
 /// seconds; once served, its watch starts then, with nothing to wait for.
 async fn watch_primary(ctl: Arc<Cluster>, source: ingest::Source) {
-    let step = primary_step(&source.name);
+    let step = primary_step(&ctl, &source.name);
     let what = (String::new(), source.name.clone());
     let source = Arc::new(source);
     let handler = {
