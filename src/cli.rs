@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 
 use crate::gateway::ParentAttachment;
 use crate::gateway::conditions::merge_conditions;
-use crate::plan::gateway::{OutOfScope, in_scope};
-use crate::plan::status::next_route_parents;
+use crate::plan::gateway::OutOfScope;
+use crate::plan::status::merged_route_parents;
 use crate::plan::{Plan, plan, plan_class};
 use crate::snapshot::{Key, RouteKey, files};
 
@@ -179,19 +179,7 @@ fn render_snapshot(
             Err(OutOfScope::NotOurs | OutOfScope::NoGateway) => {}
         }
     }
-    for (rkey, entries) in written {
-        let Some(route) = snap.route(&rkey) else {
-            continue;
-        };
-        let entries: Vec<(&Key, &[ParentAttachment])> =
-            entries.iter().map(|(k, e)| (*k, e.as_slice())).collect();
-        let parents = next_route_parents(
-            &route.json(),
-            &entries,
-            |k| in_scope(snap, k).is_ok(),
-            |k| snap.listener_set_parent(k),
-            now,
-        );
+    for (rkey, _, _, parents) in merged_route_parents(snap, written, now) {
         statuses.push(status_doc(
             &rkey.kind,
             Some(&rkey.namespace),

@@ -16,8 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
 use crate::gateway::ParentAttachment;
-use crate::plan::gateway::in_scope;
-use crate::plan::status::next_route_parents;
+use crate::plan::status::merged_route_parents;
 use crate::plan::{Plan, is_subset};
 use crate::render::output::api_group;
 use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot};
@@ -255,21 +254,7 @@ pub fn compare(snap: &Snapshot, plans: &[(Key, Plan)], now: &Time) -> Vec<Change
                 .push((key, r.entries.clone()));
         }
     }
-    for (rkey, entries) in written {
-        let Some(route) = snap.route(&rkey) else {
-            continue;
-        };
-        let json = route.json();
-        let first = entries[0].0.clone();
-        let entries: Vec<(&Key, &[ParentAttachment])> =
-            entries.iter().map(|(k, e)| (*k, e.as_slice())).collect();
-        let parents = next_route_parents(
-            &json,
-            &entries,
-            |k| in_scope(snap, k).is_ok(),
-            |k| snap.listener_set_parent(k),
-            now,
-        );
+    for (rkey, first, json, parents) in merged_route_parents(snap, written, now) {
         let live =
             json!({ "parents": json["status"]["parents"].as_array().cloned().unwrap_or_default() });
         out.extend(status_change(

@@ -8,6 +8,8 @@
 //! served, an apply that failed: [`GatewayStatusPlan::after_apply`]) and, with its clock,
 //! which replacements are stuck.
 
+use std::collections::BTreeMap;
+
 use gateway_api::apis::standard::gateways::{
     GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
@@ -504,6 +506,39 @@ impl GatewayStatusPlan {
             attached_listener_sets: self.attached_listener_sets,
         }
     }
+}
+
+/// The `status.parents` that the plans of several Gateways write on each route, merged
+/// as the controller merges them ([`next_route_parents`], over the route in `snap`):
+/// `written` holds, per route, each Gateway's entries, in the order the Gateways were
+/// planned. Returns per route still in `snap`: its key, the first Gateway that wrote to
+/// it, the route as `snap` holds it, and its next parents. `gatewright render` prints
+/// these and `gatewright diff` compares them with the live routes.
+#[must_use]
+pub fn merged_route_parents(
+    snap: &Snapshot,
+    written: BTreeMap<RouteKey, Vec<(&Key, Vec<ParentAttachment>)>>,
+    now: &Time,
+) -> Vec<(RouteKey, Key, Value, Vec<Value>)> {
+    let mut out = Vec::new();
+    for (rkey, entries) in written {
+        let (Some(route), Some((first, _))) = (snap.route(&rkey), entries.first()) else {
+            continue;
+        };
+        let first = (*first).clone();
+        let json = route.json();
+        let entries: Vec<(&Key, &[ParentAttachment])> =
+            entries.iter().map(|(k, e)| (*k, e.as_slice())).collect();
+        let parents = next_route_parents(
+            &json,
+            &entries,
+            |k| super::gateway::in_scope(snap, k).is_ok(),
+            |k| snap.listener_set_parent(k),
+            now,
+        );
+        out.push((rkey, first, json, parents));
+    }
+    out
 }
 
 /// A route's `status.parents` once our entries for some Gateways are written.
