@@ -28,7 +28,7 @@ use gatewright::controller::{Options, Runner, Work};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 
-use common::{TestNamespace, admin, apply_yaml, wait_for};
+use common::{TestNamespace, admin, apply_yaml, shipped_class_yaml, wait_for};
 
 const T: Duration = Duration::from_secs(90);
 const ROUTES: usize = 4;
@@ -132,16 +132,7 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
         let client = admin().await;
         let ns = TestNamespace::new(&client, "quiet").await;
         let class = format!("quiet-{}", ns.name);
-        let dir = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/gatewayclasses/istio-certmanager-externaldns"
-        );
-        let text = format!(
-            "{}\n---\n{}",
-            std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
-            std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
-        )
-        .replace("istio-certmanager-externaldns", &class);
+        let text = shipped_class_yaml("istio-certmanager-externaldns", &class);
         apply_yaml(&client, &text).await;
         apply_yaml(
             &client,

@@ -184,13 +184,7 @@ async fn start_controller(
 /// by a GatewayClassConfig (the platform team's way) to the CA issuer of
 /// tests/cluster/downstream; returns the class's text as applied.
 async fn install_shipped(client: &Client, d: &Downstream, shipped: &str, class: &str) -> String {
-    let dir = format!("{}/gatewayclasses/{shipped}", env!("CARGO_MANIFEST_DIR"));
-    let text = format!(
-        "{}\n---\n{}",
-        std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
-        std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
-    )
-    .replace(shipped, class);
+    let text = common::shipped_class_yaml(shipped, class);
     apply_yaml(client, &text).await;
     apply_yaml(
         client,

@@ -32,7 +32,7 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use common::{TestNamespace, admin, apply_yaml, wait_for};
+use common::{TestNamespace, admin, apply_yaml, shipped_class_yaml, wait_for};
 
 const T: Duration = Duration::from_secs(90);
 const ROUTES: usize = 8;
@@ -132,16 +132,7 @@ fn restart_mid_way_converges_without_duplicates_or_orphans() {
         .await;
         let ns = TestNamespace::new(&client, "restart").await;
         let class = format!("restart-{}", ns.name);
-        let dir = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/gatewayclasses/istio-certmanager-externaldns"
-        );
-        let text = format!(
-            "{}\n---\n{}",
-            std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
-            std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
-        )
-        .replace("istio-certmanager-externaldns", &class);
+        let text = shipped_class_yaml("istio-certmanager-externaldns", &class);
         apply_yaml(&client, &text).await;
         apply_yaml(
             &client,

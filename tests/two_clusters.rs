@@ -29,7 +29,7 @@ use gatewright::controller::{ClusterId, Options};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 
-use common::{TestNamespace, admin, apply_yaml, unique_name, wait_for};
+use common::{TestNamespace, admin, apply_yaml, shipped_class_yaml, unique_name, wait_for};
 
 const T: Duration = Duration::from_secs(90);
 
@@ -94,16 +94,7 @@ fn certificates(client: &Client, ns: &str) -> Api<DynamicObject> {
 /// The shipped istio-certmanager-externaldns class under the name `class`, a Gateway `gw`
 /// of it in `ns` and one route per hostname.
 async fn world(client: &Client, ns: &str, class: &str, hosts: &[&str]) {
-    let dir = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/gatewayclasses/istio-certmanager-externaldns"
-    );
-    let text = format!(
-        "{}\n---\n{}",
-        std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
-        std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
-    )
-    .replace("istio-certmanager-externaldns", class);
+    let text = shipped_class_yaml("istio-certmanager-externaldns", class);
     apply_yaml(client, &text).await;
     apply_yaml(
         client,

@@ -167,6 +167,18 @@ pub fn api_status(err: kube::Error) -> kube::core::Status {
 }
 
 /// Applies every YAML document of `text` with server-side apply (field manager `e2e`).
+/// The YAML of a shipped class (`gatewayclasses/<shipped>`: its GatewayClass and
+/// blueprint) under the name `class`.
+pub fn shipped_class_yaml(shipped: &str, class: &str) -> String {
+    let dir = format!("{}/gatewayclasses/{shipped}", env!("CARGO_MANIFEST_DIR"));
+    format!(
+        "{}\n---\n{}",
+        std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
+        std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
+    )
+    .replace(shipped, class)
+}
+
 pub async fn apply_yaml(client: &Client, text: &str) {
     use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
     for doc in gatewright::render::output::parse_documents(text).expect("yaml") {

@@ -12,7 +12,7 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use crate::common::{TestNamespace, admin, apply_yaml, controller, wait_for};
+use crate::common::{TestNamespace, admin, apply_yaml, controller, shipped_class_yaml, wait_for};
 use gatewright::snapshot::Key;
 
 const T: Duration = Duration::from_secs(60);
@@ -880,17 +880,8 @@ async fn cluster_scoped_children_and_status_dependencies() {
     let _ctl = controller();
     let ns = TestNamespace::new(&client, "alb").await;
     let class = format!("alb-{}", ns.name);
-    let dir = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/gatewayclasses/aws-alb-crossplane"
-    );
-    let text = format!(
-        "{}\n---\n{}",
-        std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
-        std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
-    )
-    .replace("aws-alb-crossplane", &class)
-    .replace("hostedZoneId: \"\"", "hostedZoneId: Z0TEST");
+    let text = shipped_class_yaml("aws-alb-crossplane", &class)
+        .replace("hostedZoneId: \"\"", "hostedZoneId: Z0TEST");
     apply_yaml(&client, &text).await;
     apply_yaml(&client, &gateway_yaml(&ns.name, &class)).await;
     let lbs: Api<DynamicObject> =

@@ -16,7 +16,7 @@ use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher;
 use serde_json::Value;
 
-use crate::common::apply_yaml;
+use crate::common::{apply_yaml, shipped_class_yaml};
 
 /// The child kinds of the istio-certmanager-externaldns class: (group, version, kind, plural).
 pub const CHILD_KINDS: &[(&str, &str, &str, &str)] = &[
@@ -272,16 +272,7 @@ impl Drop for Deletions {
 
 /// A class of the istio-certmanager-externaldns blueprint named `class`.
 pub async fn install_class(client: &Client, class: &str) {
-    let dir = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/gatewayclasses/istio-certmanager-externaldns"
-    );
-    let text = format!(
-        "{}\n---\n{}",
-        std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
-        std::fs::read_to_string(format!("{dir}/blueprint.yaml")).unwrap()
-    )
-    .replace("istio-certmanager-externaldns", class);
+    let text = shipped_class_yaml("istio-certmanager-externaldns", class);
     apply_yaml(client, &text).await;
 }
 
