@@ -98,6 +98,10 @@ impl Cluster {
                 if s.code == 404 && s.reason == "NotFound" && !s.message.contains(&key.name) =>
             {
                 self.kinds.forget(&key.api_version, &key.kind);
+                if let Ok(mut s) = self.snapshot.write() {
+                    let group = key.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+                    s.names_mut().forget(group, &key.kind);
+                }
                 return Err(Error::KindNotServed(format!(
                     "kind {} ({}) is no longer served: {}",
                     key.kind, key.api_version, s.message

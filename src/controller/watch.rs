@@ -59,8 +59,10 @@ impl Cluster {
     /// Gateway uses any more are dropped from the snapshot.
     pub(super) fn use_kinds(&self, gateway: &Key, kinds: std::collections::BTreeSet<KindKey>) {
         for (api_version, kind) in self.kinds.use_kinds(gateway, kinds) {
+            let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
             with_snapshot(self, |s| {
-                s.retain_listed(&kind, &api_version, &std::collections::BTreeSet::new())
+                s.retain_listed(&kind, &api_version, &std::collections::BTreeSet::new());
+                s.names_mut().forget(group, &kind);
             });
             tracing::info!(%kind, %api_version, "no Gateway uses this child kind any more; stopped watching it");
         }
@@ -70,6 +72,49 @@ impl Cluster {
     /// or listed).
     pub(super) fn enqueue_kind_users(&self, kind: &KindKey) {
         enqueue_gateways(self, self.kinds.users_of(kind));
+    }
+}
+
+/// Keeps the names every object of a child kind takes (ours or not) in the snapshot
+/// ([`crate::snapshot::names`]), from a metadata-only watch without our label selector,
+/// so that creating a child the cache does not hold needs no read first. A watch that
+/// fails leaves the names unknown (each create then reads), and is retried with backoff.
+async fn watch_names(ctl: Arc<Cluster>, resource: ApiResource) {
+    let (group, kind) = (resource.group.clone(), resource.kind.clone());
+    let mut stream = metadata_events(ctl.client.clone(), &resource, listed_in_pages());
+    let mut listing: Option<std::collections::HashSet<Key>> = None;
+    let mut failing = false;
+    while let Some(ev) = stream.next().await {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(%kind, %group, error = %e, "failed to watch the names of a child kind; creates read first meanwhile");
+                }
+                failing = true;
+                continue;
+            }
+        };
+        failing = false;
+        match ev {
+            Event::Init => listing = Some(std::collections::HashSet::new()),
+            Event::InitApply(v) => {
+                if let Some(l) = &mut listing {
+                    l.insert(key_of(&v));
+                }
+            }
+            Event::InitDone => {
+                if let Some(l) = listing.take() {
+                    with_snapshot(&ctl, |s| s.names_mut().listed(&group, &kind, l));
+                }
+            }
+            Event::Apply(v) => {
+                with_snapshot(&ctl, |s| s.names_mut().add(&group, &kind, key_of(&v)));
+            }
+            Event::Delete(v) => {
+                with_snapshot(&ctl, |s| s.names_mut().remove(&group, &kind, &key_of(&v)));
+            }
+        }
     }
 }
 
@@ -110,7 +155,7 @@ async fn discover_and_watch(ctl: Arc<Cluster>, key: (String, String)) {
                     Value::String(resource.api_version.clone()),
                     Value::String(resource.kind.clone()),
                 );
-                run_watch(
+                let ours = run_watch(
                     ctl.clone(),
                     full_events(ctl.client.clone(), &resource, cfg),
                     Role::Child,
@@ -121,8 +166,13 @@ async fn discover_and_watch(ctl: Arc<Cluster>, key: (String, String)) {
                         super::fight::keep_what_fights_read(&mut v);
                         on_child(ctl, v, deleted);
                     },
-                )
-                .await;
+                );
+                // Gateway API kinds are watched in full already: their names are known.
+                if resource.group == crate::gateway::GATEWAY_API_GROUP {
+                    ours.await;
+                } else {
+                    futures::future::join(ours, watch_names(ctl.clone(), resource)).await;
+                }
                 return;
             }
             Err(e) => {

@@ -26,6 +26,7 @@ use crate::render::labels;
 use crate::render::prepared::Prepared;
 
 pub mod keys;
+pub mod names;
 pub use keys::{Key, RouteKey};
 
 /// The kind name [`Snapshot::retain_listed`] knows the metadata-only Secrets by.
@@ -250,6 +251,9 @@ pub struct Snapshot {
     /// the parent that keeps each (the oldest), as the object it renders. Never set by the
     /// controller, where the live object decides.
     claimed: BTreeMap<ObjectKey, (u64, Arc<Value>)>,
+    /// The names every object of a child kind takes, ours or not (the controller fills
+    /// it from metadata-only watches of the kinds it creates children of).
+    names: names::Names,
 }
 
 /// A stand-in UID for objects read from files, stable across runs.
@@ -991,14 +995,15 @@ impl Snapshot {
     pub fn has_child(&self, key: &ObjectKey) -> bool {
         self.children.contains_key(key)
     }
-    /// For the kinds the snapshot watches in full (Gateways and routes, every one in
-    /// the cluster), whether an object of `key`'s name exists that is not a child of
-    /// ours: the only kind of object a create would have to refuse to adopt. `None` for
-    /// the other kinds, which only a read of the API server can tell.
+    /// Whether an object of `key`'s name exists that the cache does not hold as a child
+    /// of ours: the only kind of object a create would have to refuse to adopt. Known for
+    /// the kinds the snapshot watches in full (Gateways and routes, every one in the
+    /// cluster) and for the kinds whose names are listed ([`names::Names`]); `None`
+    /// otherwise, which only a read of the API server can tell.
     #[must_use]
     pub fn foreign_object_exists(&self, key: &ObjectKey) -> Option<bool> {
         if key.api_version.split('/').next() != Some(crate::gateway::GATEWAY_API_GROUP) {
-            return None;
+            return self.names_taken(key);
         }
         let nn = || Key::new(key.namespace.clone(), key.name.clone());
         match key.kind.as_str() {
@@ -1010,8 +1015,24 @@ impl Snapshot {
                     key.name.clone(),
                 )))
             }
-            _ => None,
+            _ => self.names_taken(key),
         }
+    }
+
+    /// Whether an object of `key`'s kind holds its name, from the names of the kind
+    /// ([`names::Names`]); `None` while they are not listed.
+    fn names_taken(&self, key: &ObjectKey) -> Option<bool> {
+        let group = key.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        self.names.taken(
+            group,
+            &key.kind,
+            &Key::new(key.namespace.clone(), key.name.clone()),
+        )
+    }
+
+    /// The names of the child kinds, for the watches that fill them.
+    pub fn names_mut(&mut self) -> &mut names::Names {
+        &mut self.names
     }
     /// The object that holds `key`: the live child, else the object a parent claimed
     /// (offline arbitration, see [`Snapshot::claim`]).

@@ -9,7 +9,7 @@ use gateway_api::apis::standard::gateways::Gateway;
 use gateway_api::apis::standard::httproutes::HttpRoute;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 
 use crate::common::{TestNamespace, admin, apply_yaml, controller, unique_name, wait_for};
@@ -243,6 +243,39 @@ async fn an_object_we_do_not_manage_is_not_adopted() {
     let cm = cms.get("gw-settings").await.unwrap();
     assert_eq!(cm.data.unwrap()["owner"], "the-team");
     assert!(cm.metadata.owner_references.is_none());
+    delete_class(&client, &class).await;
+    ns.delete().await;
+}
+
+/// The same for a custom kind (cert-manager's Certificate): there the names of every
+/// object of the kind, watched by metadata (`snapshot::names`), tell that the name is
+/// taken, and the user's Certificate is left alone.
+#[tokio::test]
+async fn a_certificate_we_do_not_manage_is_not_adopted() {
+    let client = admin().await;
+    let _ctl = controller();
+    let ns = TestNamespace::new(&client, "adopt-cert").await;
+    let class = unique_name("adopt-cert");
+    let existing = format!(
+        "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata: {{name: gw-tls, namespace: {}}}\nspec: {{secretName: theirs, dnsNames: [theirs.example.com], issuerRef: {{name: theirs}}}}\n",
+        ns.name
+    );
+    let templates = "  - name: tls\n    template: |\n      apiVersion: cert-manager.io/v1\n      kind: Certificate\n      metadata: {name: {{ gateway.metadata.name ~ \"-tls\" }}}\n      spec: {secretName: ours, dnsNames: [ours.example.com], issuerRef: {name: ours}}\n";
+    gateway_refuses_to_adopt(&client, &ns.name, &class, &existing, templates).await;
+    let certs: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns.name,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("cert-manager.io", "v1", "Certificate"),
+            "certificates",
+        ),
+    );
+    let c = serde_json::to_value(certs.get("gw-tls").await.unwrap()).unwrap();
+    assert_eq!(c["spec"]["secretName"], "theirs", "{c}");
+    assert!(
+        c["metadata"]["labels"]["app.kubernetes.io/managed-by"].is_null(),
+        "{c}"
+    );
     delete_class(&client, &class).await;
     ns.delete().await;
 }
