@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::Key;
+use super::keys::Key;
 
 /// See the module docs. Kinds by `(group, kind)`: a name is taken for every version.
 #[derive(Debug, Default)]
