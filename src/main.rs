@@ -137,10 +137,16 @@ enum Command {
         #[command(flatten)]
         cluster: ClusterArgs,
     },
-    /// Local testing only: write the status that downstream controllers (Istio,
-    /// cert-manager, external-dns, Crossplane, ...) would write on every child we manage,
-    /// once. The local test cluster runs none of them.
-    SimulateReady,
+    /// Local testing only: write the status that downstream controllers needing a
+    /// dataplane or a cloud (Istio, Contour, Crossplane, the AWS Load Balancer Controller)
+    /// would write on every child we manage, once. cert-manager and external-dns run for
+    /// real beside the test cluster (`tests/cluster/downstream up`); `--all` plays them too.
+    SimulateReady {
+        /// Also write cert-manager's status on Certificates and external-dns's on
+        /// DNSEndpoints.
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 /// Which cluster the live commands read.
@@ -419,13 +425,18 @@ fn run() -> anyhow::Result<ExitCode> {
                 gatewright::live::commands::diff(&client, &ctl_ns, &paths).await
             })
         }
-        Command::SimulateReady => {
+        Command::SimulateReady { all } => {
+            let play = if all {
+                gatewright::simulate::Play::All
+            } else {
+                gatewright::simulate::Play::Dataplane
+            };
             let rt = tokio::runtime::Runtime::new()?;
             let n = rt.block_on(async {
                 let client = kube::Client::try_default()
                     .await
                     .context("failed to load a kubeconfig")?;
-                gatewright::simulate::simulate_ready(&client)
+                gatewright::simulate::simulate_ready(&client, play)
                     .await
                     .context("failed to write simulated status")
             })?;

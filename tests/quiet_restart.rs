@@ -176,9 +176,13 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
             &ar("gateway.networking.k8s.io", "v1", "Gateway", "gateways"),
         );
         wait_for("the Gateway to be Programmed", T, || async {
-            gatewright::simulate::simulate_ready_where(&client, Some(&ns.name))
-                .await
-                .unwrap();
+            gatewright::simulate::simulate_ready_where(
+                &client,
+                Some(&ns.name),
+                gatewright::simulate::Play::All,
+            )
+            .await
+            .unwrap();
             gws.get("gw").await.ok().filter(programmed).map(|_| ())
         })
         .await;

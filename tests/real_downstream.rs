@@ -676,20 +676,42 @@ spec:
     assert_certificate(&pem, &ca, &sorted4);
     let broken_issuer_after = t.elapsed();
 
-    // One hostname leaves the route: external-dns deletes its record, and the Certificate
-    // is replaced make-before-break by one that cert-manager issues for the other name.
+    // One hostname leaves the route: external-dns deletes its record (the DNSEndpoint is
+    // narrowed first, alone) before the route's own child, the Istio copy of the route,
+    // stops serving the name; and the Certificate is replaced make-before-break by one
+    // that cert-manager issues for the other name.
     let t = Instant::now();
+    let copies = dynamic(&client, ns, "gateway.networking.k8s.io", "v1", "HTTPRoute");
+    let serves = |c: &Value, h: &str| {
+        c["spec"]["hostnames"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == h))
+    };
+    assert!(
+        children(&copies, &uid)
+            .await
+            .iter()
+            .any(|c| serves(c, &api_host)),
+        "the Istio copy of the route serves {api_host} before the change"
+    );
     apply_yaml(&client, &route(&[web.as_str()])).await;
-    wait_for(
-        "external-dns to log the deletion of the A record",
+    let record_gone_first = wait_for(
+        "the Istio copy of the route to stop serving the removed hostname",
         T,
         || async {
             program_istio_gateways(&client, ns, &uid).await;
-            (!record_lines(&d.external_dns_log, "DELETE", &api_host).is_empty()).then_some(())
+            // Read the log first: a DELETE logged now was logged before what is read next.
+            let logged = !record_lines(&d.external_dns_log, "DELETE", &api_host).is_empty();
+            let copies = children(&copies, &uid).await;
+            (!copies.is_empty() && !copies.iter().any(|c| serves(c, &api_host))).then_some(logged)
         },
     )
     .await;
     let deleted_after = t.elapsed();
+    assert!(
+        record_gone_first,
+        "the Istio copy of the route stopped serving {api_host} before external-dns deleted its record"
+    );
     assert!(record_lines(&d.external_dns_log, "DELETE", &web).is_empty());
     let cert = wait_for(
         "the replacement Certificate Ready, the old one gone",
@@ -751,7 +773,7 @@ spec:
          published {published_after:.1?}; Gateway Programmed {programmed_after:.1?} from the \
          start; a hostname added: rotated with real issuance in {rotated_after:.1?}; the CA \
          broken and back: replaced in {broken_issuer_after:.1?}; record deleted \
-         {deleted_after:.1?} and Certificate replaced {replaced_after:.1?} after the route \
+         and then the route's copy changed {deleted_after:.1?}, Certificate replaced {replaced_after:.1?} after the route \
          changed; torn down {torn_down_after:.1?}; total {:.1?}",
         began.elapsed()
     );

@@ -221,7 +221,9 @@ fn restart_mid_way_converges_without_duplicates_or_orphans() {
             "certificates",
         );
         wait_for("B to converge", T, || async {
-            gatewright::simulate::simulate_ready(&client).await.unwrap();
+            gatewright::simulate::simulate_ready(&client, gatewright::simulate::Play::All)
+                .await
+                .unwrap();
             let g = serde_json::to_value(gws.get("gw").await.unwrap()).unwrap();
             let programmed = g["status"]["conditions"]
                 .as_array()?

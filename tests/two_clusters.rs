@@ -120,9 +120,13 @@ async fn converged(client: &Client, ns: &str, routes: usize, hosts: &[&str]) {
     let gws: Api<Gateway> = Api::namespaced(client.clone(), ns);
     let certs = certificates(client, ns);
     wait_for(&format!("gw in {ns} to converge"), T, || async {
-        gatewright::simulate::simulate_ready_where(client, Some(ns))
-            .await
-            .unwrap();
+        gatewright::simulate::simulate_ready_where(
+            client,
+            Some(ns),
+            gatewright::simulate::Play::All,
+        )
+        .await
+        .unwrap();
         let g = serde_json::to_value(gws.get("gw").await.ok()?).unwrap();
         let programmed = g["status"]["conditions"]
             .as_array()?

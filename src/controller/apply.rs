@@ -194,11 +194,12 @@ impl Cluster {
         self: &Arc<Self>,
         key: &ObjectKey,
         patch: &serde_json::Value,
+        live: Option<&Value>,
     ) -> Result<(), Error> {
         let Some(api) = self.child_api(key)? else {
             return Ok(());
         };
-        tracing::info!(child = %key, "draining a child before its deletion");
+        tracing::info!(child = %key, %patch, "patching a child to drain it");
         let pp = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
@@ -207,7 +208,23 @@ impl Cluster {
             .patch(&key.name, &pp, &kube::api::Patch::Merge(patch))
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(patched) => {
+                // The next pass sees what was just written (see `apply_child`).
+                let based_on = live.map(|l| {
+                    l["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or_default()
+                });
+                if let Ok(mut v) = serde_json::to_value(&patched) {
+                    v["apiVersion"] = Value::String(key.api_version.clone());
+                    v["kind"] = Value::String(key.kind.clone());
+                    super::fight::keep_what_fights_read(&mut v);
+                    if let Ok(mut s) = self.snapshot.write() {
+                        s.put_own_write(v, based_on);
+                    }
+                }
+                Ok(())
+            }
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(Error::kube(format!("drain {key}"), e)),
         }

@@ -30,6 +30,7 @@ pub mod events;
 pub mod fight;
 mod memory;
 mod metrics;
+mod narrow;
 pub mod policy;
 mod queue;
 mod reconcile;

@@ -19,11 +19,13 @@ use serde_json::{Value, json};
 use super::cluster::Cluster;
 use super::common::{Error, MEMO_MIN_ROUTES, Work};
 use super::memory::{Reported, observed_reported};
+use super::narrow::DRAIN_LOOK_AGAIN;
 use super::registrar::KindState;
 use crate::gateway::conditions::{reasons, types};
 use crate::plan::gateway::OutOfScope;
 use crate::plan::rollout::{self, Progress};
-use crate::plan::{GatewayStatusPlan, Plan, RolloutState};
+use crate::plan::{GatewayStatusPlan, Plan, RolloutState, is_subset};
+use crate::render::TemplateSet;
 use crate::render::labels;
 use crate::render::labels::GATEWAY_FINALIZER;
 use crate::snapshot::{Key, ObjectKey, Snapshot};
@@ -73,6 +75,9 @@ struct Applied {
     pending_kinds: bool,
     /// Whether any apply sent a change.
     changed: bool,
+    /// Routes with a change to their children held back (a narrowing goes first): their
+    /// status is not written yet, so no one reads the change as taken.
+    routes_waiting: BTreeSet<crate::snapshot::RouteKey>,
 }
 
 impl Applied {
@@ -149,16 +154,30 @@ impl Cluster {
         }
         // New versions of make-before-break children wait until what they render settles.
         let unsettled = self.unsettled(key, &p);
-        let applied = self.apply_children(&p, &unsettled.keys).await;
+        // A change that removes what a drained child advertises goes first and alone.
+        let narrowing = {
+            let snap = self.snapshot.read().map_err(|_| Error::SnapshotPoisoned)?;
+            super::narrow::narrowing(&p, &|k| snap.child(k), Timestamp::now())
+        };
+        let mut hold = unsettled.keys.clone();
+        hold.extend(narrowing.hold.iter().cloned());
+        let applied = self
+            .apply_children(&p, &hold, &narrowing.apply_instead)
+            .await;
+        self.record_narrowing(&p.gateway, &narrowing).await?;
         // Fights over fields of these children with other field managers.
         let child_names: Vec<String> = p.plan.children().map(|c| c.key.to_string()).collect();
         let (fights, new_fights) = self
             .fights
             .active(child_names.iter().map(String::as_str), Instant::now());
-        let prune_left = if applied.settled() {
-            self.prune(&p).await?
+        // While a narrowing or a drain holds the others, only what drains is pruned.
+        let (prune_left, draining) = if !applied.settled() {
+            (narrowing.holds, None)
+        } else if narrowing.holds {
+            let (_, wake) = self.prune(&p, Some(&narrowing.draining_prunes)).await?;
+            (true, wake)
         } else {
-            false
+            self.prune(&p, None).await?
         };
         let mut outcome = status_after(&p.plan, &applied, Timestamp::now());
         if let Some(c) = super::fight::condition(&fights) {
@@ -177,11 +196,12 @@ impl Cluster {
         // the memory of remembering.)
         let remember = p.plan.status.routes.len() >= MEMO_MIN_ROUTES;
         let routes = &p.plan.status.routes;
-        let todo: Vec<_> = if remember {
+        let mut todo: Vec<_> = if remember {
             self.route_status_to_write(key, routes)
         } else {
             routes.iter().map(|r| (r, None)).collect()
         };
+        todo.retain(|(r, _)| !applied.routes_waiting.contains(&r.route));
         let writes: Vec<_> = todo
             .iter()
             .map(|(r, entry)| async move {
@@ -216,10 +236,15 @@ impl Cluster {
             self.enqueue_after(Work::Gateway(key.clone()), d);
         }
         let next = requeue_after(&applied, prune_left, outcome.rollout_requeue)?;
-        Ok([next, unsettled.wake, status_wait]
-            .into_iter()
-            .flatten()
-            .min())
+        if !narrowing.words.is_empty() {
+            tracing::info!(gateway = %key, waiting = %narrowing.words.join("; "), "narrowing: the other children wait");
+        }
+        Ok(
+            [next, unsettled.wake, status_wait, narrowing.wake, draining]
+                .into_iter()
+                .flatten()
+                .min(),
+        )
     }
 
     /// Adds our finalizer, so the children are torn down before the Gateway goes.
@@ -244,7 +269,12 @@ impl Cluster {
     /// others. Order among the applies themselves does not matter: a dependent is only
     /// rendered once what it reads exists, and it was rendered from the snapshot before
     /// any of these writes.
-    async fn apply_children(self: &Arc<Self>, p: &Planned, hold: &BTreeSet<ObjectKey>) -> Applied {
+    async fn apply_children(
+        self: &Arc<Self>,
+        p: &Planned,
+        hold: &BTreeSet<ObjectKey>,
+        instead: &std::collections::HashMap<ObjectKey, Value>,
+    ) -> Applied {
         let mut out = Applied::default();
         let mut todo = Vec::new();
         // Which route plan each child belongs to (`None`: the Gateway's own).
@@ -255,8 +285,16 @@ impl Cluster {
                 .enumerate()
                 .flat_map(|(i, r)| std::iter::repeat_n(Some(i), r.children.len())),
         );
+        // Route plans with a child held back: not all their children were looked at.
+        let mut held_routes = BTreeSet::new();
         for ((c, live), owner) in p.plan.children().zip(&p.live).zip(owners) {
             if hold.contains(&c.key) {
+                if let Some(i) = owner {
+                    held_routes.insert(i);
+                    if !live.as_deref().is_some_and(|l| is_subset(&c.object, l)) {
+                        out.routes_waiting.insert(p.plan.routes[i].route.clone());
+                    }
+                }
                 continue;
             }
             // A route plan reused from the memo whose children were all found to hold
@@ -274,7 +312,10 @@ impl Cluster {
         }
         let applies: Vec<_> = todo
             .iter()
-            .map(|(c, live, _)| self.apply_child(&c.key, &c.object, live.as_deref()))
+            .map(|(c, live, _)| {
+                let obj = instead.get(&c.key).unwrap_or(&c.object);
+                self.apply_child(&c.key, obj, live.as_deref())
+            })
             .collect();
         let results: Vec<_> = futures::stream::iter(applies)
             .buffered(REQUESTS_IN_FLIGHT)
@@ -285,7 +326,8 @@ impl Cluster {
             .plan
             .routes
             .iter()
-            .map(|r| !r.children.is_empty())
+            .enumerate()
+            .map(|(i, r)| !r.children.is_empty() && !held_routes.contains(&i))
             .collect();
         for ((_, _, owner), r) in todo.iter().zip(&results) {
             if let Some(i) = owner
@@ -315,27 +357,49 @@ impl Cluster {
 
     /// Deletes what is no longer rendered: route children first (they depend on the
     /// Gateway's), then the Gateway's children of one template; the next template's once
-    /// those are gone. Returns whether some are left for a later pass.
-    async fn prune(self: &Arc<Self>, p: &Planned) -> Result<bool, Error> {
+    /// those are gone. A child whose template drains is drained first, as at teardown.
+    /// Returns whether some are left for a later pass, and when to look again at a drain.
+    async fn prune(
+        self: &Arc<Self>,
+        p: &Planned,
+        only: Option<&BTreeSet<ObjectKey>>,
+    ) -> Result<(bool, Option<Duration>), Error> {
         let plan = &p.plan;
+        let prepared = plan.gateway.blueprint.as_deref();
+        let mut left = false;
+        let mut wake: Option<u64> = None;
+        let drain_or_delete = async |k: &ObjectKey, set: TemplateSet| {
+            if only.is_some_and(|o| !o.contains(k)) {
+                return Ok(Some((String::new(), DRAIN_LOOK_AGAIN)));
+            }
+            let live = self.snapshot.read().ok().and_then(|s| s.child(k));
+            let Some(live) = live else {
+                return self.delete_child(k).await.map(|()| None);
+            };
+            self.drain_or_delete_child(&p.gateway, "Prune", prepared, set, &live)
+                .await
+        };
         for k in plan
             .routes
             .iter()
             .flat_map(|r| r.prune.iter())
             .chain(&plan.gateway.orphaned_route_children)
         {
-            self.delete_child(k).await?;
-        }
-        let first = p.prune_templates.first();
-        let mut left = false;
-        for (k, t) in plan.gateway.prune.iter().zip(&p.prune_templates) {
-            if Some(t) == first {
-                self.delete_child(k).await?;
-            } else {
+            if let Some((_, again)) = drain_or_delete(k, TemplateSet::Route).await? {
                 left = true;
+                wake = Some(wake.map_or(again, |w| w.min(again)));
             }
         }
-        Ok(left)
+        let first = p.prune_templates.first();
+        for (k, t) in plan.gateway.prune.iter().zip(&p.prune_templates) {
+            if Some(t) != first && only.is_none() {
+                left = true;
+            } else if let Some((_, again)) = drain_or_delete(k, TemplateSet::Gateway).await? {
+                left = true;
+                wake = Some(wake.map_or(again, |w| w.min(again)));
+            }
+        }
+        Ok((left, wake.map(Duration::from_secs)))
     }
 
     /// Events on transitions only: a new template error, a kind no longer served, a

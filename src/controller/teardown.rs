@@ -53,95 +53,6 @@ fn next_group<'a>(
     children.iter().filter(|c| Some(rank(c)) == first).collect()
 }
 
-/// What the teardown does next with a child whose template drains it first.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum DrainStep {
-    /// Apply the drain patch.
-    Patch,
-    /// The drained version is not ready yet: why.
-    Wait(String),
-    /// The drained version is ready: record when (the settle time counts from then).
-    MarkDrained,
-    /// Settling: this many seconds left.
-    Settle(u64),
-    /// The drained version was not ready within the drain's timeout: delete it anyway,
-    /// and say why.
-    TimedOut(String),
-    /// Drained and settled: delete it.
-    Delete,
-}
-
-/// Whether `live` holds what the drain `patch` sets: every field of the patch the same in
-/// `live`, where an empty list or null in the patch also matches a field `live` leaves out.
-fn drained(patch: &Value, live: &Value) -> bool {
-    match patch {
-        Value::Object(p) => p.iter().all(|(k, v)| match live.get(k) {
-            Some(l) => drained(v, l),
-            None => v.is_null() || v.as_array().is_some_and(Vec::is_empty),
-        }),
-        Value::Array(a) if a.is_empty() => {
-            live.is_null() || live.as_array().is_some_and(Vec::is_empty)
-        }
-        other => super::apply::is_subset(other, live),
-    }
-}
-
-/// The next drain step for `live` (its readiness judged on the live, drained, version).
-fn drain_step(
-    drain: &crate::api::Drain,
-    live: &Value,
-    ready: &crate::plan::readiness::Readiness,
-    now: Timestamp,
-) -> DrainStep {
-    use crate::plan::readiness::Readiness;
-    if !drained(&drain.patch, live) {
-        return DrainStep::Patch;
-    }
-    if let Readiness::NotReady(why) = ready {
-        let waited = live["metadata"]["annotations"][labels::DRAIN_STARTED_AT]
-            .as_str()
-            .and_then(|t| seconds_since(t, now))
-            .and_then(|s| u64::try_from(s).ok());
-        let Some(waited) = waited else {
-            // Drained without our patch (it was empty already): patch it anyway, which
-            // records when the drain began.
-            return DrainStep::Patch;
-        };
-        if waited > drain.timeout() {
-            return DrainStep::TimedOut(format!(
-                "drained, but not ready after {}s (drain.timeoutSeconds): {why}; deleted anyway",
-                drain.timeout()
-            ));
-        }
-        return DrainStep::Wait(why.clone());
-    }
-    let Some(since) = live["metadata"]["annotations"][labels::DRAINED_AT]
-        .as_str()
-        .and_then(|t| seconds_since(t, now))
-    else {
-        return DrainStep::MarkDrained;
-    };
-    let settle = drain.settle_seconds.unwrap_or(0);
-    match u64::try_from(since) {
-        Ok(s) if s >= settle => DrainStep::Delete,
-        Ok(s) => DrainStep::Settle(settle - s),
-        Err(_) => DrainStep::Settle(settle),
-    }
-}
-
-/// Seconds after which a Gateway whose child is draining is looked at again without news:
-/// the child's own changes (the downstream controller's status) wake it sooner through
-/// the child watches, so this only bounds a missed event, and a pass does not re-patch a
-/// drain the snapshot has not caught up with every other second while the API server is
-/// away.
-const DRAIN_LOOK_AGAIN: u64 = 10;
-
-/// What a drained child settling before its delete is waiting for, in words that stay the
-/// same through the settle (the Teardown condition is written only when they change).
-fn settling(key: &ObjectKey, settle: u64) -> String {
-    format!("{key} drained and ready; deleted once it has been for {settle} s")
-}
-
 /// A child whose deletion hangs: its key and why, in words.
 struct StuckDeletion {
     child: String,
@@ -246,70 +157,17 @@ impl Cluster {
             .iter()
             .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
         {
-            let key = ObjectKey::of(c);
-            let drain = prepared.as_deref().and_then(|p| {
-                let set = if labels::parent_uid(c) == Some(uid.as_str()) {
-                    crate::render::TemplateSet::Gateway
-                } else {
-                    crate::render::TemplateSet::Route
-                };
-                let entry = p.entry(set, labels::template(c)?)?;
-                let drain = entry.drain.as_ref()?;
-                // A readiness rule that cannot be judged must not hold the teardown.
-                let ready = crate::plan::readiness::judge(&p.compiled, entry, Some(c))
-                    .unwrap_or(crate::plan::readiness::Readiness::Ready);
-                Some((
-                    drain.clone(),
-                    drain_step(drain, c, &ready, Timestamp::now()),
-                ))
-            });
-            match drain {
-                None | Some((_, DrainStep::Delete)) => self.delete_child(&key).await?,
-                Some((_, DrainStep::TimedOut(why))) => {
-                    self.event(
-                        gw,
-                        true,
-                        "DrainTimedOut",
-                        "Teardown",
-                        &format!("{key}: {why}"),
-                    )
-                    .await;
-                    self.delete_child(&key).await?;
-                }
-                Some((d, DrainStep::Patch)) => {
-                    let mut patch = d.patch.clone();
-                    if let Value::Object(p) = &mut patch {
-                        let meta = p.entry("metadata").or_insert_with(|| json!({}));
-                        if !meta["annotations"].is_object() {
-                            meta["annotations"] = json!({});
-                        }
-                        meta["annotations"][labels::DRAIN_STARTED_AT] =
-                            Value::String(Timestamp::now().to_string());
-                    }
-                    self.patch_child(&key, &patch).await?;
-                    draining.push(format!("{key} drained; waiting for it to be ready"));
-                    wake = Some(wake.map_or(DRAIN_LOOK_AGAIN, |w| w.min(DRAIN_LOOK_AGAIN)));
-                }
-                Some((_, DrainStep::Wait(why))) => {
-                    draining.push(format!("{key}: {why}"));
-                    wake = Some(wake.map_or(DRAIN_LOOK_AGAIN, |w| w.min(DRAIN_LOOK_AGAIN)));
-                }
-                Some((d, DrainStep::MarkDrained)) => {
-                    let at = Timestamp::now().to_string();
-                    self.patch_child(
-                        &key,
-                        &json!({"metadata": {"annotations": {labels::DRAINED_AT: at}}}),
-                    )
-                    .await?;
-                    let settle = d.settle_seconds.unwrap_or(0).max(1);
-                    draining.push(settling(&key, settle));
-                    wake = Some(wake.map_or(settle, |w| w.min(settle)));
-                }
-                Some((d, DrainStep::Settle(left))) => {
-                    // The same words through the settle: no status write per pass.
-                    draining.push(settling(&key, d.settle_seconds.unwrap_or(0).max(1)));
-                    wake = Some(wake.map_or(left.max(1), |w| w.min(left.max(1))));
-                }
+            let set = if labels::parent_uid(c) == Some(uid.as_str()) {
+                crate::render::TemplateSet::Gateway
+            } else {
+                crate::render::TemplateSet::Route
+            };
+            if let Some((words, again)) = self
+                .drain_or_delete_child(gw, "Teardown", prepared.as_deref(), set, c)
+                .await?
+            {
+                draining.push(words);
+                wake = Some(wake.map_or(again, |w| w.min(again)));
             }
         }
         // A child whose deletion hangs (someone else's finalizer, a stuck controller)
@@ -511,82 +369,5 @@ mod tests {
         let c = teardown_cond(3, &group, &[]);
         assert_eq!(c.reason, reasons::DELETING);
         assert!(c.message.contains("3 left"), "{}", c.message);
-    }
-
-    #[test]
-    fn a_drained_child_is_deleted_only_once_ready_and_settled() {
-        use crate::plan::readiness::Readiness;
-        let drain = crate::api::Drain {
-            patch: json!({"spec": {"endpoints": []}}),
-            settle_seconds: Some(5),
-            timeout_seconds: None,
-        };
-        let now: Timestamp = "2026-01-01T00:00:10Z".parse().unwrap();
-        let mut dns = json!({"apiVersion": "externaldns.k8s.io/v1alpha1", "kind": "DNSEndpoint",
-            "metadata": {"name": "d", "namespace": "ns", "generation": 3},
-            "spec": {"endpoints": [{"dnsName": "a.example.com"}]}});
-        // Records still there: empty them first, whatever the readiness says.
-        assert_eq!(
-            drain_step(&drain, &dns, &Readiness::Ready, now),
-            DrainStep::Patch
-        );
-        // Emptied (the server may leave an empty list out): wait for the downstream.
-        dns["spec"] = json!({});
-        let waiting = Readiness::NotReady("observedGeneration 3 < generation 4".into());
-        assert_eq!(
-            drain_step(&drain, &dns, &waiting, now),
-            DrainStep::Patch,
-            "drained without our patch: patched, so that the drain's start is recorded"
-        );
-        dns["metadata"]["annotations"] =
-            json!({ labels::DRAIN_STARTED_AT: "2026-01-01T00:00:09Z" });
-        assert_eq!(
-            drain_step(&drain, &dns, &waiting, now),
-            DrainStep::Wait("observedGeneration 3 < generation 4".into())
-        );
-        dns["spec"]["endpoints"] = json!([]);
-        assert_eq!(
-            drain_step(&drain, &dns, &Readiness::Ready, now),
-            DrainStep::MarkDrained
-        );
-        dns["metadata"]["annotations"] = json!({ labels::DRAINED_AT: "2026-01-01T00:00:08Z" });
-        assert_eq!(
-            drain_step(&drain, &dns, &Readiness::Ready, now),
-            DrainStep::Settle(3)
-        );
-        dns["metadata"]["annotations"] = json!({ labels::DRAINED_AT: "2026-01-01T00:00:05Z" });
-        assert_eq!(
-            drain_step(&drain, &dns, &Readiness::Ready, now),
-            DrainStep::Delete
-        );
-        // Not ready within the drain's timeout (counted from the drain patch): deleted
-        // anyway, saying why.
-        dns["metadata"]["annotations"] =
-            json!({ labels::DRAIN_STARTED_AT: "2026-01-01T00:00:00Z" });
-        let short = crate::api::Drain {
-            timeout_seconds: Some(9),
-            ..drain.clone()
-        };
-        assert!(matches!(
-            drain_step(&short, &dns, &waiting, now),
-            DrainStep::TimedOut(why) if why.contains("not ready after 9s") && why.contains("observedGeneration 3 < generation 4")
-        ));
-        assert_eq!(
-            drain_step(&drain, &dns, &waiting, now),
-            DrainStep::Wait("observedGeneration 3 < generation 4".into()),
-            "within the default timeout"
-        );
-        // A drain of a scalar field compares it as is.
-        let scale = crate::api::Drain {
-            patch: json!({"spec": {"replicas": 0}}),
-            settle_seconds: None,
-            timeout_seconds: None,
-        };
-        let live = json!({"metadata": {"annotations": { labels::DRAINED_AT: "2026-01-01T00:00:10Z" }}, "spec": {"replicas": 0}});
-        assert_eq!(
-            drain_step(&scale, &live, &Readiness::Ready, now),
-            DrainStep::Delete
-        );
-        assert!(!drained(&scale.patch, &json!({"spec": {}})));
     }
 }

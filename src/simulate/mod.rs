@@ -1,8 +1,11 @@
 //! The status downstream controllers (Istio, cert-manager, external-dns, Contour,
-//! Crossplane, the AWS Load Balancer Controller) would write on our children, for the
-//! demo and the tests: the controllers that need a dataplane or a cloud cannot run on the
-//! local test cluster (cert-manager and external-dns can, and do where a test says so:
-//! `tests/cluster/downstream`).
+//! Crossplane, the AWS Load Balancer Controller) would write on our children, for offline
+//! convergence (render's golden and property tests) and the cluster tests. On a cluster
+//! the simulator plays by default only the controllers that need a dataplane or a cloud,
+//! which cannot run on the local test cluster ([`Play::Dataplane`]); cert-manager and
+//! external-dns run for real beside it (`tests/cluster/downstream`, the demo). Tests that
+//! set a Certificate's state by hand, in namespaces the real cert-manager does not serve,
+//! ask for them too ([`Play::All`]).
 //!
 //! In: a child object. Out: the `status` its controller would write once it has done its
 //! work, or `None` for kinds without status. Addresses come from TEST-NET-1 (192.0.2.0/24).
@@ -10,6 +13,37 @@
 mod patch;
 
 pub use patch::{Error, simulate_ready, simulate_ready_where};
+
+/// Which downstream controllers the simulator plays on a cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Play {
+    /// Only those that need a dataplane or a cloud (Istio, Contour, Crossplane, the AWS
+    /// Load Balancer Controller): cert-manager's Certificates and external-dns's
+    /// DNSEndpoints are left to the real controllers.
+    Dataplane,
+    /// Every one, cert-manager and external-dns too.
+    All,
+}
+
+impl Play {
+    /// Whether the simulator writes `obj`'s status under this choice.
+    #[must_use]
+    pub fn plays(self, obj: &Value) -> bool {
+        self == Self::All || !runs_for_real(obj)
+    }
+}
+
+/// Whether `obj`'s controller runs for real beside the local test cluster: cert-manager
+/// (Certificates) and external-dns (DNSEndpoints) need only the API server.
+#[must_use]
+pub fn runs_for_real(obj: &Value) -> bool {
+    let api_version = obj["apiVersion"].as_str().unwrap_or_default();
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    matches!(
+        (group, obj["kind"].as_str().unwrap_or_default()),
+        ("cert-manager.io", "Certificate") | ("externaldns.k8s.io", "DNSEndpoint")
+    )
+}
 
 use serde_json::{Value, json};
 
@@ -120,6 +154,27 @@ mod tests {
                 &json!({ "apiVersion": api, "kind": kind, "metadata": { "name": "x", "generation": 2 } }),
             );
             assert_eq!(default_rules(&obj), Readiness::Ready, "{kind}");
+        }
+    }
+
+    #[test]
+    fn the_dataplane_play_leaves_cert_manager_and_external_dns_alone() {
+        let of = |api: &str, kind: &str| json!({ "apiVersion": api, "kind": kind });
+        for (api, kind) in [
+            ("cert-manager.io/v1", "Certificate"),
+            ("externaldns.k8s.io/v1alpha1", "DNSEndpoint"),
+        ] {
+            assert!(!Play::Dataplane.plays(&of(api, kind)), "{kind}");
+            assert!(Play::All.plays(&of(api, kind)), "{kind}");
+        }
+        for (api, kind) in [
+            ("gateway.networking.k8s.io/v1", "Gateway"),
+            ("elbv2.aws.upbound.io/v1beta1", "LB"),
+            ("networking.k8s.io/v1", "Ingress"),
+            // ACM's Certificate is a cloud's, not cert-manager's.
+            ("acm.aws.upbound.io/v1beta1", "Certificate"),
+        ] {
+            assert!(Play::Dataplane.plays(&of(api, kind)), "{kind}");
         }
     }
 }

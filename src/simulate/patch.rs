@@ -4,6 +4,8 @@
 
 use kube::Client;
 
+use super::Play;
+
 /// A request of the simulator failed.
 #[derive(Debug, thiserror::Error)]
 #[error("failed to {action}: {source}")]
@@ -25,12 +27,13 @@ impl Error {
 }
 
 /// Local testing only: writes on every child we manage the status its downstream
-/// controller would write ([`super::ready_status`]). Returns how many children it marked.
+/// controller would write ([`super::ready_status`]), for the controllers `play` names.
+/// Returns how many children it marked.
 ///
 /// # Errors
 /// Discovery or a status write failed.
-pub async fn simulate_ready(client: &Client) -> Result<usize, Error> {
-    simulate_ready_where(client, None).await
+pub async fn simulate_ready(client: &Client, play: Play) -> Result<usize, Error> {
+    simulate_ready_where(client, None, play).await
 }
 
 /// [`simulate_ready`] for the children of the Gateways in `namespace` only: the
@@ -42,6 +45,7 @@ pub async fn simulate_ready(client: &Client) -> Result<usize, Error> {
 pub async fn simulate_ready_where(
     client: &Client,
     namespace: Option<&str>,
+    play: Play,
 ) -> Result<usize, Error> {
     use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
     let discovery = kube::discovery::Discovery::new(client.clone())
@@ -98,6 +102,9 @@ pub async fn simulate_ready_where(
                 // Items of a built-in kind's list come without apiVersion and kind.
                 v["apiVersion"] = serde_json::Value::String(ar.api_version.clone());
                 v["kind"] = serde_json::Value::String(ar.kind.clone());
+                if !play.plays(&v) {
+                    continue;
+                }
                 let Some(status) = super::ready_status(&v) else {
                     continue;
                 };

@@ -175,7 +175,13 @@ pub(crate) async fn cert_dns_names(client: &Client, ns: &str) -> Option<Value> {
     let certs = certificates(client, ns).await;
     if certs.len() > 1 {
         // As in `simulate`: a failed discovery is tried again on the next call.
-        if let Err(e) = gatewright::simulate::simulate_ready_where(client, Some(ns)).await {
+        if let Err(e) = gatewright::simulate::simulate_ready_where(
+            client,
+            Some(ns),
+            gatewright::simulate::Play::All,
+        )
+        .await
+        {
             eprintln!("simulate: {e}; again in the next round");
         }
         return None;
@@ -189,7 +195,13 @@ async fn simulate(client: &Client, ns: &str, times: usize) {
     for _ in 0..times {
         // Discovery fails while another test adds or removes a CRD (a group version listed,
         // then gone): that round plays nothing, the next one does.
-        if let Err(e) = gatewright::simulate::simulate_ready_where(client, Some(ns)).await {
+        if let Err(e) = gatewright::simulate::simulate_ready_where(
+            client,
+            Some(ns),
+            gatewright::simulate::Play::All,
+        )
+        .await
+        {
             eprintln!("simulate: {e}; again in the next round");
         }
         tokio::time::sleep(Duration::from_millis(700)).await;
@@ -1005,9 +1017,13 @@ async fn cluster_scoped_children_and_status_dependencies() {
     // (the one ACM certificate's names, its ARN, the HTTPS listener's ARN), once settled.
     let settled = || async {
         // A failed discovery (another test's CRD coming or going) is tried again.
-        gatewright::simulate::simulate_ready_where(&client, Some(&ns.name))
-            .await
-            .ok()?;
+        gatewright::simulate::simulate_ready_where(
+            &client,
+            Some(&ns.name),
+            gatewright::simulate::Play::All,
+        )
+        .await
+        .ok()?;
         let lp = kube::api::ListParams::default().labels(&selector);
         let certs = acm.list(&lp).await.unwrap().items;
         let [cert] = certs.as_slice() else {

@@ -172,9 +172,13 @@ spec:
     wait_for("the Istio gateway to carry the set's listener", T, || {
         let (istio, client) = (istio.clone(), client.clone());
         async move {
-            gatewright::simulate::simulate_ready_where(&client, Some(n))
-                .await
-                .ok()?;
+            gatewright::simulate::simulate_ready_where(
+                &client,
+                Some(n),
+                gatewright::simulate::Play::All,
+            )
+            .await
+            .ok()?;
             let g = istio.get_opt("gw-istio").await.ok()??;
             g.data["spec"]["listeners"]
                 .as_array()?

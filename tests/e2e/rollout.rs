@@ -633,7 +633,12 @@ async fn teardown_follows_reverse_dependency_order_and_reports_a_hung_child() {
         let (client, ns) = (client.clone(), ns.name.clone());
         let dns = dns.clone();
         async move {
-            let _ = gatewright::simulate::simulate_ready_where(&client, Some(&ns)).await;
+            let _ = gatewright::simulate::simulate_ready_where(
+                &client,
+                Some(&ns),
+                gatewright::simulate::Play::All,
+            )
+            .await;
             let g = gateway_json(&client, &ns).await;
             let has_dns = !dns
                 .list(&ListParams::default())

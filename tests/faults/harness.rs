@@ -361,7 +361,12 @@ pub async fn converge(
 ) -> Duration {
     let began = Instant::now();
     loop {
-        let _ = gatewright::simulate::simulate_ready_where(client, Some(ns)).await;
+        let _ = gatewright::simulate::simulate_ready_where(
+            client,
+            Some(ns),
+            gatewright::simulate::Play::All,
+        )
+        .await;
         let (now, orphans) = children(client, ns).await;
         if now == expected && orphans.is_empty() {
             return began.elapsed();
@@ -415,7 +420,12 @@ pub async fn settle(client: &Client, ns: &str, timeout: Duration) -> Vec<String>
     let began = Instant::now();
     let mut last: Option<(Vec<String>, Instant)> = None;
     loop {
-        let _ = gatewright::simulate::simulate_ready_where(client, Some(ns)).await;
+        let _ = gatewright::simulate::simulate_ready_where(
+            client,
+            Some(ns),
+            gatewright::simulate::Play::All,
+        )
+        .await;
         let (now, orphans) = children(client, ns).await;
         let programmed = all_programmed(client, ns).await;
         match &last {

@@ -531,7 +531,12 @@ fn api_server_and_etcd_restarts_lose_nothing() {
     let t = trt.block_on(async {
         let began = Instant::now();
         wait_for("rotation after the etcd restart", CONVERGE, || async {
-            let _ = gatewright::simulate::simulate_ready_where(&client, Some(&f)).await;
+            let _ = gatewright::simulate::simulate_ready_where(
+                &client,
+                Some(&f),
+                gatewright::simulate::Play::All,
+            )
+            .await;
             let bad = listeners_without_certificate(&client, &f).await;
             assert!(
                 bad.is_empty(),

@@ -1,0 +1,293 @@
+//! Narrowing, executed: a drained child whose change removes something it advertises
+//! (a hostname gone from a route: its DNS record) goes first and alone; the Gateway's
+//! other children are neither changed nor deleted until that version is ready and has
+//! settled ([`crate::plan::drain`] decides each step). Children no longer rendered whose
+//! template drains are drained before they are pruned, as at teardown.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use gateway_api::apis::standard::gateways::Gateway;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+
+use super::cluster::Cluster;
+use super::common::Error;
+use super::reconcile::Planned;
+use crate::api::Drain;
+use crate::plan::drain::{
+    DrainStep, NarrowStep, drain_step, keep_narrowing, narrow_step, narrowing_words,
+    start_narrowing,
+};
+use crate::plan::readiness::Readiness;
+use crate::render::TemplateSet;
+use crate::render::labels;
+use crate::render::prepared::Prepared;
+use crate::snapshot::ObjectKey;
+
+/// Seconds after which a Gateway whose child is draining is looked at again without news:
+/// the child's own changes (the downstream controller's status) wake it sooner through
+/// the child watches, so this only bounds a missed event, and a pass does not re-patch a
+/// drain the snapshot has not caught up with every other second while the API server is
+/// away.
+pub(super) const DRAIN_LOOK_AGAIN: u64 = 10;
+
+/// What this pass does about the Gateway's narrowing children.
+#[derive(Debug, Default)]
+pub(crate) struct Narrowing {
+    /// Objects applied instead of the rendered ones (the start of a narrowing recorded,
+    /// or carried along).
+    pub(crate) apply_instead: HashMap<ObjectKey, Value>,
+    /// Children not changed in this pass (every live child but the narrowing ones, while
+    /// one holds).
+    pub(crate) hold: BTreeSet<ObjectKey>,
+    /// Whether the others wait (no prune either, but of the children draining).
+    pub(crate) holds: bool,
+    /// Children no longer rendered that are draining before their delete: while any is,
+    /// only they are pruned.
+    pub(crate) draining_prunes: BTreeSet<ObjectKey>,
+    /// Narrowed versions now ready: record when (key, live, time to record).
+    marks: Vec<(ObjectKey, Arc<Value>, Timestamp)>,
+    /// Narrowings started in this pass, and those that timed out: words for Events.
+    started: Vec<String>,
+    timed_out: Vec<String>,
+    /// What holds the others, in words.
+    pub(crate) words: Vec<String>,
+    /// When to look again.
+    pub(crate) wake: Option<Duration>,
+}
+
+/// The drain of the template that rendered `live` (of `set`), with its readiness rule
+/// judged on `live` (a rule that cannot be judged does not hold anything: ready).
+pub(super) fn drain_of<'a>(
+    prepared: &'a Prepared,
+    set: TemplateSet,
+    live: &Value,
+) -> Option<(&'a Drain, Readiness)> {
+    let entry = prepared.entry(set, labels::template(live)?)?;
+    let drain = entry.drain.as_ref()?;
+    let ready = crate::plan::readiness::judge(&prepared.compiled, entry, Some(live))
+        .unwrap_or(Readiness::Ready);
+    Some((drain, ready))
+}
+
+/// Decides this pass's narrowing steps from the plan and the live children (`child`
+/// looks up one not in the plan: what is pruned); no I/O.
+pub(crate) fn narrowing(
+    p: &Planned,
+    child: &dyn Fn(&ObjectKey) -> Option<Arc<Value>>,
+    now: Timestamp,
+) -> Narrowing {
+    let mut out = Narrowing::default();
+    let Some(prepared) = p.plan.gateway.blueprint.as_deref() else {
+        return out;
+    };
+    let gateway_children = p.plan.gateway.children.len();
+    let mut narrowing_keys = BTreeSet::new();
+    for (i, (c, live)) in p.plan.children().zip(&p.live).enumerate() {
+        let Some(live) = live else { continue };
+        let set = if i < gateway_children {
+            TemplateSet::Gateway
+        } else {
+            TemplateSet::Route
+        };
+        let Some(entry) = prepared.entry(set, &c.template) else {
+            continue;
+        };
+        let Some(drain) = entry.drain.as_ref() else {
+            continue;
+        };
+        let ready = crate::plan::readiness::judge(&prepared.compiled, entry, Some(live))
+            .unwrap_or(Readiness::Ready);
+        let step = narrow_step(drain, &c.object, live, &ready, now);
+        let key = c.key.to_string();
+        match &step {
+            NarrowStep::Start => {
+                out.apply_instead
+                    .insert(c.key.clone(), start_narrowing(&c.object, now));
+                out.started.push(key.clone());
+                out.wake = min(out.wake, DRAIN_LOOK_AGAIN);
+            }
+            NarrowStep::Wait(_) => out.wake = min(out.wake, DRAIN_LOOK_AGAIN),
+            NarrowStep::MarkDrained => {
+                out.marks.push((c.key.clone(), live.clone(), now));
+                out.wake = min(out.wake, drain.settle_seconds.unwrap_or(0).max(1));
+            }
+            NarrowStep::Settle(left) => out.wake = min(out.wake, (*left).max(1)),
+            NarrowStep::TimedOut(why) => {
+                out.timed_out.push(format!("{key}: {why}"));
+                // Recorded as drained and settled now, so it is said once.
+                let settle = i64::try_from(drain.settle_seconds.unwrap_or(0)).unwrap_or(0);
+                let at = now
+                    .checked_sub(SignedDuration::from_secs(settle))
+                    .unwrap_or(now);
+                out.marks.push((c.key.clone(), live.clone(), at));
+            }
+            NarrowStep::Idle => {}
+        }
+        if step.holds() {
+            narrowing_keys.insert(c.key.clone());
+            // A change that does not narrow again keeps the start on the object.
+            if !matches!(step, NarrowStep::Start)
+                && let Some(kept) = keep_narrowing(&c.object, live)
+            {
+                out.apply_instead.insert(c.key.clone(), kept);
+            }
+        }
+        out.words.extend(narrowing_words(&key, &step, drain));
+    }
+    let g = &p.plan.gateway;
+    let prunes = p
+        .plan
+        .routes
+        .iter()
+        .flat_map(|r| r.prune.iter())
+        .chain(&g.orphaned_route_children)
+        .map(|k| (k, TemplateSet::Route))
+        .chain(g.prune.iter().map(|k| (k, TemplateSet::Gateway)));
+    for (k, set) in prunes {
+        let Some(live) = child(k) else { continue };
+        if !live["metadata"]["deletionTimestamp"].is_null() {
+            continue;
+        }
+        if let Some((drain, ready)) = drain_of(prepared, set, &live)
+            && !matches!(
+                drain_step(drain, &live, &ready, now),
+                DrainStep::Delete | DrainStep::TimedOut(_)
+            )
+        {
+            out.draining_prunes.insert(k.clone());
+        }
+    }
+    out.holds = !narrowing_keys.is_empty() || !out.draining_prunes.is_empty();
+    if out.holds {
+        out.hold = p
+            .plan
+            .children()
+            .zip(&p.live)
+            .filter(|(c, live)| live.is_some() && !narrowing_keys.contains(&c.key))
+            .map(|(c, _)| c.key.clone())
+            .collect();
+    }
+    out
+}
+
+fn min(wake: Option<Duration>, secs: u64) -> Option<Duration> {
+    let d = Duration::from_secs(secs);
+    Some(wake.map_or(d, |w| w.min(d)))
+}
+
+impl Cluster {
+    /// Records what this pass's narrowing steps found (when a narrowed version was first
+    /// ready) and says what started or timed out, in Events.
+    pub(crate) async fn record_narrowing(
+        self: &Arc<Self>,
+        gw: &Gateway,
+        n: &Narrowing,
+    ) -> Result<(), Error> {
+        for (key, live, at) in &n.marks {
+            let at = at.to_string();
+            self.patch_child(
+                key,
+                &json!({"metadata": {"annotations": {labels::DRAINED_AT: at}}}),
+                Some(live),
+            )
+            .await?;
+        }
+        for key in &n.started {
+            self.event(
+                gw,
+                false,
+                "Narrowing",
+                "Apply",
+                &format!("{key} no longer advertises something: the other children change once it is ready and has settled"),
+            )
+            .await;
+        }
+        for why in &n.timed_out {
+            self.event(gw, true, "DrainTimedOut", "Apply", why).await;
+        }
+        Ok(())
+    }
+
+    /// Deletes `key` (`live`), or first takes the next step of its drain (`step` for
+    /// `drain`). `Ok(None)`: deleted (or asked to be); else what it waits for, in words,
+    /// and when to look again.
+    pub(crate) async fn drain_or_delete(
+        self: &Arc<Self>,
+        gw: &Gateway,
+        action: &str,
+        key: &ObjectKey,
+        live: &Value,
+        drain: Option<(&Drain, DrainStep)>,
+    ) -> Result<Option<(String, u64)>, Error> {
+        let settling = |settle: u64| {
+            // The same words through the settle: no status write per pass.
+            format!("{key} drained and ready; deleted once it has been for {settle} s")
+        };
+        match drain {
+            None | Some((_, DrainStep::Delete)) => {
+                self.delete_child(key).await?;
+                Ok(None)
+            }
+            Some((_, DrainStep::TimedOut(why))) => {
+                self.event(gw, true, "DrainTimedOut", action, &format!("{key}: {why}"))
+                    .await;
+                self.delete_child(key).await?;
+                Ok(None)
+            }
+            Some((d, DrainStep::Patch)) => {
+                let mut patch = d.patch.clone();
+                if let Value::Object(p) = &mut patch {
+                    let meta = p.entry("metadata").or_insert_with(|| json!({}));
+                    if !meta["annotations"].is_object() {
+                        meta["annotations"] = json!({});
+                    }
+                    meta["annotations"][labels::DRAIN_STARTED_AT] =
+                        Value::String(Timestamp::now().to_string());
+                }
+                self.patch_child(key, &patch, Some(live)).await?;
+                Ok(Some((
+                    format!("{key} drained; waiting for it to be ready"),
+                    DRAIN_LOOK_AGAIN,
+                )))
+            }
+            Some((_, DrainStep::Wait(why))) => {
+                Ok(Some((format!("{key}: {why}"), DRAIN_LOOK_AGAIN)))
+            }
+            Some((d, DrainStep::MarkDrained)) => {
+                let at = Timestamp::now().to_string();
+                self.patch_child(
+                    key,
+                    &json!({"metadata": {"annotations": {labels::DRAINED_AT: at}}}),
+                    Some(live),
+                )
+                .await?;
+                let settle = d.settle_seconds.unwrap_or(0).max(1);
+                Ok(Some((settling(settle), settle)))
+            }
+            Some((d, DrainStep::Settle(left))) => Ok(Some((
+                settling(d.settle_seconds.unwrap_or(0).max(1)),
+                left.max(1),
+            ))),
+        }
+    }
+
+    /// [`Self::drain_or_delete`] for a live child of a parent whose blueprint is
+    /// `prepared` (`None`: deleted without a drain).
+    pub(crate) async fn drain_or_delete_child(
+        self: &Arc<Self>,
+        gw: &Gateway,
+        action: &str,
+        prepared: Option<&Prepared>,
+        set: TemplateSet,
+        live: &Value,
+    ) -> Result<Option<(String, u64)>, Error> {
+        let key = ObjectKey::of(live);
+        let drain = prepared
+            .and_then(|p| drain_of(p, set, live))
+            .map(|(d, ready)| (d, drain_step(d, live, &ready, Timestamp::now())));
+        self.drain_or_delete(gw, action, &key, live, drain).await
+    }
+}
