@@ -913,3 +913,198 @@ spec:
     remove_route_and_class(&client, ns, &gw, &class).await;
     ctl.shutdown(Duration::from_secs(10)).await;
 }
+
+/// The state dir of the harness's cluster: the kubeconfig's, when it is a cluster of
+/// tests/cluster/up.
+fn harness_dir() -> Option<PathBuf> {
+    let kubeconfig = PathBuf::from(std::env::var_os("KUBECONFIG")?);
+    let dir = kubeconfig.parent()?.to_owned();
+    dir.join(".gatewright-cluster").exists().then_some(dir)
+}
+
+/// Restarts one component of the harness's cluster (tests/cluster/restart).
+fn restart(args: &[&str]) {
+    let dir = harness_dir().expect("the harness's cluster");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cluster/restart");
+    let out = Command::new(script)
+        .args(args)
+        .env("GATEWRIGHT_CLUSTER_DIR", &dir)
+        .output()
+        .expect("run tests/cluster/restart");
+    assert!(
+        out.status.success(),
+        "restart {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The CertificateRequests cert-manager made for the Certificate `name` (its owner).
+async fn requests_of(client: &Client, ns: &str, name: &str) -> usize {
+    dynamic(client, ns, "cert-manager.io", "v1", "CertificateRequest")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|r| {
+            r.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "Certificate" && o.name == name)
+        })
+        .count()
+}
+
+/// The API server killed right after a Gateway of the shipped class is created, then etcd
+/// killed right after a hostname is added: gatewright, cert-manager and external-dns all
+/// restart their watches, and the invariants of the fault tests hold with the real
+/// controllers. Nothing is lost: the Certificate is issued for exactly the route's names and
+/// every record is published. Nothing is duplicated: one Certificate per version, one
+/// issuance each, one record per name. The listener only ever names an issued Secret.
+#[tokio::test(flavor = "multi_thread")]
+async fn real_controllers_through_api_server_and_etcd_restarts() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let began = Instant::now();
+    let d = downstream();
+    let ns = d.namespace.as_str();
+    let client = admin().await;
+    // Asked before anything is created: a cluster that cannot be restarted runs nothing.
+    if harness_dir().is_none() {
+        eprintln!("needs the local cluster harness (KUBECONFIG of tests/cluster/up): not run");
+        return;
+    }
+    let ctl = start_controller(&client, ns).await;
+    let class = unique_name("realf");
+    install_shipped(&client, &d, "istio-certmanager-externaldns", &class).await;
+    let gw = unique_name("gw");
+    let zone = &d.zone;
+    let web = format!("{}.{zone}", unique_name("web"));
+    let api_host = format!("{}.{zone}", unique_name("api"));
+    apply_yaml(
+        &client,
+        &format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {gw}, namespace: {ns}}}\nspec:\n  gatewayClassName: {class}\n  listeners:\n  - name: https\n    port: 443\n    protocol: HTTPS\n    hostname: \"*.{zone}\"\n    tls:\n      mode: Terminate\n      options: {{gatewright.dev/certificate: generated}}\n"
+        ),
+    )
+    .await;
+    let route = |hosts: &[&str]| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {gw}, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: {gw}}}]\n  hostnames: {hosts:?}\n  rules: [{{backendRefs: [{{name: web, port: 80}}]}}]\n"
+        )
+    };
+    apply_yaml(&client, &route(&[web.as_str(), api_host.as_str()])).await;
+    let gateways = dynamic(&client, ns, "gateway.networking.k8s.io", "v1", "Gateway");
+    let uid = gateways.get(&gw).await.unwrap().metadata.uid.unwrap();
+    let certs = dynamic(&client, ns, "cert-manager.io", "v1", "Certificate");
+
+    // (a) kube-apiserver SIGKILLed in the cold convergence, down 2 s.
+    let t = Instant::now();
+    restart(&["--kill", "--down", "2", "kube-apiserver"]);
+    let mut hosts = vec![web.as_str(), api_host.as_str()];
+    hosts.sort_unstable();
+    let cert = wait_for(
+        "issued, published and Programmed after the API server restart",
+        T,
+        || async {
+            program_istio_gateways(&client, ns, &uid).await;
+            let certs = children(&certs, &uid).await;
+            let [cert] = certs.as_slice() else {
+                assert!(certs.len() < 2, "more than one Certificate: {certs:?}");
+                return None;
+            };
+            (cond(cert, "Ready")?["status"] == "True"
+                && hosts
+                    .iter()
+                    .all(|h| !record_lines(&d.external_dns_log, "CREATE", h).is_empty())
+                && programmed(&client, ns, &gw).await.as_deref() == Some("True"))
+            .then(|| cert.clone())
+        },
+    )
+    .await;
+    let cold = t.elapsed();
+    assert_eq!(cert["spec"]["dnsNames"], json!(hosts));
+    let (pem, ca) = issued(&client, ns, &cert).await;
+    assert_certificate(&pem, &ca, &hosts);
+    let name = cert["metadata"]["name"].as_str().unwrap().to_owned();
+    assert_eq!(
+        requests_of(&client, ns, &name).await,
+        1,
+        "issued once through the restart"
+    );
+    for h in &hosts {
+        let lines = record_lines(&d.external_dns_log, "CREATE", h);
+        assert_eq!(lines.len(), 1, "one A record for {h}: {lines:?}");
+    }
+
+    // (b) etcd SIGKILLed right after a hostname is added, down 2 s: the replacement is
+    // issued once, the listener only ever names an issued Secret and switches to it, the
+    // old Certificate goes.
+    let t = Instant::now();
+    let news = format!("{}.{zone}", unique_name("news"));
+    apply_yaml(
+        &client,
+        &route(&[web.as_str(), api_host.as_str(), news.as_str()]),
+    )
+    .await;
+    restart(&["--kill", "--down", "2", "etcd"]);
+    let issued_secrets = std::sync::Mutex::new(vec![secret_name(&cert)]);
+    let new_cert = wait_for("the replacement issued and switched to", T, || async {
+        program_istio_gateways(&client, ns, &uid).await;
+        let now = children(&certs, &uid).await;
+        for c in &now {
+            if cond(c, "Ready").is_some_and(|r| r["status"] == "True") {
+                let s = secret_name(c);
+                let mut seen = issued_secrets.lock().unwrap();
+                if !seen.contains(&s) {
+                    seen.push(s);
+                }
+            }
+        }
+        let listener = listener_secrets(&client, ns, &gw).await;
+        let seen = issued_secrets.lock().unwrap().clone();
+        assert!(
+            listener.iter().all(|s| seen.contains(s)),
+            "the listener names a Secret not issued yet: {listener:?} (issued: {seen:?})"
+        );
+        assert!(now.len() <= 2, "more than two Certificates: {now:?}");
+        let [c] = now.as_slice() else { return None };
+        (c["metadata"]["name"] != cert["metadata"]["name"]
+            && cond(c, "Ready")?["status"] == "True"
+            && listener == [secret_name(c)]
+            && !record_lines(&d.external_dns_log, "CREATE", &news).is_empty())
+        .then(|| c.clone())
+    })
+    .await;
+    let rotated = t.elapsed();
+    let mut hosts3 = vec![web.as_str(), api_host.as_str(), news.as_str()];
+    hosts3.sort_unstable();
+    let (pem, ca) = issued(&client, ns, &new_cert).await;
+    assert_certificate(&pem, &ca, &hosts3);
+    assert_eq!(
+        requests_of(&client, ns, new_cert["metadata"]["name"].as_str().unwrap()).await,
+        1,
+        "the replacement issued once through the restart"
+    );
+    assert_eq!(
+        record_lines(&d.external_dns_log, "CREATE", &news).len(),
+        1,
+        "one A record for {news}"
+    );
+
+    gateways
+        .delete(&gw, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the Gateway gone", T, || async {
+        gateways.get_opt(&gw).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    remove_route_and_class(&client, ns, &gw, &class).await;
+    ctl.shutdown(Duration::from_secs(10)).await;
+    eprintln!(
+        "real downstream through restarts: converged {cold:.1?} after the API server's; \
+         rotated {rotated:.1?} after etcd's; total {:.1?}",
+        began.elapsed()
+    );
+}

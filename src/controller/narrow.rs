@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use super::cluster::Cluster;
 use super::common::Error;
-use super::reconcile::Planned;
 use crate::api::Drain;
+use crate::plan::Plan;
 use crate::plan::drain::{
     DrainStep, NarrowStep, drain_step, keep_narrowing, narrow_step, narrowing_words,
     start_narrowing,
@@ -72,20 +72,21 @@ pub(super) fn drain_of<'a>(
     Some((drain, ready))
 }
 
-/// Decides this pass's narrowing steps from the plan and the live children (`child`
-/// looks up one not in the plan: what is pruned); no I/O.
+/// Decides this pass's narrowing steps from the plan and the live object of each of its
+/// children, in order (`child` looks up one not in the plan: what is pruned); no I/O.
 pub(crate) fn narrowing(
-    p: &Planned,
+    plan: &Plan,
+    live: &[Option<Arc<Value>>],
     child: &dyn Fn(&ObjectKey) -> Option<Arc<Value>>,
     now: Timestamp,
 ) -> Narrowing {
     let mut out = Narrowing::default();
-    let Some(prepared) = p.plan.gateway.blueprint.as_deref() else {
+    let Some(prepared) = plan.gateway.blueprint.as_deref() else {
         return out;
     };
-    let gateway_children = p.plan.gateway.children.len();
+    let gateway_children = plan.gateway.children.len();
     let mut narrowing_keys = BTreeSet::new();
-    for (i, (c, live)) in p.plan.children().zip(&p.live).enumerate() {
+    for (i, (c, live)) in plan.children().zip(live).enumerate() {
         let Some(live) = live else { continue };
         let set = if i < gateway_children {
             TemplateSet::Gateway
@@ -137,9 +138,8 @@ pub(crate) fn narrowing(
         }
         out.words.extend(narrowing_words(&key, &step, drain));
     }
-    let g = &p.plan.gateway;
-    let prunes = p
-        .plan
+    let g = &plan.gateway;
+    let prunes = plan
         .routes
         .iter()
         .flat_map(|r| r.prune.iter())
@@ -162,10 +162,9 @@ pub(crate) fn narrowing(
     }
     out.holds = !narrowing_keys.is_empty() || !out.draining_prunes.is_empty();
     if out.holds {
-        out.hold = p
-            .plan
+        out.hold = plan
             .children()
-            .zip(&p.live)
+            .zip(live)
             .filter(|(c, live)| live.is_some() && !narrowing_keys.contains(&c.key))
             .map(|(c, _)| c.key.clone())
             .collect();

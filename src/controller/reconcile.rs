@@ -157,7 +157,7 @@ impl Cluster {
         // A change that removes what a drained child advertises goes first and alone.
         let narrowing = {
             let snap = self.snapshot.read().map_err(|_| Error::SnapshotPoisoned)?;
-            super::narrow::narrowing(&p, &|k| snap.child(k), Timestamp::now())
+            super::narrow::narrowing(&p.plan, &p.live, &|k| snap.child(k), Timestamp::now())
         };
         let mut hold = unsettled.keys.clone();
         hold.extend(narrowing.hold.iter().cloned());
