@@ -27,20 +27,26 @@
 //! data base64 of PEM certificates, checked here so that a bad profile is named now, not at
 //! its first request.
 //!
-//! What kube-rs does with the exec user (kube-client 4.2, `config::file_loader` and
-//! `client::auth`): the plugin runs on the first request and again when the credential it
-//! returned expires (`expirationTimestamp`); it gets the process's environment plus the
-//! file's `env`, and `KUBERNETES_EXEC_INFO` = `{"apiVersion": <execConfig.apiVersion>,
-//! "kind": "ExecCredential", "spec": {"interactive": false, "cluster": ...}}`. With
-//! `provideClusterInfo: true`, `spec.cluster` carries `server`, `certificate-authority-data`
-//! (base64), `insecure-skip-tls-verify`, `proxy-url`, `tls-server-name` and, as `config`,
-//! the `extension` of the `client.authentication.k8s.io/exec` extension; with it false,
-//! there is no `spec.cluster`. Unlike client-go, kube-rs does not pass
-//! `disable-compression` in `spec.cluster`, does not check the `apiVersion` of the
-//! plugin's answer, and does not cache one plugin's answer across clients. The plugin may
-//! answer with a `token` or with `clientCertificateData`/`clientKeyData` (PEM). A
-//! `proxy-url` needs kube's proxy features, which gatewright does not enable: such a
-//! member's client fails to build.
+//! What kube-rs does with the exec user (kube-client 4.2, `config::file_loader`,
+//! `client::auth` and `client::builder`): the plugin runs when the `kube::Client` is built
+//! (more than once: for the TLS identity, the auth layer and the client's expiry), not at
+//! the first request, so a refusing plugin fails `Client::try_from`. It runs again only
+//! when a token it returned with an `expirationTimestamp` expires; a token without one, or
+//! a client certificate (`clientCertificateData`/`clientKeyData`, PEM), is kept for the
+//! client's life (`Client::valid_until` says until when for a certificate): a rotated
+//! credential needs a new client. The plugin gets the process's environment plus `env`
+//! (the file's, then the profile's additional envs), and `KUBERNETES_EXEC_INFO` =
+//! `{"apiVersion": <execConfig.apiVersion>, "kind": "ExecCredential", "spec":
+//! {"interactive": false, "cluster": ...}}`. With `provideClusterInfo: true`,
+//! `spec.cluster` carries `server`, `certificate-authority-data` (base64),
+//! `insecure-skip-tls-verify`, `proxy-url`, `tls-server-name` and, as `config`, the
+//! `extension` of the `client.authentication.k8s.io/exec` extension; with it false there
+//! is no `spec.cluster`. Unlike client-go, kube-rs does not pass `disable-compression` in
+//! `spec.cluster` and does not check the `apiVersion` of the plugin's answer. Its error
+//! for a failed plugin quotes the command line with that environment and
+//! `KUBERNETES_EXEC_INFO`: put no secret in `env` or in the additional envs (name a file
+//! instead, as the test plugin does). A `proxy-url` needs kube's proxy features, which
+//! gatewright does not enable: such a member's client fails to build.
 //!
 //! **Kubeconfig Secret** ([`secret_kubeconfig`]), when the file has no provider the profile
 //! offers (or the profile offers none): multicluster-runtime's Secret strategy. The
@@ -729,7 +735,7 @@ fn refused_field(kc: &Kubeconfig) -> Option<String> {
 
 /// kube-rs's client configuration from a member's kubeconfig (its current context).
 /// Reads no file for the kubeconfigs built here (they hold no paths); the exec plugin
-/// runs later, on the client's first request.
+/// runs when a `kube::Client` is built from the result.
 ///
 /// # Errors
 /// kube-rs refuses the kubeconfig (a context or cluster missing, a CA it cannot parse).
