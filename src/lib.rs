@@ -8,6 +8,7 @@
 pub mod api;
 pub mod cli;
 pub mod controller;
+pub mod fleet;
 pub mod gateway;
 pub mod health;
 pub mod live;
