@@ -90,6 +90,23 @@ enum Command {
         /// four per core by default, at least 4, at most 32.
         #[arg(long, env = "GATEWRIGHT_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
         workers: Option<u16>,
+        /// Fleet mode: also serve every member cluster the ClusterProfiles
+        /// (multicluster.x-k8s.io/v1alpha1) of this cluster, the hub, list.
+        #[arg(long, env = "GATEWRIGHT_FLEET")]
+        fleet: bool,
+        /// Fleet mode: only the ClusterProfiles (and kubeconfig Secrets) of this namespace
+        /// (every namespace when left out).
+        #[arg(long, env = "GATEWRIGHT_FLEET_NAMESPACE", requires = "fleet")]
+        fleet_namespace: Option<String>,
+        /// Fleet mode: the access-provider file (`providers: [{name, execConfig}]`) naming
+        /// the exec credential plugin for each access provider a ClusterProfile offers.
+        /// Without it, members are reached through their kubeconfig Secrets.
+        #[arg(long, env = "GATEWRIGHT_FLEET_PROVIDER_FILE", requires = "fleet")]
+        fleet_provider_file: Option<PathBuf>,
+        /// Fleet mode: the consumer name the members' kubeconfig Secrets are labelled for
+        /// (`x-k8s.io/cluster-inventory-consumer`).
+        #[arg(long, env = "GATEWRIGHT_FLEET_CONSUMER", default_value = "gatewright")]
+        fleet_consumer: String,
     },
     /// One line per Gateway of our classes in the live cluster: class, Programmed and
     /// why, children ready/total, routes accepted/total, time since the last transition.
@@ -287,8 +304,33 @@ fn run() -> anyhow::Result<ExitCode> {
             lease_name,
             request_timeout_seconds,
             workers,
+            fleet,
+            fleet_namespace,
+            fleet_provider_file,
+            fleet_consumer,
         } => {
             init_logging(&log_format);
+            let fleet = if fleet {
+                let providers = match &fleet_provider_file {
+                    Some(path) => {
+                        let text = std::fs::read_to_string(path).with_context(|| {
+                            format!("failed to read the access-provider file {}", path.display())
+                        })?;
+                        Some(
+                            gatewright::fleet::access::ProviderFile::parse(&text)
+                                .with_context(|| format!("in {}", path.display()))?,
+                        )
+                    }
+                    None => None,
+                };
+                Some(gatewright::controller::FleetOptions {
+                    namespace: fleet_namespace,
+                    providers,
+                    consumer: fleet_consumer,
+                })
+            } else {
+                None
+            };
             let rt = tokio::runtime::Runtime::new()?;
             rt.block_on(async {
                 let mut config = kube::Config::infer()
@@ -316,6 +358,7 @@ fn run() -> anyhow::Result<ExitCode> {
                     fights: gatewright::controller::fight::Policy::default(),
                     workers: workers
                         .map_or_else(gatewright::controller::default_workers, usize::from),
+                    fleet,
                 };
                 let ctl = gatewright::controller::start(client, opts)
                     .await

@@ -137,6 +137,9 @@ pub struct Metrics {
     api_requests: Mutex<BTreeMap<(String, String), u64>>,
     /// Write requests (POST, PUT, PATCH, DELETE) by namespace ("" for cluster-scoped).
     api_writes_by_namespace: Mutex<BTreeMap<String, u64>>,
+    /// Fleet mode: each member cluster (its ClusterProfile, `namespace/name`) and its state
+    /// (`engaged`, `waiting`, `failed`).
+    fleet_members: Mutex<BTreeMap<String, &'static str>>,
     /// The controller, for the state gauges.
     source: OnceLock<Weak<dyn StateSource>>,
     /// Where [`serve`] listens.
@@ -172,6 +175,7 @@ impl Default for Metrics {
             leader: AtomicBool::new(false),
             api_requests: Mutex::new(BTreeMap::new()),
             api_writes_by_namespace: Mutex::new(BTreeMap::new()),
+            fleet_members: Mutex::new(BTreeMap::new()),
             source: OnceLock::new(),
             served_at: OnceLock::new(),
         }
@@ -183,6 +187,22 @@ fn is_write(method: &str) -> bool {
 }
 
 impl Metrics {
+    /// Fleet mode: the members and their states, as the inventory last judged them.
+    pub fn set_fleet_members(&self, members: BTreeMap<String, &'static str>) {
+        if let Ok(mut m) = self.fleet_members.lock() {
+            *m = members;
+        }
+    }
+
+    /// Fleet mode: each member (`namespace/name` of its ClusterProfile) and its state.
+    #[must_use]
+    pub fn fleet_members(&self) -> BTreeMap<String, &'static str> {
+        self.fleet_members
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
+    }
+
     /// Reads the state gauges from `source` at each scrape (the first one set stays).
     pub fn set_state_source(&self, source: Weak<dyn StateSource>) {
         let _ = self.source.set(source);
@@ -342,6 +362,7 @@ impl Metrics {
                 .map(|m| m.clone())
                 .unwrap_or_default(),
             startup_errors: self.startup.errors(),
+            fleet_members: self.fleet_members(),
             startup_waiting: u64::try_from(self.startup.waiting()).unwrap_or(u64::MAX),
             counters: [
                 self.applies.load(Ordering::Relaxed),
@@ -374,6 +395,7 @@ struct Scrape {
     reconcile_errors: BTreeMap<(String, String), u64>,
     api_errors: BTreeMap<(String, String), u64>,
     startup_errors: BTreeMap<(String, String), u64>,
+    fleet_members: BTreeMap<String, &'static str>,
     startup_waiting: u64,
     /// applies, prunes, status writes, applies skipped, status-only events.
     counters: [u64; 7],
@@ -454,6 +476,19 @@ impl Collector for Scrape {
             ["step", "reason"],
             &self.startup_errors,
         )?;
+        {
+            let g = ConstGauge::new(0i64);
+            let mut m = encoder.encode_descriptor(
+                "gatewright_fleet_members",
+                "Fleet mode: the member clusters the hub's ClusterProfiles list, by cluster (namespace/name of its ClusterProfile) and state (engaged: served; waiting: its control plane not reported healthy; failed: its credentials cannot be built); 1 per member",
+                None,
+                g.metric_type(),
+            )?;
+            for (cluster, state) in &self.fleet_members {
+                let labels = [("cluster", cluster.as_str()), ("state", *state)];
+                ConstGauge::new(1i64).encode(m.encode_family(&labels)?)?;
+            }
+        }
         gauge(
             &mut encoder,
             "gatewright_startup_steps_pending",

@@ -1,9 +1,12 @@
-//! One controller process serving two clusters: the test cluster and a member cluster of
-//! its own (a second control plane, started by `tests/cluster/up` in a temporary directory
-//! and stopped at the end). The shell is a `Cluster` per API server and one `Runner`: each
+//! Fleet mode: one controller process serving the test cluster (the hub) and the member
+//! clusters its ClusterProfiles list: a member of its own (a second control plane,
+//! started by `tests/cluster/up` in a temporary directory and stopped at the end) and one
+//! that cannot be reached. The shell is a `Cluster` per API server and one `Runner`: each
 //! cluster's Gateways converge with their children written in that cluster only, a
-//! Gateway of the same name in both gets its own children in each, and a cluster no
-//! longer served is written to no more. A test binary of its own, so that no other
+//! Gateway of the same name in both gets its own children in each; a member is served
+//! while its profile says its control plane is healthy, picked up again without a
+//! duplicate, and written to no more once its profile is gone; an unreachable member is
+//! reported and holds neither the hub's readiness nor the other member. A test binary of its own, so that no other
 //! controller runs on the test cluster meanwhile (cargo runs test binaries one after the
 //! other).
 #![cfg(feature = "cluster-tests")]
@@ -25,7 +28,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::Gateway;
-use gatewright::controller::{ClusterId, Options};
+use gatewright::controller::{ClusterId, FleetOptions, Options};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 
@@ -144,8 +147,79 @@ async fn converged(client: &Client, ns: &str, routes: usize, hosts: &[&str]) {
     .await;
 }
 
+/// The member's kubeconfig as a hub Secret holds it: the CA inline (a kubeconfig from a
+/// Secret may name no file), the server `server` (the member's own when `None`).
+fn member_kubeconfig(member: &Member, server: Option<&str>) -> String {
+    use base64::Engine as _;
+    let text = std::fs::read_to_string(&member.kubeconfig).unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        if let Some(path) = line.trim().strip_prefix("certificate-authority: ") {
+            let ca = std::fs::read(path).unwrap();
+            out.push_str(&format!(
+                "    certificate-authority-data: {}\n",
+                base64::engine::general_purpose::STANDARD.encode(ca)
+            ));
+        } else if let (Some(s), Some(_)) = (server, line.trim().strip_prefix("server: ")) {
+            out.push_str(&format!("    server: {s}\n"));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A member in the hub's inventory: its kubeconfig Secret (labelled for gatewright) and
+/// its ClusterProfile, with `ControlPlaneHealthy` as `healthy` says.
+async fn enrol(hub: &Client, ns: &str, name: &str, kubeconfig: &str, healthy: bool) {
+    use base64::Engine as _;
+    apply_yaml(
+        hub,
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}-kubeconfig\n  namespace: {ns}\n  labels: {{x-k8s.io/cluster-inventory-consumer: gatewright, x-k8s.io/cluster-profile: {name}}}\ndata:\n  Config: {}\n",
+            base64::engine::general_purpose::STANDARD.encode(kubeconfig)
+        ),
+    )
+    .await;
+    apply_yaml(
+        hub,
+        &format!(
+            "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ClusterProfile\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  displayName: {name}\n  clusterManager: {{name: gatewright-tests}}\n"
+        ),
+    )
+    .await;
+    set_healthy(hub, ns, name, healthy).await;
+}
+
+/// Writes the member's `ControlPlaneHealthy` condition, as its cluster manager would.
+async fn set_healthy(hub: &Client, ns: &str, name: &str, healthy: bool) {
+    let profiles: Api<DynamicObject> =
+        Api::namespaced_with(hub.clone(), ns, &gatewright::fleet::profile::api_resource());
+    let status = if healthy { "True" } else { "False" };
+    profiles
+        .patch_status(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"status": {"conditions": [{
+                "type": "ControlPlaneHealthy", "status": status, "reason": "Probed",
+                "message": "set by the test", "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+            }]}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Waits until the runner serves `id` (or, `false`, no longer does).
+async fn served(ctl: &gatewright::controller::Runner, id: &ClusterId, yes: bool) {
+    wait_for(&format!("{id} served: {yes}"), T, || async {
+        (ctl.cluster(id).is_some() == yes).then_some(())
+    })
+    .await;
+}
+
 #[test]
-fn one_process_serves_two_clusters_each_in_its_own_right() {
+fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
     if std::env::var_os("GATEWRIGHT_CLUSTER_DIR").is_none() {
         eprintln!(
             "needs the local cluster harness (GATEWRIGHT_CLUSTER_DIR, scripts/test.sh): not run"
@@ -162,17 +236,29 @@ fn one_process_serves_two_clusters_each_in_its_own_right() {
     rt.block_on(async {
         let main = admin().await;
         let other = member.client().await;
-        let controller_ns = unique_name("two-ctl");
+        // The hub's inventory: ClusterProfiles and kubeconfig Secrets in one namespace.
+        let fleet = TestNamespace::new(&main, "fleet").await;
         let opts = Options {
-            controller_namespace: controller_ns,
+            controller_namespace: unique_name("two-ctl"),
+            fleet: Some(FleetOptions {
+                namespace: Some(fleet.name.clone()),
+                ..FleetOptions::default()
+            }),
             ..Options::default()
         };
         let ctl = gatewright::controller::start(main.clone(), opts)
             .await
             .unwrap();
-        let id = ClusterId::new("member");
-        ctl.add_cluster(id.clone(), other.clone());
+        let t = Instant::now();
+        enrol(&main, &fleet.name, "member", &member_kubeconfig(&member, None), true).await;
+        let id = ClusterId::new(&format!("{}/member", fleet.name));
+        served(&ctl, &id, true).await;
+        println!("member engaged {:.1} s after its ClusterProfile", t.elapsed().as_secs_f64());
         assert_eq!(ctl.clusters().len(), 2);
+        assert_eq!(
+            ctl.metrics().fleet_members().get(id.as_str()).copied(),
+            Some("engaged")
+        );
 
         // The same namespace, class and Gateway names in both clusters, other hostnames.
         let ns = TestNamespace::new(&main, "two").await;
@@ -207,14 +293,35 @@ fn one_process_serves_two_clusters_each_in_its_own_right() {
         assert_eq!(gw_main, child_main);
         assert_eq!(gw_member, child_member);
         assert_ne!(gw_main, gw_member);
-        // Both clusters' watches have listed: no start-up step is left.
+
+        // A member that cannot be reached: engaged, its watches' failures reported, and
+        // neither the hub's readiness nor the other member held.
+        let dead = ClusterId::new(&format!("{}/dead", fleet.name));
+        enrol(
+            &main,
+            &fleet.name,
+            "dead",
+            &member_kubeconfig(&member, Some("https://127.0.0.1:1")),
+            true,
+        )
+        .await;
+        served(&ctl, &dead, true).await;
+        let prefix = format!("cluster {dead}: watch ");
+        wait_for("the dead member's watches reported failing", T, || async {
+            ctl.metrics()
+                .startup
+                .errors()
+                .keys()
+                .any(|(step, _)| step.starts_with(&prefix))
+                .then_some(())
+        })
+        .await;
         assert!(
             ctl.metrics().startup.done(),
-            "{}",
+            "the hub's readiness waits on a member: {}",
             ctl.metrics().startup.describe()
         );
-
-        // A change in the member is planned there alone.
+        // A change in the live member is planned there alone, the dead one beside it.
         apply_yaml(
             &other,
             &format!(
@@ -225,10 +332,64 @@ fn one_process_serves_two_clusters_each_in_its_own_right() {
         .await;
         converged(&other, &ns.name, 2, &["c.example.com", "d.example.com"]).await;
         converged(&main, &ns.name, 2, &["a.example.com", "b.example.com"]).await;
+        // Its profile deleted: let go.
+        let profiles: Api<DynamicObject> = Api::namespaced_with(
+            main.clone(),
+            &fleet.name,
+            &gatewright::fleet::profile::api_resource(),
+        );
+        profiles
+            .delete("dead", &kube::api::DeleteParams::default())
+            .await
+            .unwrap();
+        served(&ctl, &dead, false).await;
 
-        // No longer served: a new Gateway in the member gets no status from us.
-        assert!(ctl.remove_cluster(&id));
-        assert!(ctl.cluster(&id).is_none());
+        // Its control plane reported unhealthy: the member is let go, and picked up again
+        // once healthy; what was created meanwhile converges, nothing is duplicated.
+        set_healthy(&main, &fleet.name, "member", false).await;
+        served(&ctl, &id, false).await;
+        assert_eq!(
+            ctl.metrics().fleet_members().get(id.as_str()).copied(),
+            Some("waiting")
+        );
+        let late_route = format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r10, namespace: {}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  hostnames: [e.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n",
+            ns.name
+        );
+        apply_yaml(&other, &late_route).await;
+        let t = Instant::now();
+        set_healthy(&main, &fleet.name, "member", true).await;
+        served(&ctl, &id, true).await;
+        converged(
+            &other,
+            &ns.name,
+            3,
+            &["c.example.com", "d.example.com", "e.example.com"],
+        )
+        .await;
+        println!(
+            "member healthy again: converged {:.1} s later",
+            t.elapsed().as_secs_f64()
+        );
+        let children: Api<Gateway> = Api::namespaced(other.clone(), &ns.name);
+        let names: Vec<String> = children
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|g| g.metadata.name)
+            .collect();
+        assert_eq!(names, ["gw", "gw-istio"], "no duplicate child Gateway");
+
+        // Its ClusterProfile deleted: no longer served, and a new Gateway in the member
+        // gets no status from us.
+        profiles
+            .delete("member", &kube::api::DeleteParams::default())
+            .await
+            .unwrap();
+        served(&ctl, &id, false).await;
+        assert!(!ctl.metrics().fleet_members().contains_key(id.as_str()));
         assert!(!ctl.remove_cluster(&ClusterId::local()), "the local cluster stays");
         apply_yaml(
             &other,

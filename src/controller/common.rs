@@ -194,6 +194,33 @@ pub struct Options {
     pub fights: fight::Policy,
     /// How many objects are reconciled at the same time (at least 1).
     pub workers: usize,
+    /// Fleet mode: serve the member clusters the hub's ClusterProfiles list (none: only the
+    /// cluster `gatewright run` is pointed at).
+    pub fleet: Option<FleetOptions>,
+}
+
+/// Fleet mode's settings (see `controller::inventory`).
+#[derive(Clone, Debug)]
+pub struct FleetOptions {
+    /// Only the ClusterProfiles (and kubeconfig Secrets) of this namespace (none: every
+    /// namespace).
+    pub namespace: Option<String>,
+    /// The access-provider file: which exec plugin reaches members for each provider name
+    /// (none: members are reached through their kubeconfig Secrets only).
+    pub providers: Option<crate::fleet::access::ProviderFile>,
+    /// The consumer name the kubeconfig Secrets are labelled for
+    /// (`x-k8s.io/cluster-inventory-consumer`).
+    pub consumer: String,
+}
+
+impl Default for FleetOptions {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            providers: None,
+            consumer: crate::fleet::access::DEFAULT_CONSUMER.to_owned(),
+        }
+    }
 }
 
 /// The default of [`Options::workers`]: four per core (a reconcile mostly waits on the API
@@ -217,6 +244,7 @@ impl Default for Options {
             api: Resilience::default(),
             fights: fight::Policy::default(),
             workers: default_workers(),
+            fleet: None,
         }
     }
 }

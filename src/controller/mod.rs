@@ -28,6 +28,7 @@ mod common;
 mod echo;
 pub mod events;
 pub mod fight;
+mod inventory;
 mod memory;
 mod metrics;
 mod narrow;
@@ -49,7 +50,8 @@ pub use client::{
 };
 pub use cluster::Cluster;
 pub use common::{
-    ClusterId, Error, MEMO_MIN_ROUTES, NEW_GATEWAY_SETTLE, Options, Task, Work, default_workers,
+    ClusterId, Error, FleetOptions, MEMO_MIN_ROUTES, NEW_GATEWAY_SETTLE, Options, Task, Work,
+    default_workers,
 };
 pub use runner::{Runner, Stop, start};
 pub use settle::PROGRESS_HOLD;

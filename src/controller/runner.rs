@@ -269,6 +269,14 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
         std::sync::atomic::Ordering::Relaxed,
     );
     watch::start_primary_watches(&local);
+    // Fleet mode: the members the hub's inventory lists, engaged as they come and go.
+    if let Some(fleet) = runner.opts.fleet.clone() {
+        tokio::spawn(super::inventory::run(
+            Arc::downgrade(&runner),
+            local.client().clone(),
+            fleet,
+        ));
+    }
     // Leader election is joined in the background, on the local cluster (the Lease and
     // the fence are its client's): its set-up retries (RBAC not seen yet, the API server
     // restarting) without holding up the watches, and the workers wait for the lease.

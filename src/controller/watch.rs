@@ -486,7 +486,11 @@ type PrimaryWatch = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 pub fn start_primary_watches(ctl: &Arc<Cluster>) {
     let mut table: Vec<PrimaryWatch> = Vec::new();
     for source in ingest::sources() {
-        ctl.metrics.startup.begin(&primary_step(ctl, &source.name));
+        // Only the local cluster's watches hold readiness: a member that cannot be
+        // reached is reported (its failures counted) and holds nothing else.
+        if *ctl.id() == super::common::ClusterId::local() {
+            ctl.metrics.startup.begin(&primary_step(ctl, &source.name));
+        }
         table.push(Box::pin(watch_primary(ctl.clone(), source)));
     }
     ctl.unsynced_watches.store(table.len(), Ordering::SeqCst);

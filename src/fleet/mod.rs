@@ -10,4 +10,5 @@
 //! watches, this module decides.
 
 pub mod access;
+pub mod members;
 pub mod profile;
