@@ -54,6 +54,10 @@ use tokio::sync::Semaphore;
 #[path = "scale/shared.rs"]
 mod shared;
 
+#[path = "scale/proc.rs"]
+mod proc;
+use proc::Proc;
+
 /// Status writes of the simulator to Gateways (Istio's, for the child Gateways).
 static SIM_GATEWAY_STATUS_WRITES: std::sync::atomic::AtomicUsize =
     std::sync::atomic::AtomicUsize::new(0);
@@ -264,114 +268,6 @@ fn print_writes(title: &str, w: &BTreeMap<(String, String), u64>) {
     println!("  {title}: {total} write requests (leases left out)");
     for ((verb, resource), n) in w {
         println!("      {verb:<8} {resource:<36} {n:>7}");
-    }
-}
-
-// ---- the controller process ------------------------------------------------------------
-
-struct Proc {
-    child: std::process::Child,
-    metrics_addr: String,
-}
-
-impl Proc {
-    fn start(bin: &str, port: u16) -> Self {
-        let metrics_addr = format!("127.0.0.1:{port}");
-        let log = std::fs::File::create(
-            std::env::temp_dir().join(format!("scale-controller-{port}.log")),
-        )
-        .unwrap();
-        let child = std::process::Command::new(bin)
-            .args([
-                "run",
-                "--controller-namespace",
-                "gatewright-system",
-                "--metrics-addr",
-                &metrics_addr,
-            ])
-            .env(
-                "RUST_LOG",
-                std::env::var("SCALE_CONTROLLER_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .stdout(log.try_clone().expect("the controller log"))
-            .stderr(log)
-            .spawn()
-            .expect("start the controller");
-        Self {
-            child,
-            metrics_addr,
-        }
-    }
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-    /// (resident MiB, peak resident MiB).
-    fn rss(&self) -> (f64, f64) {
-        let s = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
-        let kb = |k: &str| {
-            s.lines()
-                .find(|l| l.starts_with(k))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|k| k.parse::<f64>().ok())
-                .unwrap_or(0.0)
-                / 1024.0
-        };
-        (kb("VmRSS:"), kb("VmHWM:"))
-    }
-    /// User + system CPU seconds.
-    fn cpu(&self) -> f64 {
-        let s = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
-        let rest = s.rsplit_once(") ").map_or("", |(_, r)| r);
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        // After "comm) ": state is field 0, utime 11, stime 12 (clock ticks of 1/100 s).
-        (t(11) + t(12)) / 100.0
-    }
-    async fn get(&self, path: &str) -> Option<String> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = tokio::net::TcpStream::connect(&self.metrics_addr)
-            .await
-            .ok()?;
-        s.write_all(
-            format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
-        )
-        .await
-        .ok()?;
-        let mut out = String::new();
-        s.read_to_string(&mut out).await.ok()?;
-        Some(out)
-    }
-    async fn wait_ready(&self) -> Duration {
-        let t = Instant::now();
-        loop {
-            if self
-                .get("/readyz")
-                .await
-                .is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-            {
-                return t.elapsed();
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(600),
-                "controller not ready after 10 minutes"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    fn stop(mut self) {
-        // SIGTERM, as an orchestrator would; killed if it does not exit in 10 s.
-        let _ = std::process::Command::new("kill")
-            .arg(self.pid().to_string())
-            .status();
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(10) {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -46,6 +46,15 @@ pub struct Cluster {
     pub(super) own_status: echo::OwnStatus,
     /// Primary watches that have not listed everything once yet.
     pub(super) unsynced_watches: AtomicUsize,
+    /// A fleet member: only the watches a Gateway needs first run until one of ours
+    /// appears there (`watch::start_primary_watches`).
+    pub(super) lazy: bool,
+    /// Whether the rest of the primary watches of a lazy cluster were started, and how
+    /// many of them have not listed yet.
+    pub(super) rest_started: std::sync::atomic::AtomicBool,
+    pub(super) unsynced_rest: AtomicUsize,
+    /// The primary sources watched, by name.
+    pub(super) primaries: Mutex<Vec<String>>,
     /// Work taken from the queue before the caches were synced, to run once they are;
     /// `None` from then on.
     parked: Mutex<Option<BTreeSet<Work>>>,
@@ -72,6 +81,7 @@ impl Cluster {
     ) -> Self {
         let client = client::stack(client, &metrics, opts.api.clone(), fence);
         Self {
+            lazy: id != ClusterId::local(),
             id,
             recorder: events::Events::new(
                 client.clone(),
@@ -92,6 +102,9 @@ impl Cluster {
             own_status: echo::OwnStatus::default(),
             memory: memory::Memory::default(),
             unsynced_watches: AtomicUsize::new(usize::MAX),
+            rest_started: std::sync::atomic::AtomicBool::new(false),
+            unsynced_rest: AtomicUsize::new(usize::MAX),
+            primaries: Mutex::new(Vec::new()),
             parked: Mutex::new(Some(BTreeSet::new())),
             child_waiters: Mutex::new(BTreeMap::new()),
             tasks: Mutex::new(Vec::new()),
@@ -124,6 +137,27 @@ impl Cluster {
             }
         }
         self.kinds.stop_all();
+    }
+
+    /// Whether every primary watch a Gateway of ours reads has listed. On a fleet member
+    /// the first Gateway of ours to ask starts those not started yet (false until they
+    /// have listed; the cluster's parents are planned again then).
+    pub(super) fn rest_watches_listed(self: &Arc<Self>) -> bool {
+        if !self.lazy {
+            return true;
+        }
+        if !self.rest_started.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            super::watch::start_rest_watches(self);
+            return false;
+        }
+        self.unsynced_rest.load(std::sync::atomic::Ordering::SeqCst) == 0
+    }
+
+    /// The primary sources this cluster watches, by name (a fleet member: only those a
+    /// Gateway needs first, until a Gateway of ours appears there).
+    #[must_use]
+    pub fn primary_watches(&self) -> Vec<String> {
+        self.primaries.lock().map(|p| p.clone()).unwrap_or_default()
     }
 
     /// Which cluster this is.

@@ -137,6 +137,11 @@ impl Cluster {
                 return Ok(None);
             }
         };
+        // A fleet member watches routes and what they read only once a Gateway of ours
+        // is there: planned again once those have listed.
+        if !self.rest_watches_listed() {
+            return Ok(None);
+        }
         self.use_kinds(key, p.kinds.clone());
         // Not before the watches of its child kinds have listed: planned again then.
         if !self.all_kinds_known(&p.kinds) {

@@ -286,6 +286,9 @@ enum Role {
     /// A primary kind whose CRD was installed after start-up: it starts empty, so
     /// nothing waited for it.
     LatePrimary,
+    /// A primary kind of a fleet member started once a Gateway of ours appeared there:
+    /// that Gateway waits for it (`Cluster::rest_watches_listed`).
+    RestPrimary,
     /// A child kind ([`Registrar`]).
     Child,
 }
@@ -390,6 +393,7 @@ async fn run_watch<F>(
                         }
                         Role::Primary => primary_listed(&ctl, &step),
                         Role::LatePrimary => tracing::info!(%step, "listed"),
+                        Role::RestPrimary => rest_listed(&ctl),
                     }
                 }
             }
@@ -406,6 +410,15 @@ fn primary_listed(ctl: &Arc<Cluster>, step: &str) {
     if ctl.unsynced_watches.fetch_sub(1, Ordering::SeqCst) == 1 {
         ctl.metrics.ready.store(true, Ordering::Relaxed);
         ctl.caches_synced();
+    }
+}
+
+/// A fleet member's watch started for its first Gateway of ours has listed; once the
+/// last has, the cluster's parents are planned again, with everything known.
+fn rest_listed(ctl: &Arc<Cluster>) {
+    if ctl.unsynced_rest.fetch_sub(1, Ordering::SeqCst) == 1 {
+        tracing::info!("the watches a Gateway of ours needs have listed");
+        ctl.enqueue_all();
     }
 }
 
@@ -481,22 +494,69 @@ fn primary_step(ctl: &Cluster, name: &str) -> String {
 /// A primary watch, not started yet.
 type PrimaryWatch = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// Whether a fleet member watches `kind` before any Gateway of ours is there: what tells
+/// whether one is (classes, our CRDs, Gateways, ListenerSets). Routes, Namespaces,
+/// ReferenceGrants, Secrets, Services and the rest follow once one is.
+fn watched_first(kind: &ingest::Kind) -> bool {
+    use ingest::Kind as K;
+    matches!(
+        kind,
+        K::GatewayClass
+            | K::Blueprint
+            | K::ClassConfig
+            | K::GatewayConfig
+            | K::Gateway
+            | K::ListenerSet
+    )
+}
+
 /// Starts the watches of the primary kinds: one per row of [`ingest::sources`], every
 /// event through [`on_primary`]. The caches count as synced once every watch has listed.
+/// A fleet member (`Cluster::lazy`) starts only those [`watched_first`] says; the rest
+/// start with [`start_rest_watches`].
 pub fn start_primary_watches(ctl: &Arc<Cluster>) {
     let mut table: Vec<PrimaryWatch> = Vec::new();
     for source in ingest::sources() {
+        if ctl.lazy && !watched_first(&source.kind) {
+            continue;
+        }
+        if let Ok(mut p) = ctl.primaries.lock() {
+            p.push(source.name.clone());
+        }
         // Only the local cluster's watches hold readiness: a member that cannot be
         // reached is reported (its failures counted) and holds nothing else.
         if *ctl.id() == super::common::ClusterId::local() {
             ctl.metrics.startup.begin(&primary_step(ctl, &source.name));
         }
-        table.push(Box::pin(watch_primary(ctl.clone(), source)));
+        table.push(Box::pin(watch_primary(ctl.clone(), source, Role::Primary)));
     }
     ctl.unsynced_watches.store(table.len(), Ordering::SeqCst);
     let tasks: Vec<_> = table
         .into_iter()
         .map(|w| tokio::spawn(w.instrument(ctl.span())).abort_handle())
+        .collect();
+    ctl.keep_tasks(tasks);
+}
+
+/// Starts the primary watches a fleet member left for later (see
+/// [`start_primary_watches`]); once they have all listed, every parent of the cluster is
+/// planned again.
+pub(super) fn start_rest_watches(ctl: &Arc<Cluster>) {
+    let rest: Vec<ingest::Source> = ingest::sources()
+        .into_iter()
+        .filter(|s| !watched_first(&s.kind))
+        .collect();
+    ctl.unsynced_rest.store(rest.len(), Ordering::SeqCst);
+    tracing::info!(watches = rest.len(), "a Gateway of ours is here: watching its routes and what they read");
+    let tasks: Vec<_> = rest
+        .into_iter()
+        .map(|source| {
+            if let Ok(mut p) = ctl.primaries.lock() {
+                p.push(source.name.clone());
+            }
+            tokio::spawn(watch_primary(ctl.clone(), source, Role::RestPrimary).instrument(ctl.span()))
+                .abort_handle()
+        })
         .collect();
     ctl.keep_tasks(tasks);
 }
@@ -518,7 +578,7 @@ fn primary_events(ctl: &Cluster, source: &ingest::Source) -> JsonEvents {
 /// first: not served, it is reported, ignored (its start-up step is done: nothing can be
 /// attached through a kind the API server does not serve) and looked up again every 10
 /// seconds; once served, its watch starts then, with nothing to wait for.
-async fn watch_primary(ctl: Arc<Cluster>, source: ingest::Source) {
+async fn watch_primary(ctl: Arc<Cluster>, source: ingest::Source, first: Role) {
     let step = primary_step(&ctl, &source.name);
     let what = (String::new(), source.name.clone());
     let source = Arc::new(source);
@@ -528,7 +588,7 @@ async fn watch_primary(ctl: Arc<Cluster>, source: ingest::Source) {
     };
     if !source.optional {
         let events = primary_events(&ctl, &source);
-        run_watch(ctl, events, Role::Primary, what, handler).await;
+        run_watch(ctl, events, first, what, handler).await;
         return;
     }
     let r = &source.resource;
@@ -544,7 +604,7 @@ async fn watch_primary(ctl: Arc<Cluster>, source: ingest::Source) {
                     tracing::info!(%kind, "kind is served now; watching it");
                     Role::LatePrimary
                 } else {
-                    Role::Primary
+                    first
                 };
                 let events = primary_events(&ctl, &source);
                 run_watch(ctl, events, role, what, handler).await;
@@ -570,7 +630,11 @@ async fn watch_primary(ctl: Arc<Cluster>, source: ingest::Source) {
                 if !missing {
                     missing = true;
                     tracing::info!(%kind, api_version = %r.api_version, "kind not served (its CRD is not installed): objects of this kind are ignored; looking it up again every 10 s");
-                    primary_listed(&ctl, &step);
+                    if first == Role::RestPrimary {
+                        rest_listed(&ctl);
+                    } else {
+                        primary_listed(&ctl, &step);
+                    }
                 }
                 tokio::time::sleep(Duration::from_secs(10)).await;
             }

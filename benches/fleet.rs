@@ -1,0 +1,319 @@
+//! The fleet benchmark: what a member cluster costs the controller in fleet mode, printed,
+//! never asserted. Run through `scripts/bench-fleet.sh`, which starts a hub and a member
+//! cluster of its own, builds the release controller and saves the output under
+//! `benches/results/`.
+//!
+//! Environment: `KUBECONFIG` (the hub), `FLEET_MEMBER_KUBECONFIG` (the member's admin
+//! kubeconfig), `FLEET_CONTROLLER` (the release `gatewright` binary, run as a separate
+//! process with `--fleet`), `FLEET_MEMBERS` (idle members, default 20), `FLEET_GATEWAYS`
+//! (Gateways in one member, default 100).
+//!
+//! What it does, in order:
+//! 1. starts the controller on the hub and reads its settled memory;
+//! 2. enrols `FLEET_MEMBERS` ClusterProfiles (with kubeconfig Secrets), every one reaching
+//!    the same member API server, which holds no Gateway of ours: each is a member of its
+//!    own to the controller (its own client, caches and watches). Memory per idle member,
+//!    and the watches each opens on the member's API server;
+//! 3. lets them go, puts the shipped class and one Gateway with a route in the member, and
+//!    enrols one profile reporting `ControlPlaneHealthy=False`, then `True`: the time
+//!    from healthy to the member's first child, and to its Istio child Gateway;
+//! 4. adds `FLEET_GATEWAYS` Gateways (one route each) in that member: memory per Gateway,
+//!    once every one has its Istio child.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::cast_precision_loss,
+    clippy::panic,
+    reason = "benchmark"
+)]
+
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+#[path = "scale/proc.rs"]
+mod proc;
+use proc::Proc;
+
+const FLEET_NS: &str = "fleet";
+const MEMBER_NS: &str = "apps";
+const CLASS: &str = "istio-certmanager-externaldns";
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+async fn client_of(path: &str) -> Client {
+    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+async fn apply(client: &Client, ar: &ApiResource, obj: &Value) {
+    let name = obj["metadata"]["name"].as_str().unwrap();
+    let api: Api<DynamicObject> = match obj["metadata"]["namespace"].as_str() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+        None => Api::all_with(client.clone(), ar),
+    };
+    api.patch(
+        name,
+        &PatchParams::apply("gatewright-bench").force(),
+        &Patch::Apply(obj),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("apply {name}: {e}"));
+}
+
+async fn apply_yaml(client: &Client, text: &str) {
+    for doc in gatewright::render::output::parse_documents(text).expect("yaml") {
+        let api_version = doc["apiVersion"].as_str().unwrap();
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, doc["kind"].as_str().unwrap());
+        let (ar, _) = kube::discovery::pinned_kind(client, &gvk)
+            .await
+            .expect("kind served");
+        apply(client, &ar, &doc).await;
+    }
+}
+
+/// The member's kubeconfig with its CA inline (a kubeconfig from a Secret names no file).
+fn inline_kubeconfig(path: &str) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .map(|line| match line.trim().strip_prefix("certificate-authority: ") {
+            Some(ca) => format!(
+                "    certificate-authority-data: {}",
+                base64::engine::general_purpose::STANDARD.encode(std::fs::read(ca).unwrap())
+            ),
+            None => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn enrol(hub: &Client, name: &str, kubeconfig: &str, healthy: bool) {
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": format!("{name}-kubeconfig"), "namespace": FLEET_NS,
+            "labels": {"x-k8s.io/cluster-inventory-consumer": "gatewright", "x-k8s.io/cluster-profile": name}},
+        "data": {"Config": base64::engine::general_purpose::STANDARD.encode(kubeconfig)}});
+    apply(hub, &ar("", "v1", "Secret", "secrets"), &secret).await;
+    let profile = json!({"apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
+        "metadata": {"name": name, "namespace": FLEET_NS},
+        "spec": {"displayName": name, "clusterManager": {"name": "bench"}}});
+    apply(hub, &gatewright::fleet::profile::api_resource(), &profile).await;
+    set_healthy(hub, name, healthy).await;
+}
+
+async fn set_healthy(hub: &Client, name: &str, healthy: bool) {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(hub.clone(), FLEET_NS, &gatewright::fleet::profile::api_resource());
+    let status = if healthy { "True" } else { "False" };
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"conditions": [{"type": "ControlPlaneHealthy",
+            "status": status, "reason": "Bench", "message": "set by the benchmark",
+            "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string()}]}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Members the controller reports engaged (its /metrics).
+async fn engaged(p: &Proc) -> usize {
+    p.get("/metrics")
+        .await
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("gatewright_fleet_members{") && l.contains("state=\"engaged\""))
+        .count()
+}
+
+/// The resident memory once it has not moved by more than 0.25 MiB for 3 s (at most 60 s).
+async fn settled_rss(p: &Proc) -> f64 {
+    let t = Instant::now();
+    let mut last = p.rss().0;
+    let mut still = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = p.rss().0;
+        if (now - last).abs() > 0.25 {
+            still = Instant::now();
+            last = now;
+        }
+        if still.elapsed() >= Duration::from_secs(3) || t.elapsed() > Duration::from_secs(60) {
+            return now;
+        }
+    }
+}
+
+/// Watches open on an API server (its `apiserver_longrunning_requests` for WATCH).
+async fn watches(client: &Client) -> f64 {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(req).await.unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_longrunning_requests{") && l.contains("verb=\"WATCH\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+async fn wait_until<F, Fut>(what: &str, limit: Duration, mut f: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let t = Instant::now();
+    loop {
+        if f().await {
+            return t.elapsed();
+        }
+        assert!(t.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn gateway(i: usize) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw{i}, namespace: {MEMBER_NS}}}\nspec:\n  gatewayClassName: {CLASS}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r{i}, namespace: {MEMBER_NS}}}\nspec:\n  parentRefs: [{{name: gw{i}}}]\n  hostnames: [h{i}.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n"
+    )
+}
+
+/// How many of the member's Gateways `gw<i>` have their Istio child.
+async fn istio_children(member: &Client) -> usize {
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        member.clone(),
+        MEMBER_NS,
+        &ar("gateway.networking.k8s.io", "v1", "Gateway", "gateways"),
+    );
+    api.list_metadata(&ListParams::default().labels("app.kubernetes.io/managed-by=gatewright"))
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(0)
+}
+
+#[tokio::main]
+async fn main() {
+    let bin = std::env::var("FLEET_CONTROLLER").expect("FLEET_CONTROLLER (scripts/bench-fleet.sh)");
+    let member_path =
+        std::env::var("FLEET_MEMBER_KUBECONFIG").expect("FLEET_MEMBER_KUBECONFIG (scripts/bench-fleet.sh)");
+    let members = env_usize("FLEET_MEMBERS", 20);
+    let gateways = env_usize("FLEET_GATEWAYS", 100);
+    let hub = Client::try_default().await.unwrap();
+    let member = client_of(&member_path).await;
+    let kubeconfig = inline_kubeconfig(&member_path);
+    apply_yaml(&hub, &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {FLEET_NS}}}\n")).await;
+    apply_yaml(&hub, "apiVersion: v1\nkind: Namespace\nmetadata: {name: gatewright-system}\n").await;
+
+    // 1. The controller alone.
+    let p = Proc::start_with(&bin, 18380, &["--fleet", "--fleet-namespace", FLEET_NS]);
+    p.wait_ready().await;
+    let base = settled_rss(&p).await;
+    println!("fleet benchmark: {members} idle members, then one member with {gateways} Gateways");
+    println!("  controller alone on the hub: RSS {base:.1} MiB");
+
+    // 2. Idle members.
+    let watches_before = watches(&member).await;
+    let t = Instant::now();
+    for i in 0..members {
+        enrol(&hub, &format!("idle{i}"), &kubeconfig, true).await;
+    }
+    let all = wait_until("every idle member engaged", Duration::from_secs(120), || async {
+        engaged(&p).await == members
+    })
+    .await;
+    let idle = settled_rss(&p).await;
+    let watches_idle = watches(&member).await;
+    println!(
+        "  {members} idle members engaged in {:.2} s (from the first enrolment): RSS {idle:.1} MiB, {:.2} MiB per idle member; {:.1} watches each on the member's API server",
+        all.max(t.elapsed()).as_secs_f64(),
+        (idle - base) / members as f64,
+        (watches_idle - watches_before) / members as f64,
+    );
+    let profiles: Api<DynamicObject> =
+        Api::namespaced_with(hub.clone(), FLEET_NS, &gatewright::fleet::profile::api_resource());
+    for i in 0..members {
+        profiles
+            .delete(&format!("idle{i}"), &Default::default())
+            .await
+            .unwrap();
+    }
+    wait_until("the idle members let go", Duration::from_secs(60), || async {
+        engaged(&p).await == 0
+    })
+    .await;
+    let after = settled_rss(&p).await;
+    println!("  once they are let go: RSS {after:.1} MiB");
+
+    // 3. A member joining with a Gateway of ours.
+    apply_yaml(&member, &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {MEMBER_NS}}}\n")).await;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/gatewayclasses/istio-certmanager-externaldns");
+    for file in ["gatewayclass.yaml", "blueprint.yaml"] {
+        apply_yaml(&member, &std::fs::read_to_string(format!("{dir}/{file}")).unwrap()).await;
+    }
+    apply_yaml(&member, &gateway(0)).await;
+    enrol(&hub, "joiner", &kubeconfig, false).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let t = Instant::now();
+    set_healthy(&hub, "joiner", true).await;
+    let engaged_after = wait_until("the joiner engaged", Duration::from_secs(60), || async {
+        engaged(&p).await == 1
+    })
+    .await;
+    let first = wait_until("its first child", Duration::from_secs(120), || async {
+        let certs: Api<DynamicObject> = Api::namespaced_with(
+            member.clone(),
+            MEMBER_NS,
+            &ar("cert-manager.io", "v1", "Certificate", "certificates"),
+        );
+        let any_cert = certs
+            .list_metadata(&ListParams::default())
+            .await
+            .is_ok_and(|l| !l.items.is_empty());
+        any_cert || istio_children(&member).await > 0
+    })
+    .await;
+    let istio = wait_until("its Istio child Gateway", Duration::from_secs(120), || async {
+        istio_children(&member).await > 0
+    })
+    .await;
+    let _ = t;
+    println!(
+        "  a member joining (its Gateway there before): engaged {:.2} s after its profile turned healthy; first child {:.2} s, Istio child Gateway {:.2} s after",
+        engaged_after.as_secs_f64(),
+        first.as_secs_f64(),
+        istio.as_secs_f64()
+    );
+
+    // 4. Gateways in a member.
+    let before = settled_rss(&p).await;
+    let t = Instant::now();
+    for i in 1..=gateways {
+        apply_yaml(&member, &gateway(i)).await;
+    }
+    wait_until("every Gateway's Istio child", Duration::from_secs(600), || async {
+        istio_children(&member).await > gateways
+    })
+    .await;
+    let converged = t.elapsed();
+    let with = settled_rss(&p).await;
+    println!(
+        "  {gateways} more Gateways (one route each) in the member: every Istio child in {:.1} s; RSS {before:.1} -> {with:.1} MiB, {:.3} MiB per Gateway",
+        converged.as_secs_f64(),
+        (with - before) / gateways as f64
+    );
+    let (_, peak) = p.rss();
+    println!("  peak RSS {peak:.1} MiB");
+    p.stop();
+}
