@@ -127,6 +127,11 @@ impl Cluster {
         let (Some(plan), Some(class)) = (plan, class) else {
             return Ok(None);
         };
+        // A fleet member watches its blueprints, configs and the rest only once a class
+        // of ours is there: judged again once those have listed.
+        if !self.rest_watches_listed() {
+            return Ok(None);
+        }
         let api: Api<GatewayClass> = Api::all(self.client.clone());
         let has_fin = class
             .finalizers()

@@ -46,8 +46,8 @@ pub struct Cluster {
     pub(super) own_status: echo::OwnStatus,
     /// Primary watches that have not listed everything once yet.
     pub(super) unsynced_watches: AtomicUsize,
-    /// A fleet member: only the watches a Gateway needs first run until one of ours
-    /// appears there (`watch::start_primary_watches`).
+    /// A fleet member: only the watches that tell whether a GatewayClass or Gateway of
+    /// ours is there run until one is (`watch::start_primary_watches`).
     pub(super) lazy: bool,
     /// Whether the rest of the primary watches of a lazy cluster were started, and how
     /// many of them have not listed yet.
@@ -139,14 +139,17 @@ impl Cluster {
         self.kinds.stop_all();
     }
 
-    /// Whether every primary watch a Gateway of ours reads has listed. On a fleet member
-    /// the first Gateway of ours to ask starts those not started yet (false until they
-    /// have listed; the cluster's parents are planned again then).
+    /// Whether every primary watch a GatewayClass or Gateway of ours reads has listed. On
+    /// a fleet member the first of ours to ask starts those not started yet (false until
+    /// they have listed; the cluster's parents are planned again then).
     pub(super) fn rest_watches_listed(self: &Arc<Self>) -> bool {
         if !self.lazy {
             return true;
         }
-        if !self.rest_started.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        if !self
+            .rest_started
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
             super::watch::start_rest_watches(self);
             return false;
         }

@@ -494,20 +494,12 @@ fn primary_step(ctl: &Cluster, name: &str) -> String {
 /// A primary watch, not started yet.
 type PrimaryWatch = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// Whether a fleet member watches `kind` before any Gateway of ours is there: what tells
-/// whether one is (classes, our CRDs, Gateways, ListenerSets). Routes, Namespaces,
-/// ReferenceGrants, Secrets, Services and the rest follow once one is.
+/// Whether a fleet member watches `kind` before any GatewayClass or Gateway of ours is
+/// there: what tells whether one is (GatewayClasses, Gateways, ListenerSets). Our CRDs,
+/// routes, Namespaces, ReferenceGrants, Secrets, Services and the rest follow once one is.
 fn watched_first(kind: &ingest::Kind) -> bool {
     use ingest::Kind as K;
-    matches!(
-        kind,
-        K::GatewayClass
-            | K::Blueprint
-            | K::ClassConfig
-            | K::GatewayConfig
-            | K::Gateway
-            | K::ListenerSet
-    )
+    matches!(kind, K::GatewayClass | K::Gateway | K::ListenerSet)
 }
 
 /// Starts the watches of the primary kinds: one per row of [`ingest::sources`], every
@@ -547,15 +539,20 @@ pub(super) fn start_rest_watches(ctl: &Arc<Cluster>) {
         .filter(|s| !watched_first(&s.kind))
         .collect();
     ctl.unsynced_rest.store(rest.len(), Ordering::SeqCst);
-    tracing::info!(watches = rest.len(), "a Gateway of ours is here: watching its routes and what they read");
+    tracing::info!(
+        watches = rest.len(),
+        "a GatewayClass or Gateway of ours is here: watching what it reads"
+    );
     let tasks: Vec<_> = rest
         .into_iter()
         .map(|source| {
             if let Ok(mut p) = ctl.primaries.lock() {
                 p.push(source.name.clone());
             }
-            tokio::spawn(watch_primary(ctl.clone(), source, Role::RestPrimary).instrument(ctl.span()))
-                .abort_handle()
+            tokio::spawn(
+                watch_primary(ctl.clone(), source, Role::RestPrimary).instrument(ctl.span()),
+            )
+            .abort_handle()
         })
         .collect();
     ctl.keep_tasks(tasks);
