@@ -224,6 +224,21 @@ async fn remove_route_and_class(client: &Client, ns: &str, gw: &str, class: &str
     common::wait_class_gone(client, class, T).await;
 }
 
+/// A Gateway `gw` of `class` in `ns` with one HTTPS listener for `*.<zone>` whose
+/// certificate the class generates.
+fn https_gateway_yaml(ns: &str, gw: &str, class: &str, zone: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {gw}, namespace: {ns}}}\nspec:\n  gatewayClassName: {class}\n  listeners:\n  - name: https\n    port: 443\n    protocol: HTTPS\n    hostname: \"*.{zone}\"\n    tls:\n      mode: Terminate\n      options: {{gatewright.dev/certificate: generated}}\n"
+    )
+}
+
+/// An HTTPRoute named as its Gateway `gw`, for `hosts`.
+fn route_yaml(ns: &str, gw: &str, hosts: &[&str]) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {gw}, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: {gw}}}]\n  hostnames: {hosts:?}\n  rules: [{{backendRefs: [{{name: web, port: 80}}]}}]\n"
+    )
+}
+
 /// The `spec.secretName` of a Certificate.
 fn secret_name(cert: &Value) -> String {
     cert["spec"]["secretName"].as_str().unwrap().to_owned()
@@ -348,31 +363,8 @@ async fn real_cert_manager_and_external_dns() {
     let zone = &d.zone;
     let web = format!("{}.{zone}", unique_name("web"));
     let api_host = format!("{}.{zone}", unique_name("api"));
-    apply_yaml(
-        &client,
-        &format!(
-            r#"apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: {gw}, namespace: {ns}}}
-spec:
-  gatewayClassName: {class}
-  listeners:
-  - name: https
-    port: 443
-    protocol: HTTPS
-    hostname: "*.{zone}"
-    tls:
-      mode: Terminate
-      options: {{gatewright.dev/certificate: generated}}
-"#
-        ),
-    )
-    .await;
-    let route = |hosts: &[&str]| {
-        format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {gw}, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: {gw}}}]\n  hostnames: {hosts:?}\n  rules: [{{backendRefs: [{{name: web, port: 80}}]}}]\n"
-        )
-    };
+    apply_yaml(&client, &https_gateway_yaml(ns, &gw, &class, zone)).await;
+    let route = |hosts: &[&str]| route_yaml(ns, &gw, hosts);
     apply_yaml(&client, &route(&[web.as_str(), api_host.as_str()])).await;
     let gateways = dynamic(&client, ns, "gateway.networking.k8s.io", "v1", "Gateway");
     let uid = gateways.get(&gw).await.unwrap().metadata.uid.unwrap();
@@ -848,33 +840,10 @@ async fn contour_istio_with_real_cert_manager() {
     install_shipped(&client, &d, "contour-istio", &class).await;
     let gw = unique_name("cgw");
     let zone = &d.zone;
-    apply_yaml(
-        &client,
-        &format!(
-            r#"apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: {gw}, namespace: {ns}}}
-spec:
-  gatewayClassName: {class}
-  listeners:
-  - name: https
-    port: 443
-    protocol: HTTPS
-    hostname: "*.{zone}"
-    tls:
-      mode: Terminate
-      options: {{gatewright.dev/certificate: generated}}
-"#
-        ),
-    )
-    .await;
+    apply_yaml(&client, &https_gateway_yaml(ns, &gw, &class, zone)).await;
     let shop = format!("{}.{zone}", unique_name("shop"));
     let blog = format!("{}.{zone}", unique_name("blog"));
-    let route = |hosts: &[&str]| {
-        format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {gw}, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: {gw}}}]\n  hostnames: {hosts:?}\n  rules: [{{backendRefs: [{{name: web, port: 80}}]}}]\n"
-        )
-    };
+    let route = |hosts: &[&str]| route_yaml(ns, &gw, hosts);
     apply_yaml(&client, &route(&[shop.as_str()])).await;
     let gateways = dynamic(&client, ns, "gateway.networking.k8s.io", "v1", "Gateway");
     let uid = gateways.get(&gw).await.unwrap().metadata.uid.unwrap();
@@ -981,18 +950,8 @@ async fn real_controllers_through_api_server_and_etcd_restarts() {
     let zone = &d.zone;
     let web = format!("{}.{zone}", unique_name("web"));
     let api_host = format!("{}.{zone}", unique_name("api"));
-    apply_yaml(
-        &client,
-        &format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {gw}, namespace: {ns}}}\nspec:\n  gatewayClassName: {class}\n  listeners:\n  - name: https\n    port: 443\n    protocol: HTTPS\n    hostname: \"*.{zone}\"\n    tls:\n      mode: Terminate\n      options: {{gatewright.dev/certificate: generated}}\n"
-        ),
-    )
-    .await;
-    let route = |hosts: &[&str]| {
-        format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {gw}, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: {gw}}}]\n  hostnames: {hosts:?}\n  rules: [{{backendRefs: [{{name: web, port: 80}}]}}]\n"
-        )
-    };
+    apply_yaml(&client, &https_gateway_yaml(ns, &gw, &class, zone)).await;
+    let route = |hosts: &[&str]| route_yaml(ns, &gw, hosts);
     apply_yaml(&client, &route(&[web.as_str(), api_host.as_str()])).await;
     let gateways = dynamic(&client, ns, "gateway.networking.k8s.io", "v1", "Gateway");
     let uid = gateways.get(&gw).await.unwrap().metadata.uid.unwrap();

@@ -6,7 +6,9 @@
 //! Gateway of the same name in both gets its own children in each; a member is served
 //! while its profile says its control plane is healthy, picked up again without a
 //! duplicate, and written to no more once its profile is gone; an unreachable member is
-//! reported and holds neither the hub's readiness nor the other member. A test binary of its own, so that no other
+//! reported and holds neither the hub's readiness nor the other member; a member with
+//! nothing of ours is watched only as far as it takes to tell; a restart on the converged
+//! fleet writes nothing. A test binary of its own, so that no other
 //! controller runs on the test cluster meanwhile (cargo runs test binaries one after the
 //! other).
 #![cfg(feature = "cluster-tests")]
@@ -246,7 +248,7 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             }),
             ..Options::default()
         };
-        let ctl = gatewright::controller::start(main.clone(), opts)
+        let ctl = gatewright::controller::start(main.clone(), opts.clone())
             .await
             .unwrap();
         let t = Instant::now();
@@ -390,6 +392,45 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             .filter_map(|g| g.metadata.name)
             .collect();
         assert_eq!(names, ["gw", "gw-istio"], "no duplicate child Gateway");
+
+        // The controller restarted on the converged fleet writes nothing, in the hub or
+        // the member (quiet first: nothing written for 3 s).
+        let mut last = (ctl.metrics().writes(), 0);
+        wait_for("the controller quiet", T, || {
+            let now = ctl.metrics().writes();
+            let quiet = if now == last.0 {
+                last.1 += 1;
+                last.1 >= 15
+            } else {
+                last = (now, 0);
+                false
+            };
+            async move {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                quiet.then_some(())
+            }
+        })
+        .await;
+        assert!(ctl.shutdown(Duration::from_secs(10)).await);
+        let ctl = gatewright::controller::start(main.clone(), opts.clone())
+            .await
+            .unwrap();
+        served(&ctl, &id, true).await;
+        let key = gatewright::snapshot::Key::new(ns.name.clone(), "gw");
+        wait_for("the restarted controller to plan both Gateways", T, || async {
+            let member_planned = ctl
+                .cluster(&id)
+                .is_some_and(|c| c.last_writes(&key).0 > 0);
+            (member_planned && ctl.local().last_writes(&key).0 > 0).then_some(())
+        })
+        .await;
+        // Anything it would do follows within seconds.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(
+            ctl.metrics().writes(),
+            0,
+            "a restart on a converged fleet must write nothing"
+        );
 
         // Its ClusterProfile deleted: no longer served, and a new Gateway in the member
         // gets no status from us.

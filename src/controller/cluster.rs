@@ -139,23 +139,6 @@ impl Cluster {
         self.kinds.stop_all();
     }
 
-    /// Whether every primary watch a GatewayClass or Gateway of ours reads has listed. On
-    /// a fleet member the first of ours to ask starts those not started yet (false until
-    /// they have listed; the cluster's parents are planned again then).
-    pub(super) fn rest_watches_listed(self: &Arc<Self>) -> bool {
-        if !self.lazy {
-            return true;
-        }
-        if !self
-            .rest_started
-            .swap(true, std::sync::atomic::Ordering::SeqCst)
-        {
-            super::watch::start_rest_watches(self);
-            return false;
-        }
-        self.unsynced_rest.load(std::sync::atomic::Ordering::SeqCst) == 0
-    }
-
     /// The primary sources this cluster watches, by name (a fleet member: only those a
     /// Gateway needs first, until a Gateway of ours appears there).
     #[must_use]

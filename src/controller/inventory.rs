@@ -1,6 +1,6 @@
 //! Fleet mode's shell: the hub's ClusterProfiles, and the kubeconfig Secrets of the
 //! members reached without an access provider, watched; each member engaged (a
-//! [`Cluster`](super::cluster::Cluster) in the [`Runner`]) while
+//! [`Cluster`](super::cluster::Cluster) in the `Runner`, through [`Members`]) while
 //! [`crate::fleet::members::verdict`] says so, replaced when its credentials change,
 //! and let go when its profile goes or its control plane is no longer reported healthy.
 //! Added, changed and removed profiles are picked up as they come, without a restart. A
@@ -18,7 +18,6 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 
 use super::common::{ClusterId, FleetOptions};
-use super::runner::Runner;
 use crate::fleet::access::{self, ProviderFile};
 use crate::fleet::members::{Verdict, fingerprint, verdict};
 use crate::fleet::profile::{self, ClusterProfile};
@@ -27,6 +26,16 @@ use crate::fleet::profile::{self, ClusterProfile};
 enum Change {
     Profile(Event<DynamicObject>),
     Secret(Event<Secret>),
+}
+
+/// What the inventory does with the members: the runner serves them.
+pub(super) trait Members: Send + Sync {
+    /// Serves a member through `client` (replacing one served under `id`).
+    fn engage(&self, id: ClusterId, client: Client);
+    /// Stops serving a member.
+    fn let_go(&self, id: &ClusterId);
+    /// Each member and its state, for the metrics.
+    fn report(&self, states: BTreeMap<String, &'static str>);
 }
 
 /// What the inventory knows and has done.
@@ -42,7 +51,7 @@ struct Inventory {
 
 /// Watches the hub's inventory through `hub` and engages members in `runner` until the
 /// runner is dropped.
-pub(super) async fn run(runner: Weak<Runner>, hub: Client, fleet: FleetOptions) {
+pub(super) async fn run<R: Members + 'static>(runner: Weak<R>, hub: Client, fleet: FleetOptions) {
     let file = fleet.providers.clone().unwrap_or_default();
     let profiles: Api<DynamicObject> = match &fleet.namespace {
         Some(ns) => Api::namespaced_with(hub.clone(), ns, &profile::api_resource()),
@@ -135,7 +144,7 @@ impl Inventory {
     }
 
     /// Engages, replaces and lets go of members as the verdicts say.
-    async fn sync(&mut self, runner: &Arc<Runner>, file: &ProviderFile, consumer: &str) {
+    async fn sync<R: Members>(&mut self, runner: &Arc<R>, file: &ProviderFile, consumer: &str) {
         let secrets: Vec<Secret> = self.secrets.values().cloned().collect();
         let mut states: BTreeMap<String, &'static str> = BTreeMap::new();
         let profiles: Vec<(String, ClusterProfile)> = self
@@ -153,14 +162,14 @@ impl Inventory {
                     } else {
                         match member_client(p, *kubeconfig).await {
                             Ok(client) => {
-                                runner.add_cluster(ClusterId::new(key), client);
+                                runner.engage(ClusterId::new(key), client);
                                 tracing::info!(cluster = %key, "serving the member cluster");
                                 self.engaged.insert(key.clone(), fp);
                                 self.said.remove(key);
                                 "engaged"
                             }
                             Err(why) => {
-                                self.let_go(runner, key);
+                                self.let_go(runner.as_ref(), key);
                                 self.say(key, &why, true);
                                 "failed"
                             }
@@ -168,12 +177,12 @@ impl Inventory {
                     }
                 }
                 Verdict::Wait(why) => {
-                    self.let_go(runner, key);
+                    self.let_go(runner.as_ref(), key);
                     self.say(key, &why, false);
                     "waiting"
                 }
                 Verdict::Failed(why) => {
-                    self.let_go(runner, key);
+                    self.let_go(runner.as_ref(), key);
                     self.say(key, &why, true);
                     "failed"
                 }
@@ -187,16 +196,16 @@ impl Inventory {
             .cloned()
             .collect();
         for key in gone {
-            self.let_go(runner, &key);
+            self.let_go(runner.as_ref(), &key);
             tracing::info!(cluster = %key, "its ClusterProfile is gone: no longer serving the member cluster");
         }
         self.said.retain(|k, _| self.profiles.contains_key(k));
-        runner.metrics().set_fleet_members(states);
+        runner.report(states);
     }
 
-    fn let_go(&mut self, runner: &Runner, key: &str) {
+    fn let_go<R: Members + ?Sized>(&mut self, runner: &R, key: &str) {
         if self.engaged.remove(key).is_some() {
-            runner.remove_cluster(&ClusterId::new(key));
+            runner.let_go(&ClusterId::new(key));
         }
     }
 

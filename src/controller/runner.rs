@@ -217,6 +217,18 @@ impl Runner {
     }
 }
 
+impl super::inventory::Members for Runner {
+    fn engage(&self, id: ClusterId, client: Client) {
+        self.add_cluster(id, client);
+    }
+    fn let_go(&self, id: &ClusterId) {
+        self.remove_cluster(id);
+    }
+    fn report(&self, states: BTreeMap<String, &'static str>) {
+        self.metrics.set_fleet_members(states);
+    }
+}
+
 /// Starts the controller on one cluster (`client`'s): its watches, the workers, the
 /// periodic resync, leader election (when configured) and the metrics server (when
 /// configured). Returns the handle; the tasks run until the runtime stops or

@@ -108,14 +108,27 @@ async fn watch_names(ctl: Arc<Cluster>, resource: ApiResource) {
                     with_snapshot(&ctl, |s| s.names_mut().listed(&group, &kind, l));
                 }
             }
+            // Every change of an object of the kind (a status update) comes as an event:
+            // the write lock is taken only when the listed set of names changes.
             Event::Apply(v) => {
-                with_snapshot(&ctl, |s| s.names_mut().add(&group, &kind, key_of(&v)));
+                let key = key_of(&v);
+                if name_taken(&ctl, &group, &kind, &key) == Some(false) {
+                    with_snapshot(&ctl, |s| s.names_mut().add(&group, &kind, key));
+                }
             }
             Event::Delete(v) => {
-                with_snapshot(&ctl, |s| s.names_mut().remove(&group, &kind, &key_of(&v)));
+                let key = key_of(&v);
+                if name_taken(&ctl, &group, &kind, &key) == Some(true) {
+                    with_snapshot(&ctl, |s| s.names_mut().remove(&group, &kind, &key));
+                }
             }
         }
     }
+}
+
+/// Whether the names cache holds `key` for the kind, under the read lock.
+fn name_taken(ctl: &Cluster, group: &str, kind: &str, key: &Key) -> Option<bool> {
+    ctl.snapshot.read().ok()?.names().taken(group, kind, key)
 }
 
 fn gvk_of(api_version: &str, kind: &str) -> GroupVersionKind {
@@ -528,6 +541,25 @@ pub fn start_primary_watches(ctl: &Arc<Cluster>) {
         .map(|w| tokio::spawn(w.instrument(ctl.span())).abort_handle())
         .collect();
     ctl.keep_tasks(tasks);
+}
+
+impl Cluster {
+    /// Whether every primary watch a GatewayClass or Gateway of ours reads has listed. On
+    /// a fleet member the first of ours to ask starts those not started yet (false until
+    /// they have listed; the cluster's parents are planned again then).
+    pub(super) fn rest_watches_listed(self: &Arc<Self>) -> bool {
+        if !self.lazy {
+            return true;
+        }
+        if !self
+            .rest_started
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            start_rest_watches(self);
+            return false;
+        }
+        self.unsynced_rest.load(std::sync::atomic::Ordering::SeqCst) == 0
+    }
 }
 
 /// Starts the primary watches a fleet member left for later (see

@@ -1030,6 +1030,12 @@ impl Snapshot {
         )
     }
 
+    /// The names of the child kinds, as their watches filled them.
+    #[must_use]
+    pub fn names(&self) -> &names::Names {
+        &self.names
+    }
+
     /// The names of the child kinds, for the watches that fill them.
     pub fn names_mut(&mut self) -> &mut names::Names {
         &mut self.names
