@@ -46,10 +46,7 @@ pub struct Cluster {
     pub(super) own_status: echo::OwnStatus,
     /// Primary watches that have not listed everything once yet.
     pub(super) unsynced_watches: AtomicUsize,
-    /// A fleet member: only the watches that tell whether a GatewayClass or Gateway of
-    /// ours is there run until one is (`watch::start_primary_watches`).
-    pub(super) lazy: bool,
-    /// Whether the rest of the primary watches of a lazy cluster were started, and how
+    /// Whether the rest of the primary watches of a fleet member were started, and how
     /// many of them have not listed yet.
     pub(super) rest_started: std::sync::atomic::AtomicBool,
     pub(super) unsynced_rest: AtomicUsize,
@@ -81,7 +78,6 @@ impl Cluster {
     ) -> Self {
         let client = client::stack(client, &metrics, opts.api.clone(), fence);
         Self {
-            lazy: id != ClusterId::local(),
             id,
             recorder: events::Events::new(
                 client.clone(),
@@ -114,7 +110,7 @@ impl Cluster {
     /// The span this cluster's work and watches log in: none for the local cluster (its
     /// logs read as they always did), the cluster's name for the others.
     pub(super) fn span(&self) -> tracing::Span {
-        if self.id == ClusterId::local() {
+        if !self.is_member() {
             tracing::Span::none()
         } else {
             tracing::info_span!("cluster", name = %self.id)
@@ -137,6 +133,14 @@ impl Cluster {
             }
         }
         self.kinds.stop_all();
+    }
+
+    /// Whether this is a fleet member, not the cluster `gatewright run` is pointed at: its
+    /// watches hold no readiness, and only those that tell whether a GatewayClass or
+    /// Gateway of ours is there run until one is (`watch::start_primary_watches`).
+    #[must_use]
+    pub fn is_member(&self) -> bool {
+        self.id != ClusterId::local()
     }
 
     /// The primary sources this cluster watches, by name (a fleet member: only those a

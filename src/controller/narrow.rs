@@ -31,7 +31,7 @@ use crate::snapshot::ObjectKey;
 /// the child watches, so this only bounds a missed event, and a pass does not re-patch a
 /// drain the snapshot has not caught up with every other second while the API server is
 /// away.
-pub(super) const DRAIN_LOOK_AGAIN: u64 = 10;
+const DRAIN_LOOK_AGAIN: u64 = 10;
 
 /// What this pass does about the Gateway's narrowing children.
 #[derive(Debug, Default)]
@@ -58,18 +58,28 @@ pub(crate) struct Narrowing {
     pub(crate) wake: Option<Duration>,
 }
 
-/// The drain of the template that rendered `live` (of `set`), with its readiness rule
-/// judged on `live` (a rule that cannot be judged does not hold anything: ready).
-pub(super) fn drain_of<'a>(
+/// The drain of `template` (of `set`), with its readiness rule judged on `live` (a rule
+/// that cannot be judged does not hold anything: ready).
+fn drain_of<'a>(
     prepared: &'a Prepared,
     set: TemplateSet,
+    template: &str,
     live: &Value,
 ) -> Option<(&'a Drain, Readiness)> {
-    let entry = prepared.entry(set, labels::template(live)?)?;
+    let entry = prepared.entry(set, template)?;
     let drain = entry.drain.as_ref()?;
     let ready = crate::plan::readiness::judge(&prepared.compiled, entry, Some(live))
         .unwrap_or(Readiness::Ready);
     Some((drain, ready))
+}
+
+/// [`drain_of`] the template that rendered `live` (its label).
+fn drain_of_live<'a>(
+    prepared: &'a Prepared,
+    set: TemplateSet,
+    live: &Value,
+) -> Option<(&'a Drain, Readiness)> {
+    drain_of(prepared, set, labels::template(live)?, live)
 }
 
 /// Decides this pass's narrowing steps from the plan and the live object of each of its
@@ -81,7 +91,8 @@ pub(crate) fn narrowing(
     now: Timestamp,
 ) -> Narrowing {
     let mut out = Narrowing::default();
-    let Some(prepared) = plan.gateway.blueprint.as_deref() else {
+    // Most blueprints drain nothing: nothing to look at per child.
+    let Some(prepared) = plan.gateway.blueprint.as_deref().filter(|p| p.has_drains()) else {
         return out;
     };
     let gateway_children = plan.gateway.children.len();
@@ -93,14 +104,9 @@ pub(crate) fn narrowing(
         } else {
             TemplateSet::Route
         };
-        let Some(entry) = prepared.entry(set, &c.template) else {
+        let Some((drain, ready)) = drain_of(prepared, set, &c.template, live) else {
             continue;
         };
-        let Some(drain) = entry.drain.as_ref() else {
-            continue;
-        };
-        let ready = crate::plan::readiness::judge(&prepared.compiled, entry, Some(live))
-            .unwrap_or(Readiness::Ready);
         let step = narrow_step(drain, &c.object, live, &ready, now);
         let key = c.key.to_string();
         match &step {
@@ -151,7 +157,7 @@ pub(crate) fn narrowing(
         if !live["metadata"]["deletionTimestamp"].is_null() {
             continue;
         }
-        if let Some((drain, ready)) = drain_of(prepared, set, &live)
+        if let Some((drain, ready)) = drain_of_live(prepared, set, &live)
             && !matches!(
                 drain_step(drain, &live, &ready, now),
                 DrainStep::Delete | DrainStep::TimedOut(_)
@@ -285,7 +291,7 @@ impl Cluster {
     ) -> Result<Option<(String, u64)>, Error> {
         let key = ObjectKey::of(live);
         let drain = prepared
-            .and_then(|p| drain_of(p, set, live))
+            .and_then(|p| drain_of_live(p, set, live))
             .map(|(d, ready)| (d, drain_step(d, live, &ready, Timestamp::now())));
         self.drain_or_delete(gw, action, &key, live, drain).await
     }

@@ -19,7 +19,6 @@ use serde_json::{Value, json};
 use super::cluster::Cluster;
 use super::common::{Error, MEMO_MIN_ROUTES, Work};
 use super::memory::{Reported, observed_reported};
-use super::narrow::DRAIN_LOOK_AGAIN;
 use super::registrar::KindState;
 use crate::gateway::conditions::{reasons, types};
 use crate::plan::gateway::OutOfScope;
@@ -374,9 +373,6 @@ impl Cluster {
         let mut left = false;
         let mut wake: Option<u64> = None;
         let drain_or_delete = async |k: &ObjectKey, set: TemplateSet| {
-            if only.is_some_and(|o| !o.contains(k)) {
-                return Ok(Some((String::new(), DRAIN_LOOK_AGAIN)));
-            }
             let live = self.snapshot.read().ok().and_then(|s| s.child(k));
             let Some(live) = live else {
                 return self.delete_child(k).await.map(|()| None);
@@ -384,11 +380,14 @@ impl Cluster {
             self.drain_or_delete_child(&p.gateway, "Prune", prepared, set, &live)
                 .await
         };
+        // While a narrowing or a drain holds the others, only what drains is looked at.
+        let wanted = |k: &ObjectKey| only.is_none_or(|o| o.contains(k));
         for k in plan
             .routes
             .iter()
             .flat_map(|r| r.prune.iter())
             .chain(&plan.gateway.orphaned_route_children)
+            .filter(|k| wanted(k))
         {
             if let Some((_, again)) = drain_or_delete(k, TemplateSet::Route).await? {
                 left = true;
@@ -397,6 +396,9 @@ impl Cluster {
         }
         let first = p.prune_templates.first();
         for (k, t) in plan.gateway.prune.iter().zip(&p.prune_templates) {
+            if !wanted(k) {
+                continue;
+            }
             if Some(t) != first && only.is_none() {
                 left = true;
             } else if let Some((_, again)) = drain_or_delete(k, TemplateSet::Gateway).await? {

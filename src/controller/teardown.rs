@@ -20,15 +20,10 @@ use super::common::Error;
 use super::echo::{now, strip_times};
 use super::registrar::KindState;
 use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
+use crate::plan::rollout::seconds_since;
 use crate::render::labels;
 use crate::render::labels::GATEWAY_FINALIZER;
 use crate::snapshot::{Key, ObjectKey};
-
-/// Seconds from an RFC 3339 time to `now`, if it parses.
-fn seconds_since(t: &str, now: Timestamp) -> Option<i64> {
-    let then: Timestamp = t.parse().ok()?;
-    Some(now.as_second() - then.as_second())
-}
 
 /// The children to delete next: route children first, then the Gateway's, each set in
 /// reverse template order, one template's children at a time (the next only once they

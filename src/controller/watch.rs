@@ -497,7 +497,7 @@ fn enqueue_gateways(ctl: &Cluster, keys: Vec<Key>) {
 /// The start-up step of a primary watch's first list, as `/readyz` names it (with the
 /// cluster's name, for a cluster other than the local one).
 fn primary_step(ctl: &Cluster, name: &str) -> String {
-    if *ctl.id() == super::common::ClusterId::local() {
+    if !ctl.is_member() {
         format!("watch {name}")
     } else {
         format!("cluster {}: watch {name}", ctl.id())
@@ -517,12 +517,12 @@ fn watched_first(kind: &ingest::Kind) -> bool {
 
 /// Starts the watches of the primary kinds: one per row of [`ingest::sources`], every
 /// event through [`on_primary`]. The caches count as synced once every watch has listed.
-/// A fleet member (`Cluster::lazy`) starts only those [`watched_first`] says; the rest
+/// A fleet member (`Cluster::is_member`) starts only those [`watched_first`] says; the rest
 /// start with [`start_rest_watches`].
 pub fn start_primary_watches(ctl: &Arc<Cluster>) {
     let mut table: Vec<PrimaryWatch> = Vec::new();
     for source in ingest::sources() {
-        if ctl.lazy && !watched_first(&source.kind) {
+        if ctl.is_member() && !watched_first(&source.kind) {
             continue;
         }
         if let Ok(mut p) = ctl.primaries.lock() {
@@ -530,7 +530,7 @@ pub fn start_primary_watches(ctl: &Arc<Cluster>) {
         }
         // Only the local cluster's watches hold readiness: a member that cannot be
         // reached is reported (its failures counted) and holds nothing else.
-        if *ctl.id() == super::common::ClusterId::local() {
+        if !ctl.is_member() {
             ctl.metrics.startup.begin(&primary_step(ctl, &source.name));
         }
         table.push(Box::pin(watch_primary(ctl.clone(), source, Role::Primary)));
@@ -548,7 +548,7 @@ impl Cluster {
     /// a fleet member the first of ours to ask starts those not started yet (false until
     /// they have listed; the cluster's parents are planned again then).
     pub(super) fn rest_watches_listed(self: &Arc<Self>) -> bool {
-        if !self.lazy {
+        if !self.is_member() {
             return true;
         }
         if !self

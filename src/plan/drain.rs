@@ -24,15 +24,10 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::readiness::Readiness;
+use super::rollout::seconds_since;
 use super::set::is_subset;
 use crate::api::Drain;
 use crate::render::labels;
-
-/// Seconds from an RFC 3339 time to `now`, if it parses.
-fn seconds_since(t: &str, now: Timestamp) -> Option<i64> {
-    let then: Timestamp = t.parse().ok()?;
-    Some(now.as_second() - then.as_second())
-}
 
 /// An annotation of `live` read as a time.
 fn annotation_time(live: &Value, name: &str) -> Option<Timestamp> {

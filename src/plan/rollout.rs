@@ -58,7 +58,8 @@ fn rollout_key(r: &RolloutState) -> String {
 }
 
 /// Seconds from an RFC 3339 time to `now`, if it parses.
-fn seconds_since(t: &str, now: Timestamp) -> Option<i64> {
+#[must_use]
+pub fn seconds_since(t: &str, now: Timestamp) -> Option<i64> {
     let then: Timestamp = t.parse().ok()?;
     Some(now.as_second() - then.as_second())
 }

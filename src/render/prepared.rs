@@ -53,6 +53,12 @@ impl Prepared {
         })
     }
 
+    /// Whether any template drains its objects (`drain`).
+    #[must_use]
+    pub fn has_drains(&self) -> bool {
+        self.entries.values().any(|e| e.drain.is_some())
+    }
+
     /// Compiles and orders a blueprint's templates.
     ///
     /// # Errors
