@@ -160,7 +160,9 @@ pub(crate) fn jitter() -> f64 {
 #[derive(Debug)]
 pub struct LeaseFence {
     /// `/namespaces/<ns>/leases`: Lease requests (creation included) are never fenced.
-    leases: String,
+    /// `None` for a fence on a Lease another cluster holds (a fleet member's, in the hub):
+    /// every write through the fenced client is fenced.
+    leases: Option<String>,
     name: String,
     identity: String,
     /// Subtracted from the lease duration: clock rate differences and request latency.
@@ -174,7 +176,7 @@ impl LeaseFence {
     #[must_use]
     pub fn new(namespace: &str, name: &str, identity: &str, margin: Duration) -> Self {
         Self {
-            leases: format!("/namespaces/{namespace}/leases"),
+            leases: Some(format!("/namespaces/{namespace}/leases")),
             name: name.to_owned(),
             identity: identity.to_owned(),
             margin,
@@ -199,10 +201,26 @@ impl LeaseFence {
         }
     }
 
+    /// A fence on Lease `name` of another cluster (a fleet member's Lease in the hub),
+    /// renewed by someone else who tells it through [`LeaseFence::observe`]: every write of
+    /// the client it fences is fenced, Leases too.
+    #[must_use]
+    pub fn elsewhere(name: &str, identity: &str, margin: Duration) -> Self {
+        Self {
+            leases: None,
+            name: name.to_owned(),
+            identity: identity.to_owned(),
+            margin,
+            valid_until: Mutex::new(None),
+        }
+    }
+
     fn is_lease(&self, path: &str) -> bool {
-        path.strip_suffix(&format!("/{}", self.name))
-            .unwrap_or(path)
-            .ends_with(&self.leases)
+        self.leases.as_deref().is_some_and(|leases| {
+            path.strip_suffix(&format!("/{}", self.name))
+                .unwrap_or(path)
+                .ends_with(leases)
+        })
     }
 
     /// Takes note of the Lease as a successful write sent at `sent` returned it.

@@ -2,12 +2,14 @@
 //! members reached without an access provider, watched; each member engaged (a
 //! [`Cluster`](super::cluster::Cluster) in the `Runner`, through [`Members`]) while
 //! [`crate::fleet::members::verdict`] says so, replaced when its credentials change,
-//! and let go when its profile goes or its control plane is no longer reported healthy.
+//! and let go when its profile goes or its control plane is no longer reported healthy;
+//! with the members shared among replicas ([`super::share`]), served only while this
+//! replica holds the member's Lease.
 //! Added, changed and removed profiles are picked up as they come, without a restart. A
 //! member that cannot be reached is reported (its watches' failures, the fleet metric)
 //! and never holds the others, nor the controller's readiness.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Weak};
 
 use futures::StreamExt;
@@ -17,21 +19,25 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 
+use super::client::LeaseFence;
 use super::common::{ClusterId, FleetOptions};
+use super::share::Share;
 use crate::fleet::access::{self, ProviderFile};
 use crate::fleet::members::{Verdict, fingerprint, verdict};
 use crate::fleet::profile::{self, ClusterProfile};
 
-/// One change seen on the hub.
+/// One change seen on the hub, or in the members this replica holds the Leases of.
 enum Change {
     Profile(Event<DynamicObject>),
     Secret(Event<Secret>),
+    Share,
 }
 
 /// What the inventory does with the members: the runner serves them.
 pub(super) trait Members: Send + Sync {
-    /// Serves a member through `client` (replacing one served under `id`).
-    fn engage(&self, id: ClusterId, client: Client);
+    /// Serves a member through `client` (replacing one served under `id`), its writes
+    /// fenced by `fence` when given (its Lease, when the members are shared).
+    fn engage(&self, id: ClusterId, client: Client, fence: Option<Arc<LeaseFence>>);
     /// Stops serving a member.
     fn let_go(&self, id: &ClusterId);
     /// Each member and its state, for the metrics.
@@ -43,15 +49,25 @@ pub(super) trait Members: Send + Sync {
 struct Inventory {
     profiles: BTreeMap<String, ClusterProfile>,
     secrets: BTreeMap<String, Secret>,
-    /// Engaged members: profile key -> the fingerprint of the kubeconfig in use.
+    /// Engaged members: profile key -> the fingerprint of the kubeconfig in use (and of
+    /// the fence: a Lease taken again is a new one).
     engaged: BTreeMap<String, String>,
+    /// A (re)list of the profiles or the Secrets is under way: what is known is partial.
+    listing: [bool; 2],
     /// The last verdict's words per member not engaged (logged when they change).
     said: BTreeMap<String, String>,
 }
 
 /// Watches the hub's inventory through `hub` and engages members in `runner` until the
-/// runner is dropped.
-pub(super) async fn run<R: Members + 'static>(runner: Weak<R>, hub: Client, fleet: FleetOptions) {
+/// runner is dropped; with `share`, only the members whose Leases this replica holds.
+/// Members' clients name `identity` in their user agent.
+pub(super) async fn run<R: Members + 'static>(
+    runner: Weak<R>,
+    hub: Client,
+    fleet: FleetOptions,
+    share: Option<Arc<Share>>,
+    identity: String,
+) {
     let file = fleet.providers.clone().unwrap_or_default();
     let profiles: Api<DynamicObject> = match &fleet.namespace {
         Some(ns) => Api::namespaced_with(hub.clone(), ns, &profile::api_resource()),
@@ -70,8 +86,28 @@ pub(super) async fn run<R: Members + 'static>(runner: Weak<R>, hub: Client, flee
         .default_backoff()
         .map(|e| e.map(Change::Secret))
         .boxed();
-    let mut changes = futures::stream::select(profile_events, secret_events);
-    let mut inv = Inventory::default();
+    let share_events = match &share {
+        Some(s) => futures::stream::unfold(s.subscribe(), |mut rx| async move {
+            rx.changed().await.ok()?;
+            Some((Ok(Change::Share), rx))
+        })
+        .boxed(),
+        None => futures::stream::pending().boxed(),
+    };
+    let mut changes = futures::stream::select(
+        futures::stream::select(profile_events, secret_events),
+        share_events,
+    );
+    let mut inv = Inventory {
+        listing: [true, true],
+        ..Inventory::default()
+    };
+    let ctx = Context {
+        file: &file,
+        consumer: &fleet.consumer,
+        share: share.as_deref(),
+        identity: &identity,
+    };
     let mut last_error: Option<String> = None;
     while let Some(change) = changes.next().await {
         let Some(runner) = runner.upgrade() else {
@@ -81,7 +117,13 @@ pub(super) async fn run<R: Members + 'static>(runner: Weak<R>, hub: Client, flee
             Ok(c) => {
                 last_error = None;
                 if inv.take(c) {
-                    inv.sync(&runner, &file, &fleet.consumer).await;
+                    if inv.listing == [false, false] {
+                        inv.sync(&runner, &ctx).await;
+                    } else if let Some(share) = ctx.share {
+                        // What the hub lists is partial (a relist, the hub out of reach):
+                        // only the members whose Lease is no longer held are let go.
+                        inv.drop_unheld(runner.as_ref(), share);
+                    }
                 }
             }
             Err(e) => {
@@ -109,6 +151,7 @@ impl Inventory {
             Change::Profile(Event::Delete(o)) => self.profiles.remove(&key_of(&o)).is_some(),
             Change::Profile(Event::Init) => {
                 self.profiles.clear();
+                self.listing[0] = true;
                 false
             }
             Change::Secret(Event::Apply(s)) => {
@@ -122,9 +165,18 @@ impl Inventory {
             Change::Secret(Event::Delete(s)) => self.secrets.remove(&key_of(&s)).is_some(),
             Change::Secret(Event::Init) => {
                 self.secrets.clear();
+                self.listing[1] = true;
                 false
             }
-            Change::Profile(Event::InitDone) | Change::Secret(Event::InitDone) => true,
+            Change::Profile(Event::InitDone) => {
+                self.listing[0] = false;
+                true
+            }
+            Change::Secret(Event::InitDone) => {
+                self.listing[1] = false;
+                true
+            }
+            Change::Share => true,
         }
     }
 
@@ -143,8 +195,8 @@ impl Inventory {
         true
     }
 
-    /// Engages, replaces and lets go of members as the verdicts say.
-    async fn sync<R: Members>(&mut self, runner: &Arc<R>, file: &ProviderFile, consumer: &str) {
+    /// Engages, replaces and lets go of members as the verdicts (and the share) say.
+    async fn sync<R: Members>(&mut self, runner: &Arc<R>, ctx: &Context<'_>) {
         let secrets: Vec<Secret> = self.secrets.values().cloned().collect();
         let mut states: BTreeMap<String, &'static str> = BTreeMap::new();
         let profiles: Vec<(String, ClusterProfile)> = self
@@ -152,17 +204,30 @@ impl Inventory {
             .iter()
             .map(|(k, p)| (k.clone(), p.clone()))
             .collect();
+        let mut wanted = BTreeSet::new();
         for (key, p) in &profiles {
-            let v = verdict(p, file, consumer, &secrets);
+            let v = verdict(p, ctx.file, ctx.consumer, &secrets);
             let state = match v {
                 Verdict::Engage(kubeconfig) => {
-                    let fp = fingerprint(&kubeconfig);
-                    if self.engaged.get(key) == Some(&fp) {
-                        "engaged"
-                    } else {
-                        match member_client(p, *kubeconfig).await {
+                    wanted.insert(key.clone());
+                    let fence = ctx.share.map(|s| s.fence(key));
+                    let fp = match &fence {
+                        // Another replica serves it (or nobody yet): not here.
+                        Some(None) => None,
+                        Some(Some(f)) => {
+                            Some(format!("{}/{:p}", fingerprint(&kubeconfig), Arc::as_ptr(f)))
+                        }
+                        None => Some(fingerprint(&kubeconfig)),
+                    };
+                    match fp {
+                        None => {
+                            self.let_go(runner.as_ref(), key);
+                            "elsewhere"
+                        }
+                        Some(fp) if self.engaged.get(key) == Some(&fp) => "engaged",
+                        Some(fp) => match member_client(p, *kubeconfig, ctx.identity).await {
                             Ok(client) => {
-                                runner.engage(ClusterId::new(key), client);
+                                runner.engage(ClusterId::new(key), client, fence.flatten());
                                 tracing::info!(cluster = %key, "serving the member cluster");
                                 self.engaged.insert(key.clone(), fp);
                                 self.said.remove(key);
@@ -173,7 +238,7 @@ impl Inventory {
                                 self.say(key, &why, true);
                                 "failed"
                             }
-                        }
+                        },
                     }
                 }
                 Verdict::Wait(why) => {
@@ -200,7 +265,23 @@ impl Inventory {
             tracing::info!(cluster = %key, "its ClusterProfile is gone: no longer serving the member cluster");
         }
         self.said.retain(|k, _| self.profiles.contains_key(k));
+        if let Some(share) = ctx.share {
+            share.want(wanted);
+        }
         runner.report(states);
+    }
+
+    /// Lets go of the members engaged whose Lease this replica no longer holds.
+    fn drop_unheld<R: Members + ?Sized>(&mut self, runner: &R, share: &Share) {
+        let lost: Vec<String> = self
+            .engaged
+            .keys()
+            .filter(|k| share.fence(k).is_none())
+            .cloned()
+            .collect();
+        for key in lost {
+            self.let_go(runner, &key);
+        }
     }
 
     fn let_go<R: Members + ?Sized>(&mut self, runner: &R, key: &str) {
@@ -228,15 +309,30 @@ fn key_of<K: ResourceExt>(o: &K) -> String {
     format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())
 }
 
-/// A client for a member from its kubeconfig. An exec plugin runs while the client is
-/// built (synchronously, in kube), so that happens on a blocking thread.
+/// What every sync reads.
+struct Context<'a> {
+    file: &'a ProviderFile,
+    consumer: &'a str,
+    share: Option<&'a Share>,
+    identity: &'a str,
+}
+
+/// A client for a member from its kubeconfig, whose requests name this replica in their
+/// user agent (what the member's audit log records of each write). An exec plugin runs
+/// while the client is built (synchronously, in kube), so that happens on a blocking
+/// thread.
 async fn member_client(
     p: &ClusterProfile,
     kubeconfig: kube::config::Kubeconfig,
+    identity: &str,
 ) -> Result<Client, String> {
-    let config = access::client_config(p, kubeconfig)
+    let mut config = access::client_config(p, kubeconfig)
         .await
         .map_err(|e| e.to_string())?;
+    let agent = format!("gatewright/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    if let Ok(v) = http::HeaderValue::from_str(&agent) {
+        config.headers.push((http::header::USER_AGENT, v));
+    }
     let key = p.key();
     tokio::task::spawn_blocking(move || Client::try_from(config))
         .await

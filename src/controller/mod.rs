@@ -38,6 +38,7 @@ mod reconcile;
 mod registrar;
 mod runner;
 mod settle;
+mod share;
 pub mod startup;
 mod status;
 mod teardown;

@@ -40,6 +40,12 @@ pub struct Runner {
     failures: Mutex<HashMap<Task, u32>>,
     /// Writes are sent only while our Lease is fresh (with leader election).
     fence: Option<Arc<LeaseFence>>,
+    /// This start's identity in Leases (and members' audit logs: their clients' user agent).
+    identity: String,
+    /// Fleet mode with leader election: the members shared among the replicas by Leases,
+    /// and the hub client their Leases are written with (not fenced by the leader's Lease:
+    /// every replica keeps its share, leader or not).
+    share: Option<(Arc<super::share::Share>, Client)>,
     /// Set once the controller stops: asked to, or because it cannot go on.
     stop: tokio::sync::watch::Sender<Option<Stop>>,
     /// The tasks a shutdown waits for: the workers (their reconciles under way) and the
@@ -73,6 +79,16 @@ impl Runner {
     /// grant is all gatewright may do there): its watches start now, and its work runs
     /// once they have listed. A cluster already served under `id` is replaced.
     pub fn add_cluster(&self, id: ClusterId, client: Client) -> Arc<Cluster> {
+        self.add_fenced(id, client, self.fence.clone())
+    }
+
+    /// [`Runner::add_cluster`] with writes fenced by `fence`.
+    fn add_fenced(
+        &self,
+        id: ClusterId,
+        client: Client,
+        fence: Option<Arc<LeaseFence>>,
+    ) -> Arc<Cluster> {
         self.remove_cluster(&id);
         let cluster = Arc::new(Cluster::new(
             id.clone(),
@@ -80,7 +96,7 @@ impl Runner {
             self.opts.clone(),
             self.metrics.clone(),
             self.queue.clone(),
-            self.fence.clone(),
+            fence,
         ));
         if let Ok(mut c) = self.clusters.write() {
             c.insert(id, cluster.clone());
@@ -114,6 +130,19 @@ impl Runner {
         }
     }
 
+    /// This start's identity: the holder it writes in Leases, and (in fleet mode) the user
+    /// agent of its requests to members, as their audit logs record it.
+    #[must_use]
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Fleet mode with leader election: the members whose Leases this replica holds.
+    #[must_use]
+    pub fn members_held(&self) -> Option<std::collections::BTreeSet<String>> {
+        self.share.as_ref().map(|(s, _)| s.held())
+    }
+
     /// Marks the controller as stopping (the first reason wins).
     fn stop_with(&self, why: Stop) {
         self.stop.send_if_modified(|s| {
@@ -140,7 +169,8 @@ impl Runner {
     }
 
     /// The one shutdown path: no new work is taken, the reconcile under way finishes, the
-    /// Lease (if held) is released. Waits at most `grace`; returns whether everything
+    /// Lease (if held) is released, and then (fleet mode with leader election) the member
+    /// Leases held are given back. Waits at most `grace`; returns whether everything
     /// finished within it.
     pub async fn shutdown(&self, grace: Duration) -> bool {
         self.stop_with(Stop::Requested);
@@ -149,9 +179,15 @@ impl Runner {
             .lock()
             .map(|mut d| std::mem::take(&mut *d))
             .unwrap_or_default();
-        tokio::time::timeout(grace, futures::future::join_all(tasks))
-            .await
-            .is_ok()
+        tokio::time::timeout(grace, async {
+            futures::future::join_all(tasks).await;
+            // No reconcile runs any more: no write of ours can land after the release.
+            if let Some((share, hub)) = &self.share {
+                super::share::release(share, hub.clone()).await;
+            }
+        })
+        .await
+        .is_ok()
     }
 
     /// The metrics.
@@ -168,6 +204,18 @@ impl Runner {
             return;
         };
         let w = &task.work;
+        // Fleet mode with leader election: the hub's own work is the leader's (it is all
+        // queued again when this replica becomes the leader); members' work is that of
+        // the replica holding their Lease, which is the only one serving them.
+        if self.share.is_some()
+            && cluster.id() == &ClusterId::local()
+            && !self
+                .metrics
+                .leader
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
         if cluster.park(w) {
             return;
         }
@@ -218,8 +266,11 @@ impl Runner {
 }
 
 impl super::inventory::Members for Runner {
-    fn engage(&self, id: ClusterId, client: Client) {
-        self.add_cluster(id, client);
+    fn engage(&self, id: ClusterId, client: Client, fence: Option<Arc<LeaseFence>>) {
+        match fence {
+            Some(f) => self.add_fenced(id, client, Some(f)),
+            None => self.add_cluster(id, client),
+        };
     }
     fn let_go(&self, id: &ClusterId) {
         self.remove_cluster(id);
@@ -249,6 +300,15 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
         ))
     });
     let queue = Arc::new(queue::Queue::default());
+    // Fleet mode with leader election: the members are shared among the replicas through
+    // a Lease each, beside the leader's Lease (which keeps the hub's own work).
+    let share = match (&opts.fleet, &opts.leader_election) {
+        (Some(_), Some((ns, name))) => Some((
+            Arc::new(super::share::Share::new(ns, name, &identity)),
+            client::stack(client.clone(), &metrics, opts.api.clone(), None),
+        )),
+        _ => None,
+    };
     let local = Arc::new(Cluster::new(
         ClusterId::local(),
         client,
@@ -265,6 +325,8 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
         local: local.clone(),
         failures: Mutex::new(HashMap::new()),
         fence,
+        identity: identity.clone(),
+        share: share.clone(),
         stop: tokio::sync::watch::Sender::new(None),
         drain: Mutex::new(Vec::new()),
     });
@@ -287,7 +349,12 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
             Arc::downgrade(&runner),
             local.client().clone(),
             fleet,
+            share.as_ref().map(|(s, _)| s.clone()),
+            identity.clone(),
         ));
+        if let Some((share, hub)) = share {
+            tokio::spawn(super::share::run(share, hub, runner.stop.subscribe()));
+        }
     }
     // Leader election is joined in the background, on the local cluster (the Lease and
     // the fence are its client's): its set-up retries (RBAC not seen yet, the API server
@@ -297,9 +364,12 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
         .leader_election
         .clone()
         .map(|(ns, name)| elect(&runner, local.client().clone(), ns, name, identity));
+    // In fleet mode with leader election, workers take every cluster's work; the hub's is
+    // dropped while this replica is not the leader (see `Runner::work`).
+    let wait_for_leader = leader.clone().filter(|_| runner.share.is_none());
     for _ in 0..runner.opts.workers.max(1) {
         let worker = runner.clone();
-        let mut leader = leader.clone();
+        let mut leader = wait_for_leader.clone();
         let mut stopping = runner.stop.subscribe();
         let handle = tokio::spawn(async move {
             let stopping = &mut stopping;

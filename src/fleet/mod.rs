@@ -12,3 +12,4 @@
 pub mod access;
 pub mod members;
 pub mod profile;
+pub mod share;

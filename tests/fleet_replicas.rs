@@ -1,0 +1,413 @@
+//! Fleet mode scaled out over replicas, on real API servers: a hub (the test cluster) and
+//! two members of their own whose API servers record every write (`tests/cluster/up`
+//! with `GATEWRIGHT_CLUSTER_AUDIT=1`). Replicas run in-process on runtimes of their own
+//! (killed by dropping the runtime, as a crash would: nothing released), with leader
+//! election on, so the members are shared through a Lease each in the hub:
+//!
+//! - a lone replica serves both members; a second one takes a share (one each);
+//! - a replica killed: its member moves to the other, which serves it (a change there
+//!   converges);
+//! - a replica cut off from the hub (its hub connection runs through a proxy the test cuts:
+//!   held connections dropped, new ones accepted and never answered) while its member keeps
+//!   changing: the other replica takes the member over, and the member's audit log shows
+//!   no write of the cut-off replica received after its Lease ran out;
+//! - a graceful stop gives the member Leases back.
+//!
+//! A test binary of its own, so that no other controller runs on the hub meanwhile.
+#![cfg(feature = "cluster-tests")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code"
+)]
+
+#[allow(
+    dead_code,
+    reason = "shared with the e2e binary; not every helper is used here"
+)]
+#[path = "e2e/common.rs"]
+mod common;
+
+#[allow(
+    dead_code,
+    reason = "shared with two_clusters; not every helper is used here"
+)]
+#[path = "fleet/common.rs"]
+mod fleet;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use gatewright::controller::{FleetOptions, Options, Runner};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, ListParams};
+
+use common::{TestNamespace, admin, apply_yaml, wait_for};
+use fleet::{Member, T, converged, enrol, member_kubeconfig, world};
+
+/// The leader-election Lease; member Leases are `<SHARE>-member-<ns>.<name>`.
+const SHARE: &str = "gw-share";
+
+/// A replica on a runtime of its own.
+struct Replica {
+    rt: tokio::runtime::Runtime,
+    ctl: Arc<Runner>,
+}
+
+fn start_replica(hub: kube::Config, fleet_ns: &str) -> Replica {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let ctl = rt.block_on(async {
+        let client = Client::try_from(hub).unwrap();
+        let opts = Options {
+            controller_namespace: fleet_ns.to_owned(),
+            leader_election: Some((fleet_ns.to_owned(), SHARE.to_owned())),
+            fleet: Some(FleetOptions {
+                namespace: Some(fleet_ns.to_owned()),
+                ..FleetOptions::default()
+            }),
+            ..Options::default()
+        };
+        gatewright::controller::start(client, opts).await.unwrap()
+    });
+    Replica { rt, ctl }
+}
+
+impl Replica {
+    fn held(&self) -> BTreeSet<String> {
+        self.ctl.members_held().unwrap()
+    }
+}
+
+/// A TCP proxy to the hub's API server that can be cut: held connections dropped, new
+/// ones accepted and never answered (a partition, not a refusal).
+struct Proxy {
+    addr: SocketAddr,
+    cut: Arc<AtomicBool>,
+    links: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    async fn start(target: SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cut = Arc::new(AtomicBool::new(false));
+        let links: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let (c, l) = (cut.clone(), links.clone());
+        tokio::spawn(async move {
+            let mut black_hole = Vec::new();
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if c.load(Ordering::SeqCst) {
+                    black_hole.push(inbound);
+                    continue;
+                }
+                let link = tokio::spawn(async move {
+                    if let Ok(mut out) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                    }
+                });
+                l.lock().unwrap().push(link);
+            }
+        });
+        Self { addr, cut, links }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        for link in self.links.lock().unwrap().drain(..) {
+            link.abort();
+        }
+    }
+}
+
+/// The member Leases in `ns`: member key -> (holder, renew time, transitions).
+async fn member_leases(
+    hub: &Client,
+    ns: &str,
+) -> std::collections::BTreeMap<String, (Option<String>, Option<Timestamp>, i32)> {
+    let leases: Api<Lease> = Api::namespaced(hub.clone(), ns);
+    let selector = format!("gatewright.dev/fleet-share={SHARE},gatewright.dev/fleet-lease=member");
+    leases
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|l| {
+            let member = l.metadata.annotations.unwrap()["gatewright.dev/member"].clone();
+            let spec = l.spec.unwrap();
+            (
+                member,
+                (
+                    spec.holder_identity,
+                    spec.renew_time.map(|t| t.0),
+                    spec.lease_transitions.unwrap_or(0),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// The writes `identity`'s requests made in a member, by the time its API server received
+/// each (its audit log).
+fn writes_of(member: &Member, identity: &str) -> Vec<Timestamp> {
+    member
+        .audit_log()
+        .iter()
+        .filter(|e| {
+            e["userAgent"]
+                .as_str()
+                .is_some_and(|a| a.contains(identity))
+        })
+        .filter_map(|e| e["requestReceivedTimestamp"].as_str()?.parse().ok())
+        .collect()
+}
+
+/// Waits until `a` and `b` each serve one member, and every member is served.
+async fn shared(a: &Replica, b: &Replica, members: &BTreeSet<String>) {
+    wait_for("the members shared one each", T, || async {
+        let (x, y) = (a.held(), b.held());
+        (x.len() == 1 && y.len() == 1 && x.union(&y).cloned().collect::<BTreeSet<_>>() == *members)
+            .then_some(())
+    })
+    .await;
+}
+
+#[test]
+fn replicas_share_the_members_move_them_when_one_dies_and_never_write_twice() {
+    if std::env::var_os("GATEWRIGHT_CLUSTER_DIR").is_none() {
+        eprintln!(
+            "needs the local cluster harness (GATEWRIGHT_CLUSTER_DIR, scripts/test.sh): not run"
+        );
+        return;
+    }
+    if std::env::var_os("GATEWRIGHT_TEST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("gatewright=info")
+            .with_test_writer()
+            .try_init();
+    }
+    let began = Instant::now();
+    let (east, west) = std::thread::scope(|s| {
+        let e = s.spawn(Member::up_audited);
+        let w = s.spawn(Member::up_audited);
+        (e.join().unwrap(), w.join().unwrap())
+    });
+    println!("two members up in {:.1} s", began.elapsed().as_secs_f64());
+    let test_rt = tokio::runtime::Runtime::new().unwrap();
+    let (hub, fleet_ns, hub_config, proxy) = test_rt.block_on(async {
+        let hub = admin().await;
+        let fleet = TestNamespace::new(&hub, "share").await;
+        enrol(
+            &hub,
+            &fleet.name,
+            "east",
+            &member_kubeconfig(&east, None),
+            true,
+        )
+        .await;
+        enrol(
+            &hub,
+            &fleet.name,
+            "west",
+            &member_kubeconfig(&west, None),
+            true,
+        )
+        .await;
+        for (m, host) in [(&east, "east.example.com"), (&west, "west.example.com")] {
+            let c = m.client().await;
+            apply_yaml(
+                &c,
+                "apiVersion: v1\nkind: Namespace\nmetadata: {name: apps}\n",
+            )
+            .await;
+            world(&c, "apps", "shared", &[host]).await;
+        }
+        let config = common::config().await;
+        let target: SocketAddr = config
+            .cluster_url
+            .authority()
+            .unwrap()
+            .as_str()
+            .parse()
+            .unwrap();
+        let proxy = Proxy::start(target).await;
+        (hub, fleet, config, proxy)
+    });
+    let members: BTreeSet<String> = ["east", "west"]
+        .iter()
+        .map(|m| format!("{}/{m}", fleet_ns.name))
+        .collect();
+    let cluster_of = |key: &str| if key.ends_with("/east") { &east } else { &west };
+
+    // A lone replica, reaching the hub through the proxy, serves both members.
+    let mut through_proxy = hub_config.clone();
+    through_proxy.cluster_url = format!("https://{}", proxy.addr).parse().unwrap();
+    let a = start_replica(through_proxy, &fleet_ns.name);
+    test_rt.block_on(async {
+        wait_for("replica a to serve both members", T, || async {
+            (a.held() == members).then_some(())
+        })
+        .await;
+        converged(&east.client().await, "apps", 1, &["east.example.com"]).await;
+        converged(&west.client().await, "apps", 1, &["west.example.com"]).await;
+    });
+
+    // A second replica takes its share: one member each.
+    let t = Instant::now();
+    let b = start_replica(hub_config.clone(), &fleet_ns.name);
+    test_rt.block_on(shared(&a, &b, &members));
+    println!(
+        "a new replica took its share {:.1} s after it started",
+        t.elapsed().as_secs_f64()
+    );
+    let leases = test_rt.block_on(member_leases(&hub, &fleet_ns.name));
+    for m in &members {
+        let holder = leases[m].0.as_deref().unwrap();
+        let by = if a.held().contains(m) { &a } else { &b };
+        assert_eq!(
+            holder,
+            by.ctl.identity(),
+            "the Lease of {m} names who serves it"
+        );
+    }
+
+    // b is killed: its member moves to a, which serves it.
+    let moved = b.held().into_iter().next().unwrap();
+    let t = Instant::now();
+    b.rt.shutdown_background();
+    test_rt.block_on(async {
+        wait_for("a to take the killed replica's member", T, || async {
+            (a.held() == members).then_some(())
+        })
+        .await;
+        println!(
+            "a killed replica's member moved {:.1} s after the kill",
+            t.elapsed().as_secs_f64()
+        );
+        let c = cluster_of(&moved).client().await;
+        let host = if moved.ends_with("/east") { "east" } else { "west" };
+        apply_yaml(
+            &c,
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: moved, namespace: apps}\nspec:\n  parentRefs: [{name: gw}]\n  hostnames: [moved.example.com]\n  rules: [{backendRefs: [{name: svc, port: 80}]}]\n",
+        )
+        .await;
+        let first = format!("{host}.example.com");
+        let mut hosts = [first.as_str(), "moved.example.com"];
+        hosts.sort_unstable();
+        converged(&c, "apps", 2, &hosts).await;
+    });
+
+    // A replica again: the share is one each once more.
+    let b = start_replica(hub_config.clone(), &fleet_ns.name);
+    test_rt.block_on(shared(&a, &b, &members));
+
+    // a is cut off from the hub while its member keeps changing: b takes the member over
+    // once a's Lease ran out, and no write of a is received by the member after that.
+    let cut_off = a.held().into_iter().next().unwrap();
+    let member = cluster_of(&cut_off);
+    let a_id = a.ctl.identity().to_owned();
+    let b_id = b.ctl.identity().to_owned();
+    let before_cut = writes_of(member, &a_id).len();
+    assert!(before_cut > 0, "a wrote to {cut_off} while it served it");
+    proxy.cut();
+    let t = Instant::now();
+    let (expiry, hosts) = test_rt.block_on(async {
+        let leases = member_leases(&hub, &fleet_ns.name).await;
+        let (holder, renewed, _) = leases[&cut_off].clone();
+        assert_eq!(holder.as_deref(), Some(a_id.as_str()));
+        let expiry = renewed
+            .unwrap()
+            .checked_add(Duration::from_secs(gatewright::fleet::share::LEASE_SECONDS))
+            .unwrap();
+        let c = member.client().await;
+        let mut hosts: Vec<String> = Vec::new();
+        let mut k = 0;
+        let mut last_change: Option<Instant> = None;
+        wait_for("b to take the cut-off replica's member", T, || {
+            // A change every 2 s that a would act on, if it still wrote.
+            let change = last_change.is_none_or(|t| t.elapsed() >= Duration::from_secs(2));
+            if change {
+                k += 1;
+                last_change = Some(Instant::now());
+                hosts.push(format!("cut{k}.example.com"));
+            }
+            let host = format!("cut{k}.example.com");
+            let c = c.clone();
+            let b = &b;
+            let cut_off = cut_off.clone();
+            async move {
+                if change { apply_yaml(
+                    &c,
+                    &format!(
+                        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: cut{k}, namespace: apps}}\nspec:\n  parentRefs: [{{name: gw}}]\n  hostnames: [{host}]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n"
+                    ),
+                )
+                .await; }
+                b.held().contains(&cut_off).then_some(())
+            }
+        })
+        .await;
+        (expiry, hosts)
+    });
+    println!(
+        "a replica cut off from the hub lost its member to the other {:.1} s after the cut",
+        t.elapsed().as_secs_f64()
+    );
+    test_rt.block_on(async {
+        let c = member.client().await;
+        let base = if cut_off.ends_with("/east") {
+            "east"
+        } else {
+            "west"
+        };
+        let mut all: Vec<String> = vec![format!("{base}.example.com")];
+        if cut_off == moved {
+            all.push("moved.example.com".into());
+        }
+        all.extend(hosts.iter().cloned());
+        all.sort();
+        let names: Vec<&str> = all.iter().map(String::as_str).collect();
+        converged(&c, "apps", all.len(), &names).await;
+        let leases = member_leases(&hub, &fleet_ns.name).await;
+        assert_eq!(leases[&cut_off].0.as_deref(), Some(b_id.as_str()));
+    });
+    let a_writes = writes_of(member, &a_id);
+    let late: Vec<&Timestamp> = a_writes.iter().filter(|w| **w >= expiry).collect();
+    assert!(
+        late.is_empty(),
+        "writes of the cut-off replica received after its Lease ran out at {expiry}: {late:?}"
+    );
+    let last = a_writes.iter().max().unwrap();
+    println!(
+        "the cut-off replica's last write reached the member {:.1} s before its Lease ran out",
+        (expiry.as_millisecond() - last.as_millisecond()) as f64 / 1000.0
+    );
+    let b_writes = writes_of(member, &b_id);
+    assert!(
+        b_writes.iter().any(|w| *w >= expiry),
+        "b wrote to the member it took over"
+    );
+
+    // A graceful stop gives the Leases back.
+    a.rt.shutdown_background();
+    assert!(b.rt.block_on(b.ctl.shutdown(Duration::from_secs(30))));
+    test_rt.block_on(async {
+        let leases = member_leases(&hub, &fleet_ns.name).await;
+        assert!(
+            leases.values().all(|(holder, _, _)| holder.is_none()),
+            "{leases:?}"
+        );
+        assert!(
+            leases[&cut_off].2 >= 1,
+            "the take-over counted as a transition"
+        );
+        fleet_ns.delete().await;
+    });
+    b.rt.shutdown_background();
+}
