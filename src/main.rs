@@ -78,6 +78,8 @@ enum Command {
         #[arg(long, env = "GATEWRIGHT_DELETION_STUCK_SECONDS", default_value_t = 120)]
         deletion_stuck_seconds: u64,
         /// Elect a leader through a Lease: every replica watches, only the holder writes.
+        /// With --fleet: the leader serves the hub, and the members are shared among the
+        /// replicas through a Lease each (docs/fleet.md).
         #[arg(long, env = "GATEWRIGHT_LEADER_ELECT")]
         leader_elect: bool,
         /// Name of the Lease (in the controller namespace).

@@ -147,10 +147,15 @@ pub(super) async fn run(
         if stop.borrow_and_update().is_some() {
             return;
         }
-        match tick(&share, &leases, &mut observed).await {
+        // A look may not outlast two ticks (the hub out of reach: requests that hang), so
+        // that members whose Lease lapses are let go soon after, not a request timeout later.
+        let looked = tokio::time::timeout(2 * share::TICK, tick(&share, &leases, &mut observed))
+            .await
+            .map_err(|_| format!("the hub did not answer within {:?}", 2 * share::TICK))
+            .and_then(|r| r.map_err(|e| e.to_string()));
+        match looked {
             Ok(()) => last_error = None,
-            Err(e) => {
-                let msg = e.to_string();
+            Err(msg) => {
                 if last_error.as_deref() != Some(msg.as_str()) {
                     tracing::warn!(error = %msg, namespace = %share.namespace, "cannot keep the fleet's member Leases in the hub; retrying (members whose Lease runs out meanwhile are no longer served)");
                     last_error = Some(msg);
@@ -196,23 +201,35 @@ async fn tick(share: &Share, leases: &Api<Lease>, observed: &mut Observed) -> ku
         &d.give_up,
         "above this replica's share, or no longer in the inventory: no longer serving the member cluster; its Lease runs out for another replica",
     );
-    for m in &d.renew {
+    // Renewals go out together: a replica may hold many members.
+    let renewals = d.renew.iter().filter_map(|m| {
         let last = share
             .state
             .lock()
             .ok()
-            .and_then(|s| s.held.get(m).map(|h| h.last.clone()));
-        if let Some(last) = last {
+            .and_then(|s| s.held.get(m).map(|h| h.last.clone()))?;
+        Some(async move {
             let sent = Instant::now();
-            match write_member(share, leases, m, Some(last), false).await {
-                Ok(l) => held_by_us(share, m, &l, sent, false),
-                Err(e) if is_conflict(&e) => share.drop_members(
-                    std::slice::from_ref(m),
-                    "its Lease changed under us: no longer serving the member cluster",
-                ),
-                Err(e) => return Err(e),
-            }
+            (
+                m,
+                sent,
+                write_member(share, leases, m, Some(last), false).await,
+            )
+        })
+    });
+    let mut failed = None;
+    for (m, sent, written) in futures::future::join_all(renewals).await {
+        match written {
+            Ok(l) => held_by_us(share, m, &l, sent, false),
+            Err(e) if is_conflict(&e) => share.drop_members(
+                std::slice::from_ref(m),
+                "its Lease changed under us: no longer serving the member cluster",
+            ),
+            Err(e) => failed = Some(e),
         }
+    }
+    if let Some(e) = failed {
+        return Err(e);
     }
     for (m, lease) in &d.take {
         let base = match lease {
