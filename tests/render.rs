@@ -1528,3 +1528,132 @@ fn every_route_kind_with_every_shipped_class() {
         }
     }
 }
+
+/// A placed Istio gateway of the fleet-placement example as its member would report it:
+/// ready, with `address`.
+fn placed_gateway_ready(rendered: &Value, address: &str) -> Value {
+    let mut g = gatewright::simulate::as_ready(rendered);
+    g["status"]["addresses"] = serde_json::json!([{"type": "IPAddress", "value": address}]);
+    g
+}
+
+#[test]
+fn placement_renders_once_per_served_member_and_the_hub_record_lists_them_all() {
+    let example = root().join("examples/fleet-placement");
+    let out = cli::render(std::slice::from_ref(&example), "gatewright-system", &now());
+    assert_eq!(out.code, EXIT_OK, "{:?}", out.stderr);
+    golden("fleet-placement.yaml", &out.stdout);
+    let all = docs(&out.stdout);
+    let placed: Vec<&Value> = all
+        .iter()
+        .filter(|d| d["metadata"]["labels"]["gatewright.dev/template"] == "gateway")
+        .collect();
+    // Once per selected member that is served, in name order; never the unselected one,
+    // never the unhealthy one; no owner reference (it lives in another cluster).
+    let clusters: Vec<&str> = placed
+        .iter()
+        .map(|d| {
+            d["metadata"]["annotations"]["gatewright.dev/cluster"]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(clusters, ["fleet/eu-1", "fleet/us-1"]);
+    assert!(
+        placed
+            .iter()
+            .all(|d| d["metadata"]["ownerReferences"].is_null())
+    );
+    // The `cluster` variable: each member's own properties.
+    assert_eq!(
+        placed[0]["metadata"]["annotations"]["topology.istio.io/network"],
+        "eu-west-1"
+    );
+    let status = &gateway_status(&all)["status"];
+    let placed_cond = condition(status, "gatewright.dev/Placed");
+    assert_eq!(placed_cond["status"], "False");
+    assert_eq!(placed_cond["reason"], "MembersUnavailable");
+    let message = placed_cond["message"].as_str().unwrap();
+    assert!(
+        message.contains("fleet/ap-1 (ControlPlaneHealthy is False)"),
+        "{message}"
+    );
+    assert!(!message.contains("internal"), "{message}");
+
+    // Both members report their gateway ready: the hub's record lists both addresses, and
+    // so does the Gateway.
+    let dir = tempfile::tempdir().unwrap();
+    let live = vec![
+        placed_gateway_ready(placed[0], "10.0.1.1"),
+        placed_gateway_ready(placed[1], "10.0.2.1"),
+    ];
+    let write_live = |objs: &[Value]| {
+        let text: String = objs
+            .iter()
+            .map(|c| format!("---\n{}", serde_saphyr::to_string(c).unwrap()))
+            .collect();
+        std::fs::write(dir.path().join("live.yaml"), text).unwrap();
+    };
+    write_live(&live);
+    let render = || {
+        let out = cli::render(
+            &[example.clone(), dir.path().to_owned()],
+            "gatewright-system",
+            &now(),
+        );
+        assert_eq!(out.code, EXIT_OK, "{:?}", out.stderr);
+        (docs(&out.stdout), out.stderr.join("\n"))
+    };
+    let (all, _) = render();
+    let dns = all
+        .iter()
+        .find(|d| d["kind"] == "DNSEndpoint")
+        .expect("the hub's record renders once every placed gateway exists");
+    assert!(dns["metadata"]["annotations"]["gatewright.dev/cluster"].is_null());
+    assert_eq!(
+        dns["spec"]["endpoints"][0]["targets"],
+        serde_json::json!(["10.0.1.1", "10.0.2.1"])
+    );
+    let addresses = &gateway_status(&all)["status"]["addresses"];
+    assert_eq!(addresses.as_array().unwrap().len(), 2, "{addresses}");
+
+    // us-1's control plane turns unhealthy: nothing is rendered for it any more, the record
+    // lists eu-1 alone, and its gateway there is to be deleted.
+    std::fs::write(
+        dir.path().join("us-1-down.yaml"),
+        "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ClusterProfile\nmetadata: {name: us-1, namespace: fleet, labels: {gatewright.dev/serves: public}}\nspec: {displayName: us-1, clusterManager: {name: fleet-manager}}\nstatus:\n  conditions:\n  - {type: ControlPlaneHealthy, status: \"False\", reason: Unreachable, message: down, lastTransitionTime: \"2026-01-01T00:00:00Z\"}\n",
+    )
+    .unwrap();
+    let (all, stderr) = render();
+    let dns = all.iter().find(|d| d["kind"] == "DNSEndpoint").unwrap();
+    assert_eq!(
+        dns["spec"]["endpoints"][0]["targets"],
+        serde_json::json!(["10.0.1.1"])
+    );
+    assert!(
+        stderr.contains("would delete Gateway web/public-istio in cluster fleet/us-1"),
+        "{stderr}"
+    );
+    let message = condition(&gateway_status(&all)["status"], "gatewright.dev/Placed")["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains("fleet/us-1 (ControlPlaneHealthy is False)"),
+        "{message}"
+    );
+}
+
+#[test]
+fn placement_is_refused_where_it_cannot_apply() {
+    let text = blueprint(
+        "  - name: gw\n    placement: {clusters: {matchExpressions: [{key: region, operator: Near, values: [eu]}]}}\n    template: \"\"\n  routeTemplates:\n  - name: copy\n    placement: {clusters: {}}\n    template: \"\"\n",
+    );
+    let (code, stdout, stderr) = run("check", &text);
+    assert_ne!(code, 0, "{stdout}");
+    assert!(
+        stderr.contains("placement applies to gateway templates only"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("operator \"Near\""), "{stderr}");
+}

@@ -74,6 +74,11 @@ pub struct TemplateEntry {
     /// its endpoints, so the records go before what they point at).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<Drain>,
+    /// Gateway templates in fleet mode: render this template once per member cluster the
+    /// selector picks (with the `cluster` variable set to that member), and put its objects
+    /// in that member. Without it, the objects go to the Gateway's own cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<TemplatePlacement>,
     /// Route templates only: the route kinds it renders for (`HTTPRoute`, `GRPCRoute`,
     /// `TLSRoute`, `TCPRoute`, `UDPRoute`). For a route of another kind it renders nothing.
     /// Default: `[HTTPRoute]`.
@@ -83,6 +88,17 @@ pub struct TemplateEntry {
         inner(regex(pattern = r"^(HTTPRoute|GRPCRoute|TLSRoute|TCPRoute|UDPRoute)$"))
     )]
     pub kinds: Vec<String>,
+}
+
+/// Where a template's objects go in fleet mode.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct TemplatePlacement {
+    /// The member clusters whose ClusterProfile labels match (`{}`: every member). The
+    /// template renders once per selected member that is served (its control plane healthy
+    /// and reachable), in the order of their names; a member selected but not served is
+    /// named in the Gateway's `gatewright.dev/Placed` condition, and nothing is rendered
+    /// for it (what reads `resources.<template>` no longer sees it: DNS drops it).
+    pub clusters: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
 }
 
 /// How a template's objects are drained before the teardown deletes them.

@@ -103,6 +103,8 @@ pub struct GatewayPlan {
     pub conflicts: Vec<ObjectKey>,
     /// The live object of each child, in `children` order, as the plan read it.
     pub live_children: Vec<Option<Arc<Value>>>,
+    /// Where placed templates went (fleet mode); `None` when the blueprint places nothing.
+    pub placement: Option<super::placement::PlacementReport>,
 }
 
 impl GatewayPlan {
@@ -251,6 +253,9 @@ pub(crate) fn plan_gateway_with(
         warnings: Vec::new(),
         conflicts: Vec::new(),
         live_children: Vec::new(),
+        placement: blueprint.as_ref().filter(|_| accepted).and_then(|p| {
+            super::placement::PlacementReport::of(&p.spec, snap.fleet(), snap.places())
+        }),
     };
 
     if let (true, Some(prepared)) = (accepted, blueprint.as_ref()) {
@@ -267,8 +272,12 @@ pub(crate) fn plan_gateway_with(
         }
         .to_value();
         plan.context.base = base.clone();
+        // A placed template's render also depends on the fleet, which the memo does not
+        // key on: such blueprints are rendered afresh.
+        let reuse = !prepared.places();
         let rendered = match memo
             .as_ref()
+            .filter(|_| reuse)
             .and_then(|m| m.rendered_for(&context_ref(&plan), prepared, &live, snap))
         {
             Some(r) => r.clone(),
@@ -287,10 +296,12 @@ pub(crate) fn plan_gateway_with(
                     live: &live.objects,
                     scopes: snap.scopes(),
                     all_children: &|k| snap.holder(k),
+                    fleet: snap.fleet(),
+                    places: snap.places(),
                     route_kind: None,
                 };
                 let r = render_gateway(&input, &base, gw);
-                if let Some(memo) = memo.as_deref_mut() {
+                if let Some(memo) = memo.as_deref_mut().filter(|_| reuse) {
                     let inputs = super::gateway_memo::GatewayInputs::of(
                         &context_ref(&plan),
                         prepared,

@@ -166,6 +166,7 @@ mod tests {
             ready_when: Some("object.status.atProvider.dnsName is defined and object.status.atProvider.dnsName != ''".into()),
             rollout: None,
             drain: None,
+            placement: None,
             kinds: Vec::new(),
         };
         let spec = GatewayClassBlueprintSpec {

@@ -106,6 +106,8 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
         live: &live,
         scopes: snap.scopes(),
         all_children: &|k| snap.holder(k),
+        fleet: snap.fleet(),
+        places: snap.places(),
         route_kind: Some(&route.kind),
     };
     let result = if accepted {

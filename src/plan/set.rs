@@ -135,6 +135,10 @@ pub(crate) struct SetInput<'a> {
     /// For route templates: the route's kind. A template whose `kinds` do not list it
     /// renders nothing (and what it rendered before is pruned).
     pub route_kind: Option<&'a str>,
+    /// The fleet's member clusters, for placed templates.
+    pub fleet: &'a BTreeMap<String, crate::snapshot::fleet::FleetMember>,
+    /// Whether placed templates render (see `Snapshot::places`).
+    pub places: bool,
 }
 
 /// The live object of each of `children`, in their order, from the parent's `live` ones.

@@ -260,6 +260,15 @@ fn gateway_status(gw: &GatewayPlan, routes: &[std::sync::Arc<RoutePlan>]) -> Gat
             .chain(routes.iter().flat_map(|r| r.rollouts.iter()));
         conditions.push(rollout_cond(rollouts));
     }
+    if let Some(report) = &gw.placement {
+        let (ok, reason, message) = report.condition();
+        let placed = super::placement::CONDITION_PLACED;
+        conditions.push(if ok {
+            Cond::t(placed, reason, &message)
+        } else {
+            Cond::f(placed, reason, &message)
+        });
+    }
     GatewayStatusPlan {
         conditions,
         listeners: gw
@@ -296,6 +305,13 @@ fn programmed_cond(gw: &GatewayPlan, routes: &[std::sync::Arc<RoutePlan>]) -> Co
         .collect();
     if let Some(e) = errors.first() {
         return Cond::f(p, reasons::INVALID, &with_more(e, errors.len()));
+    }
+    if gw.placement.as_ref().is_some_and(|r| r.not_applied) {
+        return Cond::f(
+            p,
+            reasons::PENDING,
+            "the blueprint places templates in member clusters, which the controller does not do yet (see the gatewright.dev/Placed condition)",
+        );
     }
     if let Some(h) = gw.held.first() {
         return Cond::f(

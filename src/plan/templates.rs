@@ -82,7 +82,7 @@ pub(crate) fn render_set(
         }
     }
     let mut replacements = Replacements::default();
-    for (position, name) in prepared.graph(input.set).order.iter().enumerate() {
+    'templates: for (position, name) in prepared.graph(input.set).order.iter().enumerate() {
         let deps = prepared
             .graph(input.set)
             .deps
@@ -117,59 +117,81 @@ pub(crate) fn render_set(
         let renders_kind = input
             .route_kind
             .is_none_or(|k| entry.route_kinds().any(|r| r == k));
-        let rendered = if renders_kind {
-            prepared.compiled.render(input.set, name, &ctx)
-        } else {
-            Ok(String::new())
-        };
-        let text = match rendered {
-            Ok(t) => t,
-            Err(e) if !deps.is_empty() && e.category == "UndefinedVariable" => {
-                out.held.push(Held {
-                    template: name.clone(),
-                    reason: format!(
-                        "waiting for what it reads from {}: {}",
-                        join(&deps),
-                        e.message
-                    ),
-                });
-                out.unsettled.insert(name.clone());
-                continue;
-            }
-            Err(e) => {
-                out.errors.push(e);
-                out.unsettled.insert(name.clone());
-                continue;
-            }
-        };
         let at = Placement {
             blueprint: &prepared.name,
             template: name,
             namespace: input.namespace,
             cluster_scoped: &prepared.spec.cluster_scoped_kinds,
         };
-        let objects = match prepared
-            .objects(&text, at)
-            .and_then(|o| check_scopes(&o, at, input.scopes).map(|unknown| (o, unknown)))
-        {
-            Ok((o, unknown)) => {
-                out.warnings.extend(unknown.iter().map(|gk| {
-                    format!(
-                        "blueprint {}: template {name}: the scope of kind {} ({}) is unknown (give its CustomResourceDefinition with -f); rendered as namespaced",
-                        prepared.name,
-                        gk.kind,
-                        if gk.group.is_empty() { "core" } else { &gk.group }
-                    )
-                }));
-                o
-            }
-            Err(e) => {
-                out.errors.push(e);
-                out.unsettled.insert(name.clone());
-                continue;
-            }
+        // A placed template renders once per member it places in; any other once, for
+        // the parent's own cluster.
+        let targets = match &entry.placement {
+            None => vec![None],
+            Some(p) => super::placement::targets(p, input.fleet, input.places)
+                .into_iter()
+                .map(Some)
+                .collect(),
         };
-        let mut objects = objects.as_ref().clone();
+        let mut objects: Vec<Value> = Vec::new();
+        for target in targets {
+            let ctx = minijinja::context! {
+                cluster => super::placement::cluster_value(target),
+                ..ctx.clone()
+            };
+            let rendered = if renders_kind {
+                prepared.compiled.render(input.set, name, &ctx)
+            } else {
+                Ok(String::new())
+            };
+            let text = match rendered {
+                Ok(t) => t,
+                Err(e) if !deps.is_empty() && e.category == "UndefinedVariable" => {
+                    out.held.push(Held {
+                        template: name.clone(),
+                        reason: format!(
+                            "waiting for what it reads from {}: {}",
+                            join(&deps),
+                            e.message
+                        ),
+                    });
+                    out.unsettled.insert(name.clone());
+                    continue 'templates;
+                }
+                Err(e) => {
+                    out.errors.push(e);
+                    out.unsettled.insert(name.clone());
+                    continue 'templates;
+                }
+            };
+            let rendered = match prepared
+                .objects(&text, at)
+                .and_then(|o| check_scopes(&o, at, input.scopes).map(|unknown| (o, unknown)))
+            {
+                Ok((o, unknown)) => {
+                    out.warnings.extend(unknown.iter().map(|gk| {
+                        format!(
+                            "blueprint {}: template {name}: the scope of kind {} ({}) is unknown (give its CustomResourceDefinition with -f); rendered as namespaced",
+                            prepared.name,
+                            gk.kind,
+                            if gk.group.is_empty() { "core" } else { &gk.group }
+                        )
+                    }));
+                    o
+                }
+                Err(e) => {
+                    out.errors.push(e);
+                    out.unsettled.insert(name.clone());
+                    continue 'templates;
+                }
+            };
+            let start = objects.len();
+            objects.extend(rendered.as_ref().iter().cloned());
+            if let Some(member) = target {
+                for obj in &mut objects[start..] {
+                    super::placement::place(obj, member);
+                }
+            }
+        }
         let (version, slots) = match rollout {
             Some(r) => stamp_versions(&mut objects, r),
             None => (None, vec![None; objects.len()]),
@@ -181,6 +203,14 @@ pub(crate) fn render_set(
         let mut held_elsewhere = false;
         for (mut obj, slot) in objects.into_iter().zip(slots) {
             decoration.apply(&mut obj, name);
+            if obj["metadata"]["annotations"][labels::CLUSTER].is_string() {
+                // In another cluster than its parent: an owner reference there would name
+                // an object that does not exist, and that cluster's garbage collector
+                // would delete it.
+                if let Some(m) = obj["metadata"].as_object_mut() {
+                    m.remove("ownerReferences");
+                }
+            }
             if !obj["metadata"]["annotations"].is_object() {
                 obj["metadata"]["annotations"] = serde_json::json!({});
             }

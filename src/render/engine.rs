@@ -37,6 +37,7 @@ pub const CONTEXT_VARIABLES: &[&str] = &[
     "resources",
     "pending",
     "version",
+    "cluster",
 ];
 /// Functions we add, and minijinja's own global functions.
 const FUNCTIONS: &[&str] = &[

@@ -222,6 +222,7 @@ mod tests {
             ready_when: None,
             rollout: None,
             drain: None,
+            placement: None,
             kinds: Vec::new(),
         }
     }

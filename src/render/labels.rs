@@ -40,6 +40,9 @@ pub const DRAINED_AT: &str = "gatewright.dev/drained-at";
 /// Annotation the teardown sets with the drain patch: when draining began (the drain's
 /// timeout counts from it).
 pub const DRAIN_STARTED_AT: &str = "gatewright.dev/drain-started-at";
+/// Annotation on an object a placed template rendered (fleet mode): the member cluster it
+/// goes to (its ClusterProfile's `namespace/name`). Part of the object's identity.
+pub const CLUSTER: &str = "gatewright.dev/cluster";
 /// Finalizer on our Gateways: children are deleted, in reverse dependency order, first.
 pub const GATEWAY_FINALIZER: &str = "gatewright.dev/children";
 /// The label of a ClusterRole whose rules the `gatewright-children` ClusterRole aggregates

@@ -53,6 +53,12 @@ impl Prepared {
         })
     }
 
+    /// Whether any template is placed in member clusters (`placement`).
+    #[must_use]
+    pub fn places(&self) -> bool {
+        self.entries.values().any(|e| e.placement.is_some())
+    }
+
     /// Whether any template drains its objects (`drain`).
     #[must_use]
     pub fn has_drains(&self) -> bool {
@@ -90,6 +96,7 @@ impl Prepared {
             }
         }
         errors.extend(route_kind_errors(name, spec));
+        errors.extend(placement_errors(name, spec));
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -240,6 +247,55 @@ fn reads_itself_only(source: &str) -> bool {
         }
     }
     true
+}
+
+/// Placements where they cannot apply: on a route template (a route's objects follow
+/// their Gateway's), or with a selector expression whose operator is unknown.
+fn placement_errors(blueprint: &str, spec: &GatewayClassBlueprintSpec) -> Vec<RenderError> {
+    let err = |template: &str, m: String| {
+        RenderError::new(blueprint, template, None, m).with_category("InvalidPlacement")
+    };
+    let mut out = Vec::new();
+    for e in spec
+        .route_templates
+        .iter()
+        .filter(|e| e.placement.is_some())
+    {
+        out.push(err(
+            &e.name,
+            "placement applies to gateway templates only: a route template's objects go where its Gateway's own objects go".to_owned(),
+        ));
+    }
+    for e in &spec.gateway_templates {
+        let Some(p) = &e.placement else { continue };
+        for x in p.clusters.match_expressions.iter().flatten() {
+            let needs_values = matches!(x.operator.as_str(), "In" | "NotIn");
+            let has_values = x.values.as_ref().is_some_and(|v| !v.is_empty());
+            if !matches!(
+                x.operator.as_str(),
+                "In" | "NotIn" | "Exists" | "DoesNotExist"
+            ) {
+                out.push(err(
+                    &e.name,
+                    format!(
+                        "placement.clusters: operator {:?} of key {:?} is not In, NotIn, Exists or DoesNotExist",
+                        x.operator, x.key
+                    ),
+                ));
+            } else if needs_values != has_values {
+                out.push(err(
+                    &e.name,
+                    format!(
+                        "placement.clusters: key {:?}: operator {} {} values",
+                        x.key,
+                        x.operator,
+                        if needs_values { "needs" } else { "takes no" }
+                    ),
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// What is wrong with a template's rollout policy: `fields` or `timeoutSeconds` without

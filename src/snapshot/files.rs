@@ -178,6 +178,9 @@ pub fn load(paths: &[PathBuf], controller_namespace: &str) -> Result<Loaded, Loa
         snapshot: Snapshot::new(controller_namespace),
         ..Loaded::default()
     };
+    // Offline, placed templates render (a preview of placement over the ClusterProfiles
+    // among the files).
+    loaded.snapshot.allow_placement();
     let mut namespaces: BTreeSet<String> = BTreeSet::new();
     let mut explicit_ns: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     for d in documents(paths)? {

@@ -44,6 +44,8 @@ pub enum Kind {
     Service,
     /// A CustomResourceDefinition (the scope of its kind).
     Crd,
+    /// A ClusterProfile (SIG Multicluster): a member cluster placement may select.
+    ClusterProfile,
     /// One of our children: carries our labels, whatever its kind.
     Child,
 }
@@ -77,6 +79,7 @@ pub fn kind_of(doc: &Value) -> Option<Kind> {
         ("", "Secret") => Kind::Secret,
         ("", "Service") => Kind::Service,
         ("apiextensions.k8s.io", "CustomResourceDefinition") => Kind::Crd,
+        (crate::fleet::profile::GROUP, "ClusterProfile") => Kind::ClusterProfile,
         _ => return None,
     })
 }
@@ -164,6 +167,11 @@ pub fn put_as(snap: &mut Snapshot, kind: Kind, doc: Value) -> Result<(), String>
         Kind::Secret if doc.get("type").is_some() => snap.put_secret(&de(doc)?),
         Kind::Secret => snap.put_secret_metadata(key_of(&doc)),
         Kind::Service => snap.put_service(key_of(&doc)),
+        Kind::ClusterProfile => {
+            let p = crate::fleet::profile::ClusterProfile::from_value(&doc)
+                .map_err(|e| e.to_string())?;
+            snap.put_fleet_member(super::fleet::FleetMember::offline(&p));
+        }
         Kind::Crd => {
             let name = doc["metadata"]["name"].as_str().unwrap_or_default();
             let spec = &doc["spec"];
@@ -208,6 +216,9 @@ pub fn remove_as(snap: &mut Snapshot, kind: Kind, doc: &Value) {
         Some(Kind::Namespace) => snap.remove_namespace(&key.name),
         Some(Kind::Secret) => snap.remove_secret(&key),
         Some(Kind::Service) => snap.remove_service(&key),
+        Some(Kind::ClusterProfile) => {
+            snap.remove_fleet_member(&format!("{}/{}", key.namespace, key.name))
+        }
         Some(Kind::Crd) | None => {}
     }
 }
@@ -481,7 +492,7 @@ pub fn apply(snap: &mut Snapshot, kind: Kind, doc: Value, deleted: bool) -> Resu
                 == deleted,
             key,
         },
-        Kind::Crd => Change::Crd,
+        Kind::Crd | Kind::ClusterProfile => Change::Crd,
         Kind::Child => Change::Child {
             key: super::ObjectKey::of(&doc),
             gateway_uid: labels::gateway_uid(&doc).map(str::to_owned),

@@ -8,6 +8,7 @@
 //! through the same [`Snapshot`], so the offline render cannot drift from the controller.
 
 pub mod files;
+pub mod fleet;
 pub mod ingest;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,6 +47,9 @@ pub struct ObjectKey {
     pub namespace: String,
     /// Name.
     pub name: String,
+    /// The member cluster it lives in, for an object a placed template rendered (its
+    /// `gatewright.dev/cluster` annotation); empty: the parent's own cluster.
+    pub cluster: String,
 }
 
 impl ObjectKey {
@@ -58,6 +62,7 @@ impl ObjectKey {
             kind: s(&obj["kind"]),
             namespace: s(&obj["metadata"]["namespace"]),
             name: s(&obj["metadata"]["name"]),
+            cluster: s(&obj["metadata"]["annotations"][crate::render::labels::CLUSTER]),
         }
     }
 }
@@ -65,10 +70,14 @@ impl ObjectKey {
 impl std::fmt::Display for ObjectKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.namespace.is_empty() {
-            write!(f, "{} {}", self.kind, self.name)
+            write!(f, "{} {}", self.kind, self.name)?;
         } else {
-            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)?;
         }
+        if !self.cluster.is_empty() {
+            write!(f, " in cluster {}", self.cluster)?;
+        }
+        Ok(())
     }
 }
 
@@ -254,6 +263,10 @@ pub struct Snapshot {
     /// The names every object of a child kind takes, ours or not (the controller fills
     /// it from metadata-only watches of the kinds it creates children of).
     names: names::Names,
+    /// The fleet's member clusters, by name (see [`fleet`]).
+    fleet: BTreeMap<String, fleet::FleetMember>,
+    /// Whether placed templates render (see [`Snapshot::places`]).
+    places: bool,
 }
 
 /// A stand-in UID for objects read from files, stable across runs.

@@ -1446,3 +1446,50 @@ async fn events_with_another_note_are_not_folded_into_the_first() {
     assert_eq!(got, [(a.to_owned(), 2), (b.to_owned(), 1)]);
     ns.delete().await;
 }
+
+/// A blueprint that places templates in member clusters (fleet mode's placement) on a
+/// controller that does not apply placement yet: the Gateway says so (`Placed` False,
+/// `PlacementNotApplied`; `Programmed` False), and nothing of the placed template is
+/// written in the Gateway's own cluster.
+#[tokio::test]
+async fn a_placed_template_is_reported_not_applied_and_nothing_is_written() {
+    let client = admin().await;
+    let _ctl = controller();
+    let ns = TestNamespace::new(&client, "placed").await;
+    let class = format!("placed-{}", ns.name);
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/fleet-placement/class.yaml"
+    ))
+    .unwrap()
+    .replace("fleet-istio", &class);
+    apply_yaml(&client, &text).await;
+    apply_yaml(&client, &gateway_yaml(&ns.name, &class)).await;
+    let g = wait_for("the Gateway to report its placement", T, || async {
+        let g = gateway_json(&client, &ns.name).await;
+        (cond(&g["status"]["conditions"], "gatewright.dev/Placed")?["reason"]
+            == "PlacementNotApplied")
+            .then_some(g)
+    })
+    .await;
+    let conds = &g["status"]["conditions"];
+    assert_eq!(
+        cond(conds, "gatewright.dev/Placed").unwrap()["status"],
+        "False"
+    );
+    let programmed = cond(conds, "Programmed").unwrap();
+    assert_eq!(programmed["status"], "False", "{programmed}");
+    assert!(
+        programmed["message"]
+            .as_str()
+            .unwrap()
+            .contains("places templates in member clusters"),
+        "{programmed}"
+    );
+    let gws: Api<Gateway> = Api::namespaced(client.clone(), &ns.name);
+    let ours = gws
+        .list(&kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=gatewright"))
+        .await
+        .unwrap();
+    assert!(ours.items.is_empty(), "a placed Gateway was written here");
+}

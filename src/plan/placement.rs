@@ -1,0 +1,276 @@
+//! Placement (fleet mode): a Gateway template with `placement` renders once per member
+//! cluster its selector picks, with the `cluster` variable set to that member, and each of
+//! its objects carries the member's name (the `gatewright.dev/cluster` annotation, part of
+//! the object's identity, [`crate::snapshot::ObjectKey::cluster`]). A member selected but
+//! not served gets nothing rendered, so what reads `resources.<template>` (a DNS record
+//! listing every member's address) stops listing it; the Gateway's
+//! [`CONDITION_PLACED`] condition names it.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::api::{GatewayClassBlueprintSpec, TemplatePlacement};
+use crate::render::labels;
+use crate::snapshot::fleet::FleetMember;
+
+/// The Gateway condition that says where placed templates went: `True` when every
+/// member selected is served, `False` (`MembersUnavailable`, or `PlacementNotApplied`)
+/// naming each one that is not, and why.
+pub const CONDITION_PLACED: &str = "gatewright.dev/Placed";
+
+/// Whether a member's labels match a placement's selector.
+#[must_use]
+pub fn selects(p: &TemplatePlacement, m: &FleetMember) -> bool {
+    crate::gateway::selector_matches(
+        &m.labels,
+        p.clusters.match_labels.as_ref(),
+        p.clusters.match_expressions.iter().flatten().map(|e| {
+            (
+                e.key.as_str(),
+                e.operator.as_str(),
+                e.values.as_deref().unwrap_or_default(),
+            )
+        }),
+    )
+}
+
+/// The members a placed template renders for: selected and served, by name. None where
+/// placement does not render (`places` false: the controller, which does not place yet).
+#[must_use]
+pub fn targets<'a>(
+    p: &TemplatePlacement,
+    fleet: &'a BTreeMap<String, FleetMember>,
+    places: bool,
+) -> Vec<&'a FleetMember> {
+    if !places {
+        return Vec::new();
+    }
+    fleet
+        .values()
+        .filter(|m| m.unserved.is_none() && selects(p, m))
+        .collect()
+}
+
+/// The `cluster` variable: the member a placed template renders for; for any other
+/// template the parent's own cluster, with an empty name.
+#[must_use]
+pub fn cluster_value(member: Option<&FleetMember>) -> minijinja::Value {
+    match member {
+        Some(m) => minijinja::Value::from(minijinja::value::Serde(m)),
+        None => minijinja::Value::from(minijinja::value::Serde(FleetMember {
+            name: String::new(),
+            display_name: String::new(),
+            labels: BTreeMap::new(),
+            properties: BTreeMap::new(),
+            unserved: None,
+        })),
+    }
+}
+
+/// Marks a rendered object as going to `member`.
+pub fn place(obj: &mut Value, member: &FleetMember) {
+    if !obj["metadata"]["annotations"].is_object() {
+        obj["metadata"]["annotations"] = serde_json::json!({});
+    }
+    obj["metadata"]["annotations"][labels::CLUSTER] = Value::String(member.name.clone());
+}
+
+/// Where the placed templates of a blueprint go, for the Gateway's [`CONDITION_PLACED`]
+/// condition. `None`: the blueprint places nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlacementReport {
+    /// Members some placed template renders for.
+    pub placed: Vec<String>,
+    /// Members selected but not served, with why.
+    pub unserved: Vec<(String, String)>,
+    /// Placement does not render here (the controller does not place in members yet).
+    pub not_applied: bool,
+}
+
+impl PlacementReport {
+    /// The report for `spec`'s placed templates over `fleet`.
+    #[must_use]
+    pub fn of(
+        spec: &GatewayClassBlueprintSpec,
+        fleet: &BTreeMap<String, FleetMember>,
+        places: bool,
+    ) -> Option<Self> {
+        let placements: Vec<&TemplatePlacement> = spec
+            .gateway_templates
+            .iter()
+            .filter_map(|t| t.placement.as_ref())
+            .collect();
+        if placements.is_empty() {
+            return None;
+        }
+        let selected: Vec<&FleetMember> = fleet
+            .values()
+            .filter(|m| placements.iter().any(|p| selects(p, m)))
+            .collect();
+        Some(Self {
+            placed: selected
+                .iter()
+                .filter(|m| m.unserved.is_none() && places)
+                .map(|m| m.name.clone())
+                .collect(),
+            unserved: selected
+                .iter()
+                .filter_map(|m| Some((m.name.clone(), m.unserved.clone()?)))
+                .collect(),
+            not_applied: !places,
+        })
+    }
+
+    /// The condition's status, reason and message.
+    #[must_use]
+    pub fn condition(&self) -> (bool, &'static str, String) {
+        if self.not_applied {
+            return (
+                false,
+                "PlacementNotApplied",
+                "this blueprint places templates in member clusters; the controller does not apply placed templates yet (preview them with gatewright render and ClusterProfiles among its files): nothing of them is written".to_owned(),
+            );
+        }
+        let placed = if self.placed.is_empty() {
+            "no member cluster".to_owned()
+        } else {
+            self.placed.join(", ")
+        };
+        if self.unserved.is_empty() {
+            (true, "Placed", format!("placed in {placed}"))
+        } else {
+            let missing: Vec<String> = self
+                .unserved
+                .iter()
+                .map(|(m, why)| format!("{m} ({why})"))
+                .collect();
+            (
+                false,
+                "MembersUnavailable",
+                format!(
+                    "placed in {placed}; selected but not served, nothing placed there: {}",
+                    missing.join("; ")
+                ),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+
+    fn member(name: &str, region: &str, unserved: Option<&str>) -> FleetMember {
+        FleetMember {
+            name: name.to_owned(),
+            display_name: name.to_owned(),
+            labels: BTreeMap::from([("region".to_owned(), region.to_owned())]),
+            properties: BTreeMap::new(),
+            unserved: unserved.map(str::to_owned),
+        }
+    }
+
+    fn fleet(ms: Vec<FleetMember>) -> BTreeMap<String, FleetMember> {
+        ms.into_iter().map(|m| (m.name.clone(), m)).collect()
+    }
+
+    fn in_regions(regions: &[&str]) -> TemplatePlacement {
+        TemplatePlacement {
+            clusters: LabelSelector {
+                match_expressions: Some(vec![LabelSelectorRequirement {
+                    key: "region".into(),
+                    operator: "In".into(),
+                    values: Some(regions.iter().map(|r| (*r).to_owned()).collect()),
+                }]),
+                match_labels: None,
+            },
+        }
+    }
+
+    #[test]
+    fn targets_are_the_selected_served_members_by_name() {
+        let f = fleet(vec![
+            member("fleet/b", "eu", None),
+            member("fleet/a", "eu", None),
+            member("fleet/c", "us", None),
+            member("fleet/d", "eu", Some("ControlPlaneHealthy is False")),
+        ]);
+        let names: Vec<&str> = targets(&in_regions(&["eu"]), &f, true)
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect();
+        assert_eq!(names, ["fleet/a", "fleet/b"]);
+        assert!(targets(&in_regions(&["eu"]), &f, false).is_empty());
+        // An empty selector selects every member.
+        assert_eq!(targets(&TemplatePlacement::default(), &f, true).len(), 3);
+    }
+
+    #[test]
+    fn the_report_names_members_selected_but_not_served() {
+        let mut spec = GatewayClassBlueprintSpec::default();
+        assert!(PlacementReport::of(&spec, &BTreeMap::new(), true).is_none());
+        spec.gateway_templates.push(crate::api::TemplateEntry {
+            name: "gw".into(),
+            placement: Some(in_regions(&["eu"])),
+            ..Default::default()
+        });
+        let f = fleet(vec![
+            member("fleet/a", "eu", None),
+            member("fleet/d", "eu", Some("ControlPlaneHealthy is False")),
+            member("fleet/u", "us", Some("unreachable")),
+        ]);
+        let r = PlacementReport::of(&spec, &f, true).unwrap();
+        assert_eq!(r.placed, ["fleet/a"]);
+        assert_eq!(
+            r.unserved,
+            [(
+                "fleet/d".to_owned(),
+                "ControlPlaneHealthy is False".to_owned()
+            )]
+        );
+        let (ok, reason, message) = r.condition();
+        assert!(!ok);
+        assert_eq!(reason, "MembersUnavailable");
+        assert!(
+            message.contains("fleet/d (ControlPlaneHealthy is False)"),
+            "{message}"
+        );
+        assert!(!message.contains("fleet/u"), "{message}");
+        let healthy = fleet(vec![member("fleet/a", "eu", None)]);
+        let (ok, reason, _) = PlacementReport::of(&spec, &healthy, true)
+            .unwrap()
+            .condition();
+        assert!(ok);
+        assert_eq!(reason, "Placed");
+        let (ok, reason, _) = PlacementReport::of(&spec, &healthy, false)
+            .unwrap()
+            .condition();
+        assert!(!ok);
+        assert_eq!(reason, "PlacementNotApplied");
+    }
+
+    #[test]
+    fn a_placed_object_names_its_member() {
+        let mut obj = serde_json::json!({"metadata": {"name": "x"}});
+        place(&mut obj, &member("fleet/a", "eu", None));
+        assert_eq!(
+            crate::snapshot::ObjectKey::of(&obj).cluster,
+            "fleet/a".to_owned()
+        );
+        let v = cluster_value(Some(&member("fleet/a", "eu", None)));
+        assert_eq!(
+            v.get_attr("labels")
+                .unwrap()
+                .get_attr("region")
+                .unwrap()
+                .as_str(),
+            Some("eu")
+        );
+        assert_eq!(
+            cluster_value(None).get_attr("name").unwrap().as_str(),
+            Some("")
+        );
+    }
+}

@@ -1,0 +1,98 @@
+//! The member clusters of a fleet, as placement reads them: each one's name (its
+//! ClusterProfile's `namespace/name`), labels, properties, and whether it is served. The
+//! controller fills it from its inventory; `gatewright render` from the ClusterProfiles
+//! among its files.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::Snapshot;
+use crate::fleet::profile::ClusterProfile;
+
+/// A member cluster as a placed template sees it (the `cluster` variable).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FleetMember {
+    /// The ClusterProfile's `namespace/name`: what placed objects name their cluster by.
+    pub name: String,
+    /// `spec.displayName`, else the profile's name.
+    #[serde(rename = "displayName")]
+    pub display_name: String,
+    /// The ClusterProfile's labels: what placements select on.
+    pub labels: BTreeMap<String, String>,
+    /// `status.properties` by name (region, zone, ...).
+    pub properties: BTreeMap<String, String>,
+    /// Why it is not served (unhealthy, unreachable, not engaged); `None`: served.
+    #[serde(skip)]
+    pub unserved: Option<String>,
+}
+
+impl FleetMember {
+    /// A member from its profile, served or not as `unserved` says.
+    #[must_use]
+    pub fn of(p: &ClusterProfile, unserved: Option<String>) -> Self {
+        Self {
+            name: p.key(),
+            display_name: p
+                .spec
+                .display_name
+                .clone()
+                .unwrap_or_else(|| p.name.clone()),
+            labels: p.labels.clone(),
+            properties: p
+                .status
+                .properties
+                .iter()
+                .map(|q| (q.name.clone(), q.value.clone()))
+                .collect(),
+            unserved,
+        }
+    }
+
+    /// A member read offline: served when its profile reports its control plane healthy
+    /// (nothing else can be known without reaching it).
+    #[must_use]
+    pub fn offline(p: &ClusterProfile) -> Self {
+        let unserved = match p.control_plane_healthy() {
+            Some(true) => None,
+            Some(false) => Some("ControlPlaneHealthy is False".to_owned()),
+            None => Some("ControlPlaneHealthy is not reported yet".to_owned()),
+        };
+        Self::of(p, unserved)
+    }
+}
+
+impl Snapshot {
+    /// Sets the whole fleet (the controller's inventory after each change).
+    pub fn set_fleet(&mut self, members: Vec<FleetMember>) {
+        self.fleet = members.into_iter().map(|m| (m.name.clone(), m)).collect();
+    }
+
+    /// Adds or replaces one member.
+    pub fn put_fleet_member(&mut self, m: FleetMember) {
+        self.fleet.insert(m.name.clone(), m);
+    }
+
+    /// Removes one member.
+    pub fn remove_fleet_member(&mut self, name: &str) {
+        self.fleet.remove(name);
+    }
+
+    /// The members, by name.
+    #[must_use]
+    pub fn fleet(&self) -> &BTreeMap<String, FleetMember> {
+        &self.fleet
+    }
+
+    /// Whether placed templates render here (`gatewright render`: a preview), or only
+    /// report that the controller does not place objects in members yet.
+    #[must_use]
+    pub fn places(&self) -> bool {
+        self.places
+    }
+
+    /// Lets placed templates render (see [`Snapshot::places`]).
+    pub fn allow_placement(&mut self) {
+        self.places = true;
+    }
+}
