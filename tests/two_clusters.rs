@@ -8,7 +8,11 @@
 //! duplicate, and written to no more once its profile is gone; an unreachable member is
 //! reported and holds neither the hub's readiness nor the other member; a member with
 //! nothing of ours is watched only as far as it takes to tell; a restart on the converged
-//! fleet writes nothing. A test binary of its own, so that no other
+//! fleet writes nothing; a hub Gateway whose class places an Istio gateway in every
+//! member labelled for it gets it written in the member (not in the hub), and its hub DNS
+//! record lists the member's address until the member is reported unhealthy, then stops
+//! (drained first) while the Gateway names the member; healthy again, the same placed
+//! gateway is kept. A test binary of its own, so that no other
 //! controller runs on the test cluster meanwhile (cargo runs test binaries one after the
 //! other).
 #![cfg(feature = "cluster-tests")]
@@ -253,6 +257,127 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             ctl.metrics().writes(),
             0,
             "a restart on a converged fleet must write nothing"
+        );
+
+        // Placement: a hub Gateway whose class puts an Istio gateway in every member
+        // labelled gatewright.dev/serves=public, and in the hub a DNS record listing all
+        // their addresses.
+        profiles
+            .patch(
+                "member",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({
+                    "metadata": {"labels": {"gatewright.dev/serves": "public"}}
+                })),
+            )
+            .await
+            .unwrap();
+        let placing = format!("fleet-{}", ns.name);
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/fleet-placement/class.yaml"
+        ))
+        .unwrap()
+        .replace("fleet-istio", &placing);
+        apply_yaml(&main, &text).await;
+        apply_yaml(
+            &main,
+            &format!(
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: pub, namespace: {ns}}}\nspec:\n  gatewayClassName: {placing}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: shop, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: pub}}]\n  hostnames: [shop.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n",
+                ns = ns.name
+            ),
+        )
+        .await;
+        let member_gws: Api<Gateway> = Api::namespaced(other.clone(), &ns.name);
+        let placed = wait_for("the placed Istio gateway in the member", T, || async {
+            member_gws.get_opt("pub-istio").await.unwrap()
+        })
+        .await;
+        assert_eq!(
+            placed.metadata.annotations.as_ref().unwrap()["gatewright.dev/cluster"],
+            id.as_str()
+        );
+        assert!(placed.metadata.owner_references.is_none(), "no owner reference across clusters");
+        let hub_gws: Api<Gateway> = Api::namespaced(main.clone(), &ns.name);
+        assert!(hub_gws.get_opt("pub-istio").await.unwrap().is_none(), "not placed in the hub");
+        let dns: Api<DynamicObject> = Api::namespaced_with(
+            main.clone(),
+            &ns.name,
+            &kube::api::ApiResource::from_gvk_with_plural(
+                &kube::api::GroupVersionKind::gvk("externaldns.k8s.io", "v1alpha1", "DNSEndpoint"),
+                "dnsendpoints",
+            ),
+        );
+        // The member's Istio reports an address: the hub's record lists it, and the hub
+        // Gateway is Programmed with it, placed in the member.
+        let targets = |d: &DynamicObject| d.data["spec"]["endpoints"][0]["targets"].clone();
+        wait_for("the hub's record to list the member's address", T, || async {
+            gatewright::simulate::simulate_ready_where(&other, Some(&ns.name), gatewright::simulate::Play::All)
+                .await
+                .unwrap();
+            gatewright::simulate::simulate_ready_where(&main, Some(&ns.name), gatewright::simulate::Play::All)
+                .await
+                .unwrap();
+            let d = dns.get_opt("pub-dns").await.unwrap()?;
+            let g = serde_json::to_value(hub_gws.get("pub").await.ok()?).unwrap();
+            let cond = |t: &str| {
+                g["status"]["conditions"]
+                    .as_array()
+                    .and_then(|cs| cs.iter().find(|c| c["type"] == t).cloned())
+            };
+            (targets(&d).as_array().is_some_and(|t| t.len() == 1)
+                && cond("Programmed")?["status"] == "True"
+                && cond("gatewright.dev/Placed")?["status"] == "True")
+                .then_some(())
+        })
+        .await;
+        // The member's control plane reported unhealthy: the record stops listing it (its
+        // endpoints emptied, then it goes), and the Gateway names the member.
+        let t = Instant::now();
+        set_healthy(&main, &fleet.name, "member", false).await;
+        wait_for("the hub's record to stop listing the member", T, || async {
+            gatewright::simulate::simulate_ready_where(&main, Some(&ns.name), gatewright::simulate::Play::All)
+                .await
+                .unwrap();
+            match dns.get_opt("pub-dns").await.unwrap() {
+                None => Some(()),
+                Some(d) => d.data["spec"]["endpoints"]
+                    .as_array()
+                    .is_none_or(Vec::is_empty)
+                    .then_some(()),
+            }
+        })
+        .await;
+        println!(
+            "member reported unhealthy: the hub's record stopped listing it {:.1} s later",
+            t.elapsed().as_secs_f64()
+        );
+        wait_for("the hub Gateway to name the member not served", T, || async {
+            let g = serde_json::to_value(hub_gws.get("pub").await.ok()?).unwrap();
+            let placed = g["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "gatewright.dev/Placed")?
+                .clone();
+            (placed["status"] == "False"
+                && placed["message"].as_str()?.contains(id.as_str()))
+            .then_some(())
+        })
+        .await;
+        // Healthy again: the record lists it again, with the same placed gateway.
+        set_healthy(&main, &fleet.name, "member", true).await;
+        wait_for("the hub's record to list the member again", T, || async {
+            gatewright::simulate::simulate_ready_where(&main, Some(&ns.name), gatewright::simulate::Play::All)
+                .await
+                .unwrap();
+            let d = dns.get_opt("pub-dns").await.unwrap()?;
+            targets(&d).as_array().is_some_and(|t| t.len() == 1).then_some(())
+        })
+        .await;
+        assert_eq!(
+            member_gws.get("pub-istio").await.unwrap().metadata.uid,
+            placed.metadata.uid,
+            "the member's placed gateway was kept, not made again"
         );
 
         // Its ClusterProfile deleted: no longer served, and a new Gateway in the member

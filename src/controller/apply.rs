@@ -65,6 +65,11 @@ impl Cluster {
         obj: &Value,
         live: Option<&Value>,
     ) -> Result<bool, Error> {
+        let at = self.target(key)?;
+        if !Arc::ptr_eq(&at, self) {
+            // A placed object: written by its member's cluster.
+            return Box::pin(at.apply_child(key, obj, live)).await;
+        }
         if live.is_some_and(|l| is_subset(obj, l)) {
             self.metrics.applies_skipped.fetch_add(1, Ordering::Relaxed);
             return Ok(false);
@@ -196,6 +201,10 @@ impl Cluster {
         patch: &serde_json::Value,
         live: Option<&Value>,
     ) -> Result<(), Error> {
+        let at = self.target(key)?;
+        if !Arc::ptr_eq(&at, self) {
+            return Box::pin(at.patch_child(key, patch, live)).await;
+        }
         let Some(api) = self.child_api(key)? else {
             return Ok(());
         };
@@ -231,6 +240,10 @@ impl Cluster {
     }
 
     pub(crate) async fn delete_child(self: &Arc<Self>, key: &ObjectKey) -> Result<(), Error> {
+        let at = self.target(key)?;
+        if !Arc::ptr_eq(&at, self) {
+            return Box::pin(at.delete_child(key)).await;
+        }
         let Some(api) = self.child_api(key)? else {
             return Ok(());
         };

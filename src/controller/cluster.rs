@@ -62,6 +62,32 @@ pub struct Cluster {
     pub(super) fights: fight::Fights,
     /// The primary watches' tasks, stopped when the cluster is no longer served.
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// The other clusters of the runner (fleet mode's placement), set once served.
+    siblings: std::sync::OnceLock<Siblings>,
+}
+
+/// How a cluster reaches the others its runner serves: placed objects go to members
+/// through the member's own `Cluster` (its client, fence, watches), and what a member
+/// sees of them is mirrored to the hub's snapshot.
+pub(super) struct Siblings {
+    /// The cluster `gatewright run` is pointed at.
+    pub(super) hub: std::sync::Weak<Cluster>,
+    /// Every cluster served, by id.
+    pub(super) all: std::sync::Weak<RwLock<BTreeMap<ClusterId, Arc<Cluster>>>>,
+}
+
+/// The user a hub Gateway is known by in a member's child-kind registry (no namespace of
+/// a member can hold a `:`): the member re-plans it on the hub when a kind it places
+/// there lists.
+pub(super) fn hub_user(key: &Key) -> Key {
+    Key::new(format!("hub:{}", key.namespace), key.name.clone())
+}
+
+/// The hub Gateway a member's registry user names, if it is one ([`hub_user`]).
+pub(super) fn hub_gateway(user: &Key) -> Option<Key> {
+    user.namespace
+        .strip_prefix("hub:")
+        .map(|ns| Key::new(ns.to_owned(), user.name.clone()))
 }
 
 impl Cluster {
@@ -104,6 +130,100 @@ impl Cluster {
             parked: Mutex::new(Some(BTreeSet::new())),
             child_waiters: Mutex::new(BTreeMap::new()),
             tasks: Mutex::new(Vec::new()),
+            siblings: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Lets this cluster reach the others of its runner.
+    pub(super) fn link(&self, siblings: Siblings) {
+        let _ = self.siblings.set(siblings);
+    }
+
+    /// The cluster a child lives in: this one, or the member a placed child names
+    /// ([`crate::snapshot::ObjectKey::cluster`]).
+    ///
+    /// # Errors
+    /// The member is not served by this process (not engaged: unhealthy, unreachable,
+    /// its profile gone, or served by another replica).
+    pub(super) fn target(
+        self: &Arc<Self>,
+        key: &crate::snapshot::ObjectKey,
+    ) -> Result<Arc<Cluster>, Error> {
+        if key.cluster.is_empty() || key.cluster == self.id.as_str() {
+            return Ok(self.clone());
+        }
+        self.siblings
+            .get()
+            .and_then(|s| s.all.upgrade())
+            .and_then(|all| all.read().ok()?.get(&ClusterId::new(&key.cluster)).cloned())
+            .ok_or_else(|| {
+                Error::Apply(format!(
+                    "{key}: member cluster {} is not served by this process",
+                    key.cluster
+                ))
+            })
+    }
+
+    /// The hub, for a member (what it sees of placed objects is mirrored there).
+    pub(super) fn hub(&self) -> Option<Arc<Cluster>> {
+        if !self.is_member() {
+            return None;
+        }
+        self.siblings.get()?.hub.upgrade()
+    }
+
+    /// Every member served, with its id.
+    pub(super) fn members(&self) -> Vec<Arc<Cluster>> {
+        self.siblings
+            .get()
+            .and_then(|s| s.all.upgrade())
+            .and_then(|all| {
+                all.read()
+                    .ok()
+                    .map(|m| m.values().filter(|c| c.is_member()).cloned().collect())
+            })
+            .unwrap_or_default()
+    }
+
+    /// Sets the fleet placement reads (the inventory's members, served or why not), and
+    /// re-plans every Gateway when it changed: a placed template renders for the members
+    /// served. With the members `shared` among replicas, placement stays off (said so).
+    pub(super) fn set_fleet(
+        &self,
+        members: Vec<crate::snapshot::fleet::FleetMember>,
+        shared: bool,
+    ) {
+        let changed = self.snapshot.write().is_ok_and(|mut s| {
+            let was = s.places();
+            if shared {
+                // The leader serves only its share of the members: a placed template
+                // would lose the others (and a DNS record their addresses).
+                s.refuse_placement("the members are shared among replicas (--fleet with --leader-elect), while placement needs one replica serving every member, for now");
+            } else {
+                s.allow_placement();
+            }
+            let before: Vec<_> = s.fleet().values().cloned().collect();
+            let changed = before != members || was != s.places();
+            if changed {
+                s.set_fleet(members);
+            }
+            changed
+        });
+        if changed {
+            self.enqueue_all();
+        }
+    }
+
+    /// Forgets what a member no longer served had mirrored here, and re-plans the
+    /// Gateways that placed it (their placement now says the member is not served).
+    pub(super) fn forget_member(&self, id: &ClusterId) {
+        let gateways = self
+            .snapshot
+            .write()
+            .map(|mut s| s.forget_cluster(id.as_str()))
+            .unwrap_or_default();
+        for g in gateways {
+            self.enqueue(Work::Gateway(g));
         }
     }
 

@@ -42,6 +42,9 @@ pub(super) trait Members: Send + Sync {
     fn let_go(&self, id: &ClusterId);
     /// Each member and its state, for the metrics.
     fn report(&self, states: BTreeMap<String, &'static str>);
+    /// The fleet as placement sees it: every member, served or why not; `shared`: the
+    /// members are shared among replicas (placement then stays off).
+    fn fleet(&self, members: Vec<crate::snapshot::fleet::FleetMember>, shared: bool);
 }
 
 /// What the inventory knows and has done.
@@ -205,8 +208,13 @@ impl Inventory {
             .map(|(k, p)| (k.clone(), p.clone()))
             .collect();
         let mut wanted = BTreeSet::new();
+        let mut fleet = Vec::new();
         for (key, p) in &profiles {
             let v = verdict(p, ctx.file, ctx.consumer, &secrets);
+            let why = match &v {
+                Verdict::Wait(why) | Verdict::Failed(why) => Some(why.clone()),
+                Verdict::Engage(_) => None,
+            };
             let state = match v {
                 Verdict::Engage(kubeconfig) => {
                     wanted.insert(key.clone());
@@ -253,6 +261,12 @@ impl Inventory {
                 }
             };
             states.insert(key.clone(), state);
+            let unserved = match state {
+                "engaged" => None,
+                "elsewhere" => Some("served by another replica".to_owned()),
+                _ => Some(why.unwrap_or_else(|| "its client cannot be built".to_owned())),
+            };
+            fleet.push(crate::snapshot::fleet::FleetMember::of(p, unserved));
         }
         let gone: Vec<String> = self
             .engaged
@@ -269,6 +283,7 @@ impl Inventory {
             share.want(wanted);
         }
         runner.report(states);
+        runner.fleet(fleet, ctx.share.is_some());
     }
 
     /// Lets go of the members engaged whose Lease this replica no longer holds.

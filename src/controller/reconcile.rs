@@ -142,6 +142,7 @@ impl Cluster {
             return Ok(None);
         }
         self.use_kinds(key, p.kinds.clone());
+        self.place_kinds(key, &p.plan);
         // Not before the watches of its child kinds have listed: planned again then.
         if !self.all_kinds_known(&p.kinds) {
             return Ok(None);
@@ -306,7 +307,14 @@ impl Cluster {
             if owner.is_some_and(|i| p.plan.routes[i].applied.get()) {
                 continue;
             }
-            match self.ensure_kind(&c.key.api_version, &c.key.kind) {
+            let at = match self.target(&c.key) {
+                Ok(at) => at,
+                Err(e) => {
+                    out.missing.insert(e.to_string());
+                    continue;
+                }
+            };
+            match at.ensure_kind(&c.key.api_version, &c.key.kind) {
                 KindState::Missing(msg) => {
                     out.missing.insert(msg);
                 }

@@ -35,7 +35,7 @@ pub struct Runner {
     queue: Arc<queue::Queue>,
     /// The cluster `gatewright run` is pointed at; in [`Runner::clusters`] too.
     local: Arc<Cluster>,
-    clusters: RwLock<BTreeMap<ClusterId, Arc<Cluster>>>,
+    clusters: Arc<RwLock<BTreeMap<ClusterId, Arc<Cluster>>>>,
     /// Failures in a row per task, for its backoff.
     failures: Mutex<HashMap<Task, u32>>,
     /// Writes are sent only while our Lease is fresh (with leader election).
@@ -98,6 +98,7 @@ impl Runner {
             self.queue.clone(),
             fence,
         ));
+        cluster.link(self.siblings());
         if let Ok(mut c) = self.clusters.write() {
             c.insert(id, cluster.clone());
         }
@@ -115,12 +116,22 @@ impl Runner {
         let removed = self.clusters.write().ok().and_then(|mut c| c.remove(id));
         if let Some(c) = &removed {
             c.stop();
+            // What it mirrored of placed objects to the hub is no longer known.
+            self.local.forget_member(id);
             if let Ok(mut f) = self.failures.lock() {
                 f.retain(|t, _| t.cluster != *id);
             }
             tracing::info!(cluster = %id, "no longer serving the cluster");
         }
         removed.is_some()
+    }
+
+    /// How a cluster of this runner reaches the others.
+    fn siblings(&self) -> super::cluster::Siblings {
+        super::cluster::Siblings {
+            hub: Arc::downgrade(&self.local),
+            all: Arc::downgrade(&self.clusters),
+        }
     }
 
     /// Enqueues every Gateway, class and policy of every cluster: a forced full resync.
@@ -278,6 +289,9 @@ impl super::inventory::Members for Runner {
     fn report(&self, states: BTreeMap<String, &'static str>) {
         self.metrics.set_fleet_members(states);
     }
+    fn fleet(&self, members: Vec<crate::snapshot::fleet::FleetMember>, shared: bool) {
+        self.local.set_fleet(members, shared);
+    }
 }
 
 /// Starts the controller on one cluster (`client`'s): its watches, the workers, the
@@ -321,7 +335,10 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
         opts,
         metrics,
         queue,
-        clusters: RwLock::new(BTreeMap::from([(ClusterId::local(), local.clone())])),
+        clusters: Arc::new(RwLock::new(BTreeMap::from([(
+            ClusterId::local(),
+            local.clone(),
+        )]))),
         local: local.clone(),
         failures: Mutex::new(HashMap::new()),
         fence,
@@ -330,6 +347,7 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
         stop: tokio::sync::watch::Sender::new(None),
         drain: Mutex::new(Vec::new()),
     });
+    local.link(runner.siblings());
     let source: std::sync::Weak<dyn crate::telemetry::StateSource> = Arc::downgrade(&runner) as _;
     runner.metrics.set_state_source(source);
     if let Some(addr) = &runner.opts.metrics_addr {

@@ -71,7 +71,42 @@ impl Cluster {
     /// Re-plans the Gateways that use `kind` (it became served, or stopped being served,
     /// or listed).
     pub(super) fn enqueue_kind_users(&self, kind: &KindKey) {
-        enqueue_gateways(self, self.kinds.users_of(kind));
+        let (hub, own): (Vec<Key>, Vec<Key>) = self
+            .kinds
+            .users_of(kind)
+            .into_iter()
+            .partition(|u| super::cluster::hub_gateway(u).is_some());
+        enqueue_gateways(self, own);
+        if let Some(h) = self.hub() {
+            enqueue_gateways(
+                &h,
+                hub.iter().filter_map(super::cluster::hub_gateway).collect(),
+            );
+        }
+    }
+
+    /// Registers, in each member served, the kinds a hub Gateway places there (so their
+    /// watches run there, and the Gateway is planned again when they list), and clears
+    /// them where it places nothing any more.
+    pub(super) fn place_kinds(&self, gateway: &Key, plan: &crate::plan::Plan) {
+        if self.is_member() {
+            return;
+        }
+        let mut placed: std::collections::BTreeMap<&str, std::collections::BTreeSet<KindKey>> =
+            std::collections::BTreeMap::new();
+        for c in plan.children() {
+            if !c.key.cluster.is_empty() {
+                placed
+                    .entry(c.key.cluster.as_str())
+                    .or_default()
+                    .insert((c.key.api_version.clone(), c.key.kind.clone()));
+            }
+        }
+        let user = super::cluster::hub_user(gateway);
+        for m in self.members() {
+            let kinds = placed.remove(m.id().as_str()).unwrap_or_default();
+            m.use_kinds(&user, kinds);
+        }
     }
 }
 
@@ -878,6 +913,13 @@ fn fetch_secret_type(ctl: &Arc<Cluster>, key: Key) {
 
 fn on_child(ctl: &Arc<Cluster>, v: Value, deleted: bool) {
     let key = ObjectKey::of(&v);
+    // A placed object a hub Gateway wrote here: the hub plans with it too.
+    if !key.cluster.is_empty()
+        && key.cluster == ctl.id().as_str()
+        && let Some(hub) = ctl.hub()
+    {
+        on_child(&hub, v.clone(), deleted);
+    }
     if deleted {
         ctl.fights
             .on_deleted(&key.to_string(), std::time::Instant::now());

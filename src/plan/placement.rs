@@ -36,7 +36,7 @@ pub fn selects(p: &TemplatePlacement, m: &FleetMember) -> bool {
 }
 
 /// The members a placed template renders for: selected and served, by name. None where
-/// placement does not render (`places` false: the controller, which does not place yet).
+/// placement does not render (`places` false: a controller not in fleet mode).
 #[must_use]
 pub fn targets<'a>(
     p: &TemplatePlacement,
@@ -84,8 +84,10 @@ pub struct PlacementReport {
     pub placed: Vec<String>,
     /// Members selected but not served, with why.
     pub unserved: Vec<(String, String)>,
-    /// Placement does not render here (the controller does not place in members yet).
+    /// Placement does not render here (a controller not in fleet mode).
     pub not_applied: bool,
+    /// Why, when there is more to say than "not in fleet mode".
+    pub why_not: Option<String>,
 }
 
 impl PlacementReport {
@@ -95,6 +97,7 @@ impl PlacementReport {
         spec: &GatewayClassBlueprintSpec,
         fleet: &BTreeMap<String, FleetMember>,
         places: bool,
+        why_not: Option<&str>,
     ) -> Option<Self> {
         let placements: Vec<&TemplatePlacement> = spec
             .gateway_templates
@@ -119,6 +122,7 @@ impl PlacementReport {
                 .filter_map(|m| Some((m.name.clone(), m.unserved.clone()?)))
                 .collect(),
             not_applied: !places,
+            why_not: why_not.map(str::to_owned),
         })
     }
 
@@ -126,10 +130,19 @@ impl PlacementReport {
     #[must_use]
     pub fn condition(&self) -> (bool, &'static str, String) {
         if self.not_applied {
+            if let Some(why) = &self.why_not {
+                return (
+                    false,
+                    "PlacementNotApplied",
+                    format!(
+                        "this blueprint places templates in member clusters, and {why}: nothing of them is written"
+                    ),
+                );
+            }
             return (
                 false,
                 "PlacementNotApplied",
-                "this blueprint places templates in member clusters; the controller does not apply placed templates yet (preview them with gatewright render and ClusterProfiles among its files): nothing of them is written".to_owned(),
+                "this blueprint places templates in member clusters, which takes fleet mode (gatewright run --fleet); this controller serves one cluster, so nothing of them is written (preview them with gatewright render and ClusterProfiles among its files)".to_owned(),
             );
         }
         let placed = if self.placed.is_empty() {
@@ -210,7 +223,7 @@ mod tests {
     #[test]
     fn the_report_names_members_selected_but_not_served() {
         let mut spec = GatewayClassBlueprintSpec::default();
-        assert!(PlacementReport::of(&spec, &BTreeMap::new(), true).is_none());
+        assert!(PlacementReport::of(&spec, &BTreeMap::new(), true, None).is_none());
         spec.gateway_templates.push(crate::api::TemplateEntry {
             name: "gw".into(),
             placement: Some(in_regions(&["eu"])),
@@ -221,7 +234,7 @@ mod tests {
             member("fleet/d", "eu", Some("ControlPlaneHealthy is False")),
             member("fleet/u", "us", Some("unreachable")),
         ]);
-        let r = PlacementReport::of(&spec, &f, true).unwrap();
+        let r = PlacementReport::of(&spec, &f, true, None).unwrap();
         assert_eq!(r.placed, ["fleet/a"]);
         assert_eq!(
             r.unserved,
@@ -239,12 +252,12 @@ mod tests {
         );
         assert!(!message.contains("fleet/u"), "{message}");
         let healthy = fleet(vec![member("fleet/a", "eu", None)]);
-        let (ok, reason, _) = PlacementReport::of(&spec, &healthy, true)
+        let (ok, reason, _) = PlacementReport::of(&spec, &healthy, true, None)
             .unwrap()
             .condition();
         assert!(ok);
         assert_eq!(reason, "Placed");
-        let (ok, reason, _) = PlacementReport::of(&spec, &healthy, false)
+        let (ok, reason, _) = PlacementReport::of(&spec, &healthy, false, None)
             .unwrap()
             .condition();
         assert!(!ok);

@@ -310,7 +310,7 @@ fn programmed_cond(gw: &GatewayPlan, routes: &[std::sync::Arc<RoutePlan>]) -> Co
         return Cond::f(
             p,
             reasons::PENDING,
-            "the blueprint places templates in member clusters, which the controller does not do yet (see the gatewright.dev/Placed condition)",
+            "the blueprint places templates in member clusters, which takes fleet mode (see the gatewright.dev/Placed condition)",
         );
     }
     if let Some(h) = gw.held.first() {

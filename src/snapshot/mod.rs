@@ -267,6 +267,8 @@ pub struct Snapshot {
     fleet: BTreeMap<String, fleet::FleetMember>,
     /// Whether placed templates render (see [`Snapshot::places`]).
     places: bool,
+    /// Why they do not, when there is more to say than "not in fleet mode".
+    placement_off: Option<String>,
 }
 
 /// A stand-in UID for objects read from files, stable across runs.

@@ -1448,9 +1448,9 @@ async fn events_with_another_note_are_not_folded_into_the_first() {
 }
 
 /// A blueprint that places templates in member clusters (fleet mode's placement) on a
-/// controller that does not apply placement yet: the Gateway says so (`Placed` False,
+/// controller not in fleet mode: the Gateway says so (`Placed` False,
 /// `PlacementNotApplied`; `Programmed` False), and nothing of the placed template is
-/// written in the Gateway's own cluster.
+/// written in the Gateway's own cluster. (Placement in fleet mode: `tests/two_clusters.rs`.)
 #[tokio::test]
 async fn a_placed_template_is_reported_not_applied_and_nothing_is_written() {
     let client = admin().await;
