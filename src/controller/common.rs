@@ -199,6 +199,15 @@ pub struct Options {
     pub fleet: Option<FleetOptions>,
 }
 
+/// Why the controller stops.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// `Runner::shutdown` was called (a signal, a test).
+    Requested,
+    /// It cannot go on: the Lease was lost or leader election ended.
+    Failed(String),
+}
+
 /// Fleet mode's settings (see `controller::inventory`).
 #[derive(Clone, Debug)]
 pub struct FleetOptions {

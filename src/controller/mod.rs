@@ -50,11 +50,12 @@ pub use client::{
     retryable_status,
 };
 pub use cluster::Cluster;
+pub use common::Stop;
 pub use common::{
     ClusterId, Error, FleetOptions, MEMO_MIN_ROUTES, NEW_GATEWAY_SETTLE, Options, Task, Work,
     default_workers,
 };
-pub use runner::{Runner, Stop, start};
+pub use runner::{Runner, start};
 pub use settle::PROGRESS_HOLD;
 
 pub use crate::render::labels::GATEWAY_FINALIZER;

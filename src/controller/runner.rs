@@ -14,18 +14,9 @@ use tracing::Instrument;
 
 use super::client::{self, LeaseFence};
 use super::cluster::Cluster;
-use super::common::{ClusterId, Error, Options, Task, Work};
+use super::common::{ClusterId, Error, Options, Stop, Task, Work};
 use super::{queue, startup, watch};
 use crate::telemetry::Metrics;
-
-/// Why the controller stops.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Stop {
-    /// [`Runner::shutdown`] was called (a signal, a test).
-    Requested,
-    /// It cannot go on: the Lease was lost or leader election ended.
-    Failed(String),
-}
 
 /// The running controller: the process's side (see the module docs) and the clusters it
 /// serves.

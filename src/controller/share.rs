@@ -138,7 +138,7 @@ impl Share {
 pub(super) async fn run(
     share: Arc<Share>,
     hub: Client,
-    mut stop: tokio::sync::watch::Receiver<Option<super::runner::Stop>>,
+    mut stop: tokio::sync::watch::Receiver<Option<super::common::Stop>>,
 ) {
     let leases: Api<Lease> = Api::namespaced(hub, &share.namespace);
     let mut observed = Observed::default();

@@ -1104,6 +1104,79 @@ impl Lookup for Snapshot {
     }
 }
 
+/// The fleet placement reads (see [`fleet`]).
+impl Snapshot {
+    /// Sets the whole fleet (the controller's inventory after each change).
+    pub fn set_fleet(&mut self, members: Vec<fleet::FleetMember>) {
+        self.fleet = members.into_iter().map(|m| (m.name.clone(), m)).collect();
+    }
+
+    /// Adds or replaces one member.
+    pub fn put_fleet_member(&mut self, m: fleet::FleetMember) {
+        self.fleet.insert(m.name.clone(), m);
+    }
+
+    /// Removes one member.
+    pub fn remove_fleet_member(&mut self, name: &str) {
+        self.fleet.remove(name);
+    }
+
+    /// The members, by name.
+    #[must_use]
+    pub fn fleet(&self) -> &BTreeMap<String, fleet::FleetMember> {
+        &self.fleet
+    }
+
+    /// Whether placed templates render here (`gatewright render`, a preview; a controller
+    /// in fleet mode), or only report that placement takes fleet mode.
+    #[must_use]
+    pub fn places(&self) -> bool {
+        self.places
+    }
+
+    /// Drops every child mirrored from member `cluster` (no longer served); returns the
+    /// Gateways they belonged to.
+    pub fn forget_cluster(&mut self, cluster: &str) -> Vec<Key> {
+        let keys: Vec<ObjectKey> = self
+            .children
+            .keys()
+            .filter(|k| k.cluster == cluster)
+            .cloned()
+            .collect();
+        let mut gateways = std::collections::BTreeSet::new();
+        for k in keys {
+            if let Some(g) = self
+                .children
+                .get(&k)
+                .and_then(|c| c.gateway_uid.as_deref())
+                .and_then(|u| self.gateway_by_uid(u))
+            {
+                gateways.insert(g.clone());
+            }
+            self.remove_child(&k);
+        }
+        gateways.into_iter().collect()
+    }
+
+    /// Lets placed templates render (see [`Snapshot::places`]).
+    pub fn allow_placement(&mut self) {
+        self.places = true;
+        self.placement_off = None;
+    }
+
+    /// Keeps placed templates from rendering, saying why.
+    pub fn refuse_placement(&mut self, why: &str) {
+        self.places = false;
+        self.placement_off = Some(why.to_owned());
+    }
+
+    /// Why placed templates do not render, when set by [`Snapshot::refuse_placement`].
+    #[must_use]
+    pub fn placement_off(&self) -> Option<&str> {
+        self.placement_off.as_deref()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
