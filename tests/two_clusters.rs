@@ -380,6 +380,57 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             "the member's placed gateway was kept, not made again"
         );
 
+        // The member's API server killed (nobody reports it unhealthy): once its watches
+        // have found it unreachable for a while, the record stops listing it; back, it is
+        // listed again, with the same placed gateway.
+        let root = env!("CARGO_MANIFEST_DIR");
+        let t = Instant::now();
+        let restart = std::process::Command::new(format!("{root}/tests/cluster/restart"))
+            .args(["--kill", "--down", "30", "kube-apiserver"])
+            .env("GATEWRIGHT_CLUSTER_DIR", &member.dir)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for("the hub's record to stop listing the dead member", T, || async {
+            gatewright::simulate::simulate_ready_where(&main, Some(&ns.name), gatewright::simulate::Play::All)
+                .await
+                .unwrap();
+            match dns.get_opt("pub-dns").await.unwrap() {
+                None => Some(()),
+                Some(d) => d.data["spec"]["endpoints"]
+                    .as_array()
+                    .is_none_or(Vec::is_empty)
+                    .then_some(()),
+            }
+        })
+        .await;
+        let dropped = t.elapsed();
+        println!(
+            "member's API server killed: the hub's record stopped listing it {:.1} s later",
+            dropped.as_secs_f64()
+        );
+        let status = tokio::task::spawn_blocking(move || {
+            let mut restart = restart;
+            restart.wait()
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(status.success(), "the member's API server came back");
+        wait_for("the hub's record to list the member once it is back", T, || async {
+            gatewright::simulate::simulate_ready_where(&main, Some(&ns.name), gatewright::simulate::Play::All)
+                .await
+                .unwrap();
+            let d = dns.get_opt("pub-dns").await.unwrap()?;
+            targets(&d).as_array().is_some_and(|t| t.len() == 1).then_some(())
+        })
+        .await;
+        assert_eq!(
+            member_gws.get("pub-istio").await.unwrap().metadata.uid,
+            placed.metadata.uid,
+            "the member's placed gateway was kept while it was unreachable"
+        );
+
         // Its ClusterProfile deleted: no longer served, and a new Gateway in the member
         // gets no status from us.
         profiles

@@ -64,7 +64,25 @@ pub struct Cluster {
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     /// The other clusters of the runner (fleet mode's placement), set once served.
     siblings: std::sync::OnceLock<Siblings>,
+    /// Since when its watches find the API server unreachable, and the last error.
+    unreachable_since: Mutex<Option<(std::time::Instant, String)>>,
+    /// The hub: the fleet as the inventory gives it, whether its members are shared
+    /// among replicas, and the members found unreachable (with why), which placement
+    /// counts as not served.
+    fleet: Mutex<FleetView>,
 }
+
+/// What the hub knows of the fleet (see `Cluster::fleet`).
+#[derive(Default)]
+struct FleetView {
+    members: Vec<crate::snapshot::fleet::FleetMember>,
+    shared: bool,
+    unreachable: BTreeMap<String, String>,
+}
+
+/// How long a member's watches must find its API server unreachable before placement
+/// counts it as not served (its addresses leave the DNS records that list them).
+pub(super) const UNREACHABLE_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How a cluster reaches the others its runner serves: placed objects go to members
 /// through the member's own `Cluster` (its client, fence, watches), and what a member
@@ -131,6 +149,47 @@ impl Cluster {
             child_waiters: Mutex::new(BTreeMap::new()),
             tasks: Mutex::new(Vec::new()),
             siblings: std::sync::OnceLock::new(),
+            unreachable_since: Mutex::new(None),
+            fleet: Mutex::new(FleetView::default()),
+        }
+    }
+
+    /// A watch found the API server unreachable (`why`).
+    pub(super) fn unreachable(&self, why: &str) {
+        if let Ok(mut u) = self.unreachable_since.lock() {
+            match &mut *u {
+                Some((_, last)) => why.clone_into(last),
+                None => *u = Some((std::time::Instant::now(), why.to_owned())),
+            }
+        }
+    }
+
+    /// A watch works again.
+    pub(super) fn reachable(&self) {
+        if let Ok(mut u) = self.unreachable_since.lock() {
+            *u = None;
+        }
+    }
+
+    /// Why the API server counts as unreachable: its watches have found it so for at
+    /// least [`UNREACHABLE_AFTER`], none working again since.
+    pub(super) fn unreachable_why(&self) -> Option<String> {
+        let u = self.unreachable_since.lock().ok()?;
+        let (since, why) = u.as_ref()?;
+        let for_ = since.elapsed();
+        (for_ >= UNREACHABLE_AFTER).then(|| format!("unreachable for {} s: {why}", for_.as_secs()))
+    }
+
+    /// The hub: the members found unreachable now (member id -> why); re-plans every
+    /// Gateway when the set changed.
+    pub(super) fn set_unreachable(&self, members: BTreeMap<String, String>) {
+        let changed = self.fleet.lock().is_ok_and(|mut f| {
+            let same = f.unreachable.keys().eq(members.keys());
+            f.unreachable = members;
+            !same
+        });
+        if changed {
+            self.refresh_fleet();
         }
     }
 
@@ -193,6 +252,34 @@ impl Cluster {
         members: Vec<crate::snapshot::fleet::FleetMember>,
         shared: bool,
     ) {
+        if let Ok(mut f) = self.fleet.lock() {
+            f.members = members;
+            f.shared = shared;
+        }
+        self.refresh_fleet();
+    }
+
+    /// Puts the fleet in the snapshot: the inventory's, with the members found
+    /// unreachable not served. Re-plans every Gateway when it changed.
+    fn refresh_fleet(&self) {
+        let Ok((members, shared)) = self.fleet.lock().map(|f| {
+            let members: Vec<crate::snapshot::fleet::FleetMember> = f
+                .members
+                .iter()
+                .cloned()
+                .map(|mut m| {
+                    if m.unserved.is_none()
+                        && let Some(why) = f.unreachable.get(&m.name)
+                    {
+                        m.unserved = Some(why.clone());
+                    }
+                    m
+                })
+                .collect();
+            (members, f.shared)
+        }) else {
+            return;
+        };
         let changed = self.snapshot.write().is_ok_and(|mut s| {
             let was = s.places();
             if shared {

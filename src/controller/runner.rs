@@ -364,6 +364,25 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
         if let Some((share, hub)) = share {
             tokio::spawn(super::share::run(share, hub, runner.stop.subscribe()));
         }
+        // Members whose API server stays unreachable stop being served for placement
+        // (DNS records stop listing them) until a watch works again.
+        let weak = Arc::downgrade(&runner);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                let Some(r) = weak.upgrade() else {
+                    return;
+                };
+                let found: BTreeMap<String, String> = r
+                    .clusters()
+                    .iter()
+                    .filter(|c| c.is_member())
+                    .filter_map(|c| Some((c.id().as_str().to_owned(), c.unreachable_why()?)))
+                    .collect();
+                r.local.set_unreachable(found);
+            }
+        });
     }
     // Leader election is joined in the background, on the local cluster (the Lease and
     // the fence are its client's): its set-up retries (RBAC not seen yet, the API server

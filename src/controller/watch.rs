@@ -395,12 +395,16 @@ async fn run_watch<F>(
                     tracing::warn!(%step, %reason, error = %message, "watch failed; retrying with backoff until it works");
                 }
                 failing = Some(reason);
+                if reason == "Unreachable" {
+                    ctl.unreachable(&message);
+                }
                 continue;
             }
         };
         // `Init` only announces a list about to be requested: not a sign that it works.
         if !matches!(ev, Event::Init) && failing.take().is_some() {
             tracing::info!(%step, "watch works again");
+            ctl.reachable();
         }
         match ev {
             Event::Apply(v) => handle(&ctl, v, false),

@@ -374,8 +374,18 @@ fn render_gateway(
 ) -> Rendered {
     let prepared = input.prepared;
     let result = render_set(input, base, None);
+    let mut prune = prune_list(Some(prepared), TemplateSet::Gateway, input.live, &result);
+    // What is placed in a member not served now (unreachable, unhealthy) is left there:
+    // it cannot be deleted, and it is found again when the member is back.
+    prune.retain(|k| {
+        k.cluster.is_empty()
+            || input
+                .fleet
+                .get(&k.cluster)
+                .is_none_or(|m| m.unserved.is_none())
+    });
     let mut out = Rendered {
-        prune: prune_list(Some(prepared), TemplateSet::Gateway, input.live, &result),
+        prune,
         ..Rendered::default()
     };
     let mut errors = Vec::new();
