@@ -1618,7 +1618,8 @@ fn placement_renders_once_per_served_member_and_the_hub_record_lists_them_all() 
     assert_eq!(addresses.as_array().unwrap().len(), 2, "{addresses}");
 
     // us-1's control plane turns unhealthy: nothing is rendered for it any more, the record
-    // lists eu-1 alone, and its gateway there is to be deleted.
+    // lists eu-1 alone, and its gateway there is kept (it cannot be reached; found again
+    // when it is back).
     std::fs::write(
         dir.path().join("us-1-down.yaml"),
         "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ClusterProfile\nmetadata: {name: us-1, namespace: fleet, labels: {gatewright.dev/serves: public}}\nspec: {displayName: us-1, clusterManager: {name: fleet-manager}}\nstatus:\n  conditions:\n  - {type: ControlPlaneHealthy, status: \"False\", reason: Unreachable, message: down, lastTransitionTime: \"2026-01-01T00:00:00Z\"}\n",
@@ -1630,10 +1631,7 @@ fn placement_renders_once_per_served_member_and_the_hub_record_lists_them_all() 
         dns["spec"]["endpoints"][0]["targets"],
         serde_json::json!(["10.0.1.1"])
     );
-    assert!(
-        stderr.contains("would delete Gateway web/public-istio in cluster fleet/us-1"),
-        "{stderr}"
-    );
+    assert!(!stderr.contains("would delete"), "{stderr}");
     let message = condition(&gateway_status(&all)["status"], "gatewright.dev/Placed")["message"]
         .as_str()
         .unwrap()
@@ -1641,6 +1639,18 @@ fn placement_renders_once_per_served_member_and_the_hub_record_lists_them_all() 
     assert!(
         message.contains("fleet/us-1 (ControlPlaneHealthy is False)"),
         "{message}"
+    );
+
+    // us-1 healthy, but no longer selected: its gateway there is to be deleted.
+    std::fs::write(
+        dir.path().join("us-1-down.yaml"),
+        "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ClusterProfile\nmetadata: {name: us-1, namespace: fleet}\nspec: {displayName: us-1, clusterManager: {name: fleet-manager}}\nstatus:\n  conditions:\n  - {type: ControlPlaneHealthy, status: \"True\", reason: Probed, message: up, lastTransitionTime: \"2026-01-01T00:00:00Z\"}\n",
+    )
+    .unwrap();
+    let (_, stderr) = render();
+    assert!(
+        stderr.contains("would delete Gateway web/public-istio in cluster fleet/us-1"),
+        "{stderr}"
     );
 }
 

@@ -134,12 +134,16 @@ pub(crate) fn render_set(
         };
         let mut objects: Vec<Value> = Vec::new();
         for target in targets {
-            let ctx = minijinja::context! {
-                cluster => super::placement::cluster_value(target),
-                ..ctx.clone()
-            };
+            // `cluster` is in the base context (empty); a placed render sees its member.
+            let placed_ctx = target.map(|m| {
+                minijinja::context! {
+                    cluster => super::placement::cluster_value(Some(m)),
+                    ..ctx.clone()
+                }
+            });
+            let ctx = placed_ctx.as_ref().unwrap_or(&ctx);
             let rendered = if renders_kind {
-                prepared.compiled.render(input.set, name, &ctx)
+                prepared.compiled.render(input.set, name, ctx)
             } else {
                 Ok(String::new())
             };
