@@ -274,13 +274,9 @@ pub(crate) fn plan_gateway_with(
             listeners: &plan.context.listeners,
             routes: &route_values,
             hostnames: &plan.context.hostnames,
+            cluster: super::placement::own_cluster(),
         }
         .to_value();
-        // `cluster` for every template that is not placed: the Gateway's own cluster.
-        let base = minijinja::context! {
-            cluster => super::placement::cluster_value(None),
-            ..base
-        };
         plan.context.base = base.clone();
         // A placed template's render also depends on the fleet, which the memo does not
         // key on: such blueprints are rendered afresh.

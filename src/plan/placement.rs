@@ -52,6 +52,16 @@ pub fn targets<'a>(
         .collect()
 }
 
+/// The `cluster` variable of templates that are not placed: the parent's own cluster,
+/// its fields empty.
+#[must_use]
+pub fn own_cluster() -> &'static Value {
+    static OWN: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    OWN.get_or_init(
+        || serde_json::json!({"name": "", "displayName": "", "labels": {}, "properties": {}}),
+    )
+}
+
 /// The `cluster` variable: the member a placed template renders for; for any other
 /// template the parent's own cluster, with an empty name.
 #[must_use]

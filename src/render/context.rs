@@ -97,6 +97,9 @@ pub struct TemplateContext<'a> {
     pub routes: &'a [Value],
     /// Accepted hostnames.
     pub hostnames: &'a HostnamesVar,
+    /// The cluster templates that are not placed render for: the Gateway's own (its
+    /// fields empty). A placed template's render sees its member instead.
+    pub cluster: &'a serde_json::Value,
 }
 
 impl TemplateContext<'_> {
