@@ -47,6 +47,28 @@ mod fleet;
 use common::{TestNamespace, admin, apply_yaml, unique_name, wait_for};
 use fleet::{Member, T, converged, enrol, member_kubeconfig, served, set_healthy, world};
 
+/// Waits, playing the downstream controllers in the hub, until the hub's record `pub-dns`
+/// lists one member's address (`listing`), or lists none (emptied or gone).
+async fn record_lists(hub: &Client, ns: &str, dns: &Api<DynamicObject>, listing: bool, what: &str) {
+    wait_for(what, T, || async {
+        gatewright::simulate::simulate_ready_where(hub, Some(ns), gatewright::simulate::Play::All)
+            .await
+            .unwrap();
+        let targets = dns
+            .get_opt("pub-dns")
+            .await
+            .unwrap()
+            .and_then(|d| {
+                d.data["spec"]["endpoints"][0]["targets"]
+                    .as_array()
+                    .map(Vec::len)
+            })
+            .unwrap_or(0);
+        (if listing { targets == 1 } else { targets == 0 }).then_some(())
+    })
+    .await;
+}
+
 #[test]
 fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
     if std::env::var_os("GATEWRIGHT_CLUSTER_DIR").is_none() {
@@ -335,19 +357,7 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         // endpoints emptied, then it goes), and the Gateway names the member.
         let t = Instant::now();
         set_healthy(&main, &fleet.name, "member", false).await;
-        wait_for("the hub's record to stop listing the member", T, || async {
-            gatewright::simulate::simulate_ready_where(&main, Some(&ns.name), gatewright::simulate::Play::All)
-                .await
-                .unwrap();
-            match dns.get_opt("pub-dns").await.unwrap() {
-                None => Some(()),
-                Some(d) => d.data["spec"]["endpoints"]
-                    .as_array()
-                    .is_none_or(Vec::is_empty)
-                    .then_some(()),
-            }
-        })
-        .await;
+        record_lists(&main, &ns.name, &dns, false, "the hub's record to stop listing the member").await;
         println!(
             "member reported unhealthy: the hub's record stopped listing it {:.1} s later",
             t.elapsed().as_secs_f64()
@@ -366,14 +376,7 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         .await;
         // Healthy again: the record lists it again, with the same placed gateway.
         set_healthy(&main, &fleet.name, "member", true).await;
-        wait_for("the hub's record to list the member again", T, || async {
-            gatewright::simulate::simulate_ready_where(&main, Some(&ns.name), gatewright::simulate::Play::All)
-                .await
-                .unwrap();
-            let d = dns.get_opt("pub-dns").await.unwrap()?;
-            targets(&d).as_array().is_some_and(|t| t.len() == 1).then_some(())
-        })
-        .await;
+        record_lists(&main, &ns.name, &dns, true, "the hub's record to list the member again").await;
         assert_eq!(
             member_gws.get("pub-istio").await.unwrap().metadata.uid,
             placed.metadata.uid,
@@ -391,19 +394,7 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        wait_for("the hub's record to stop listing the dead member", T, || async {
-            gatewright::simulate::simulate_ready_where(&main, Some(&ns.name), gatewright::simulate::Play::All)
-                .await
-                .unwrap();
-            match dns.get_opt("pub-dns").await.unwrap() {
-                None => Some(()),
-                Some(d) => d.data["spec"]["endpoints"]
-                    .as_array()
-                    .is_none_or(Vec::is_empty)
-                    .then_some(()),
-            }
-        })
-        .await;
+        record_lists(&main, &ns.name, &dns, false, "the hub's record to stop listing the dead member").await;
         let dropped = t.elapsed();
         println!(
             "member's API server killed: the hub's record stopped listing it {:.1} s later",
@@ -417,14 +408,7 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         .unwrap()
         .unwrap();
         assert!(status.success(), "the member's API server came back");
-        wait_for("the hub's record to list the member once it is back", T, || async {
-            gatewright::simulate::simulate_ready_where(&main, Some(&ns.name), gatewright::simulate::Play::All)
-                .await
-                .unwrap();
-            let d = dns.get_opt("pub-dns").await.unwrap()?;
-            targets(&d).as_array().is_some_and(|t| t.len() == 1).then_some(())
-        })
-        .await;
+        record_lists(&main, &ns.name, &dns, true, "the hub's record to list the member once it is back").await;
         assert_eq!(
             member_gws.get("pub-istio").await.unwrap().metadata.uid,
             placed.metadata.uid,

@@ -62,20 +62,10 @@ pub fn own_cluster() -> &'static Value {
     )
 }
 
-/// The `cluster` variable: the member a placed template renders for; for any other
-/// template the parent's own cluster, with an empty name.
+/// The `cluster` variable of a placed template's render: the member it renders for.
 #[must_use]
-pub fn cluster_value(member: Option<&FleetMember>) -> minijinja::Value {
-    match member {
-        Some(m) => minijinja::Value::from(minijinja::value::Serde(m)),
-        None => minijinja::Value::from(minijinja::value::Serde(FleetMember {
-            name: String::new(),
-            display_name: String::new(),
-            labels: BTreeMap::new(),
-            properties: BTreeMap::new(),
-            unserved: None,
-        })),
-    }
+pub fn cluster_value(member: &FleetMember) -> minijinja::Value {
+    minijinja::Value::from(minijinja::value::Serde(member))
 }
 
 /// Marks a rendered object as going to `member`.
@@ -282,7 +272,7 @@ mod tests {
             crate::snapshot::ObjectKey::of(&obj).cluster,
             "fleet/a".to_owned()
         );
-        let v = cluster_value(Some(&member("fleet/a", "eu", None)));
+        let v = cluster_value(&member("fleet/a", "eu", None));
         assert_eq!(
             v.get_attr("labels")
                 .unwrap()
@@ -291,9 +281,6 @@ mod tests {
                 .as_str(),
             Some("eu")
         );
-        assert_eq!(
-            cluster_value(None).get_attr("name").unwrap().as_str(),
-            Some("")
-        );
+        assert_eq!(own_cluster()["name"].as_str(), Some(""));
     }
 }

@@ -137,7 +137,7 @@ pub(crate) fn render_set(
             // `cluster` is in the base context (empty); a placed render sees its member.
             let placed_ctx = target.map(|m| {
                 minijinja::context! {
-                    cluster => super::placement::cluster_value(Some(m)),
+                    cluster => super::placement::cluster_value(m),
                     ..ctx.clone()
                 }
             });
