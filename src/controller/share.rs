@@ -177,13 +177,23 @@ pub(super) async fn run(
     }
 }
 
-/// One look: renew this replica's Lease, list the share, decide, write.
+/// One look: list the share, renew this replica's Lease, decide, write.
 async fn tick(share: &Share, leases: &Api<Lease>, observed: &mut Observed) -> kube::Result<()> {
-    renew_replica(share, leases).await?;
     let selector = format!("{}={}", share::LABEL_SHARE, share.prefix);
     let listed = leases
         .list(&ListParams::default().labels(&selector))
         .await?;
+    // This replica's own Lease is among those listed: renewed from there, no read of it.
+    let own = share::replica_lease_name(&share.prefix, &share.identity);
+    renew_replica(
+        share,
+        leases,
+        listed
+            .items
+            .iter()
+            .find(|l| l.metadata.name.as_deref() == Some(own.as_str())),
+    )
+    .await?;
     let now = Instant::now();
     let views: Vec<LeaseView> = listed
         .items
@@ -357,12 +367,17 @@ async fn write_member(
     }
 }
 
-/// Renews (or creates) this replica's own Lease: the others count it as alive.
-async fn renew_replica(share: &Share, leases: &Api<Lease>) -> kube::Result<()> {
+/// Renews this replica's own Lease as `listed`, or creates it: the others count it as
+/// alive.
+async fn renew_replica(
+    share: &Share,
+    leases: &Api<Lease>,
+    listed: Option<&Lease>,
+) -> kube::Result<()> {
     let name = share::replica_lease_name(&share.prefix, &share.identity);
     let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
-    let current = match leases.get_opt(&name).await? {
-        Some(l) => l,
+    let current = match listed {
+        Some(l) => l.clone(),
         None => {
             let lease = Lease {
                 metadata: ObjectMeta {
