@@ -75,7 +75,7 @@ step "our CRDs and their validation on the oldest supported Kubernetes, 1.32 (te
 tests/cluster/oldest/check-crds
 
 step "Gateway API conformance v1.7.0, status-only tests (tests/conformance/run)"
-tests/conformance/run
+GATEWRIGHT="$root/target/debug/gatewright" tests/conformance/run
 
 step "install: image, Helm chart, kustomize base (tests/install/run)"
 tests/install/run
