@@ -125,6 +125,8 @@ enum Command {
         output: String,
         #[command(flatten)]
         cluster: ClusterArgs,
+        #[command(flatten)]
+        fleet: FleetArgs,
     },
     /// The tree of what a Gateway made in the live cluster (or, for a route, what it made
     /// under each Gateway of ours it names): children in dependency order with their
@@ -144,6 +146,8 @@ enum Command {
         watch: bool,
         #[command(flatten)]
         cluster: ClusterArgs,
+        #[command(flatten)]
+        fleet: FleetArgs,
     },
     /// What applying these files (Gateways, routes, blueprints, policies) would change in
     /// the live cluster: children created, changed and deleted, statuses written
@@ -193,6 +197,52 @@ struct ClusterArgs {
         default_value = "gatewright-system"
     )]
     controller_namespace: String,
+}
+
+/// How `status` and `trace` read a fleet (the cluster read is its hub).
+#[derive(clap::Args)]
+struct FleetArgs {
+    /// Read the cluster as the hub of a fleet that `run --fleet` serves: its
+    /// ClusterProfiles, and each child a placed template puts in a member, read there
+    /// (through the member's access provider or kubeconfig Secret, as the controller
+    /// reaches it).
+    #[arg(long)]
+    fleet: bool,
+    /// With --fleet: only the ClusterProfiles (and kubeconfig Secrets) of this namespace.
+    #[arg(long, requires = "fleet")]
+    fleet_namespace: Option<String>,
+    /// With --fleet: the access-provider file (as `run --fleet-provider-file`).
+    #[arg(long, requires = "fleet")]
+    fleet_provider_file: Option<PathBuf>,
+    /// With --fleet: the consumer the members' kubeconfig Secrets are labelled for.
+    #[arg(long, requires = "fleet", default_value = "gatewright")]
+    fleet_consumer: String,
+}
+
+impl FleetArgs {
+    fn read(&self) -> anyhow::Result<Option<gatewright::live::fleet::FleetRead>> {
+        if !self.fleet {
+            return Ok(None);
+        }
+        Ok(Some(gatewright::live::fleet::FleetRead {
+            namespace: self.fleet_namespace.clone(),
+            consumer: self.fleet_consumer.clone(),
+            providers: provider_file(self.fleet_provider_file.as_deref())?.unwrap_or_default(),
+        }))
+    }
+}
+
+/// The access-provider file at `path`, parsed.
+fn provider_file(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<Option<gatewright::fleet::access::ProviderFile>> {
+    let Some(path) = path else { return Ok(None) };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("failed to read the access-provider file {}", path.display()))?;
+    Ok(Some(
+        gatewright::fleet::access::ProviderFile::parse(&text)
+            .with_context(|| format!("in {}", path.display()))?,
+    ))
 }
 
 impl ClusterArgs {
@@ -313,18 +363,7 @@ fn run() -> anyhow::Result<ExitCode> {
         } => {
             init_logging(&log_format);
             let fleet = if fleet {
-                let providers = match &fleet_provider_file {
-                    Some(path) => {
-                        let text = std::fs::read_to_string(path).with_context(|| {
-                            format!("failed to read the access-provider file {}", path.display())
-                        })?;
-                        Some(
-                            gatewright::fleet::access::ProviderFile::parse(&text)
-                                .with_context(|| format!("in {}", path.display()))?,
-                        )
-                    }
-                    None => None,
-                };
+                let providers = provider_file(fleet_provider_file.as_deref())?;
                 Some(gatewright::controller::FleetOptions {
                     namespace: fleet_namespace,
                     providers,
@@ -388,6 +427,7 @@ fn run() -> anyhow::Result<ExitCode> {
             all_namespaces,
             output,
             cluster,
+            fleet,
         } => {
             if let Some(kind) = what.first()
                 && !matches!(
@@ -399,11 +439,19 @@ fn run() -> anyhow::Result<ExitCode> {
             }
             let format = format_of(&output);
             let ctl_ns = cluster.controller_namespace.clone();
+            let fleet = fleet.read()?;
             live(&cluster, |client, ns| async move {
                 let key = what.get(1).map(|n| object_key(n, &ns));
                 let scope = (!all_namespaces).then_some(ns.as_str());
-                gatewright::live::commands::status(&client, &ctl_ns, scope, key.as_ref(), format)
-                    .await
+                gatewright::live::commands::status(
+                    &client,
+                    &ctl_ns,
+                    fleet.as_ref(),
+                    scope,
+                    key.as_ref(),
+                    format,
+                )
+                .await
             })
         }
         Command::Trace {
@@ -412,6 +460,7 @@ fn run() -> anyhow::Result<ExitCode> {
             output,
             watch,
             cluster,
+            fleet,
         } => {
             use gatewright::live::commands::Traced;
             let lower = kind.to_ascii_lowercase();
@@ -429,6 +478,7 @@ fn run() -> anyhow::Result<ExitCode> {
             }
             let format = format_of(&output);
             let ctl_ns = cluster.controller_namespace.clone();
+            let fleet = fleet.read()?;
             live(&cluster, |client, ns| async move {
                 let key = object_key(&name, &ns);
                 let what = match row {
@@ -441,8 +491,14 @@ fn run() -> anyhow::Result<ExitCode> {
                 };
                 let mut last = String::new();
                 loop {
-                    let out =
-                        gatewright::live::commands::trace(&client, &ctl_ns, &what, format).await;
+                    let out = gatewright::live::commands::trace(
+                        &client,
+                        &ctl_ns,
+                        fleet.as_ref(),
+                        &what,
+                        format,
+                    )
+                    .await;
                     if !watch {
                         return out;
                     }

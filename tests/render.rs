@@ -1569,6 +1569,29 @@ fn placement_renders_once_per_served_member_and_the_hub_record_lists_them_all() 
         placed[0]["metadata"]["annotations"]["topology.istio.io/network"],
         "eu-west-1"
     );
+    // A certificate per placed member too, for the precise hostnames; each member's
+    // gateway serves it on its HTTPS listener.
+    let certs: Vec<(&str, &Value)> = all
+        .iter()
+        .filter(|d| d["kind"] == "Certificate")
+        .map(|d| {
+            (
+                d["metadata"]["annotations"]["gatewright.dev/cluster"]
+                    .as_str()
+                    .unwrap(),
+                &d["spec"]["dnsNames"],
+            )
+        })
+        .collect();
+    let shop = serde_json::json!(["shop.example.com"]);
+    assert_eq!(certs, [("fleet/eu-1", &shop), ("fleet/us-1", &shop)]);
+    let https = placed[0]["spec"]["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "https")
+        .unwrap();
+    assert_eq!(https["tls"]["certificateRefs"][0]["name"], "public-tls");
     let status = &gateway_status(&all)["status"];
     let placed_cond = condition(status, "gatewright.dev/Placed");
     assert_eq!(placed_cond["status"], "False");

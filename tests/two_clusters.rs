@@ -1,20 +1,22 @@
 //! Fleet mode: one controller process serving the test cluster (the hub) and the member
-//! clusters its ClusterProfiles list: a member of its own (a second control plane,
-//! started by `tests/cluster/up` in a temporary directory and stopped at the end) and one
-//! that cannot be reached. The shell is a `Cluster` per API server and one `Runner`: each
-//! cluster's Gateways converge with their children written in that cluster only, a
-//! Gateway of the same name in both gets its own children in each; a member is served
-//! while its profile says its control plane is healthy, picked up again without a
+//! clusters its ClusterProfiles list: two members of its own (control planes started by
+//! `tests/cluster/up` in temporary directories, their writes audited, stopped at the end)
+//! and one that cannot be reached. The shell is a `Cluster` per API server and one
+//! `Runner`: each cluster's Gateways converge with their children written in that cluster
+//! only, a Gateway of the same name in both gets its own children in each; a member is
+//! served while its profile says its control plane is healthy, picked up again without a
 //! duplicate, and written to no more once its profile is gone; an unreachable member is
 //! reported and holds neither the hub's readiness nor the other member; a member with
 //! nothing of ours is watched only as far as it takes to tell; a restart on the converged
-//! fleet writes nothing; a hub Gateway whose class places an Istio gateway in every
-//! member labelled for it gets it written in the member (not in the hub), and its hub DNS
-//! record lists the member's address until the member is reported unhealthy, then stops
-//! (drained first) while the Gateway names the member; healthy again, the same placed
-//! gateway is kept. A test binary of its own, so that no other
-//! controller runs on the test cluster meanwhile (cargo runs test binaries one after the
-//! other).
+//! fleet writes nothing. Placement: a hub Gateway whose class places an Istio gateway in
+//! every member labelled for it gets one written in each member (not in the hub), also
+//! across a restart of the controller mid-placement (the same placed gateway kept), and
+//! its hub DNS record lists both members' addresses; a restart then writes nothing; a
+//! member reported unhealthy is dropped from the record (drained first) while the Gateway
+//! names it; healthy again, the same placed gateway is kept; its API server killed, the
+//! record drops it with nothing written in the other member meanwhile. A test binary of
+//! its own, so that no other controller runs on the test cluster meanwhile (cargo runs
+//! test binaries one after the other).
 #![cfg(feature = "cluster-tests")]
 #![allow(
     clippy::unwrap_used,
@@ -48,8 +50,8 @@ use common::{TestNamespace, admin, apply_yaml, unique_name, wait_for};
 use fleet::{Member, T, converged, enrol, member_kubeconfig, served, set_healthy, world};
 
 /// Waits, playing the downstream controllers in the hub, until the hub's record `pub-dns`
-/// lists one member's address (`listing`), or lists none (emptied or gone).
-async fn record_lists(hub: &Client, ns: &str, dns: &Api<DynamicObject>, listing: bool, what: &str) {
+/// lists `count` members' addresses (0: emptied or gone).
+async fn record_lists(hub: &Client, ns: &str, dns: &Api<DynamicObject>, count: usize, what: &str) {
     wait_for(what, T, || async {
         gatewright::simulate::simulate_ready_where(hub, Some(ns), gatewright::simulate::Play::All)
             .await
@@ -64,9 +66,80 @@ async fn record_lists(hub: &Client, ns: &str, dns: &Api<DynamicObject>, listing:
                     .map(Vec::len)
             })
             .unwrap_or(0);
-        (if listing { targets == 1 } else { targets == 0 }).then_some(())
+        (targets == count).then_some(())
     })
     .await;
+}
+
+/// The times the controller's requests (user agent `gatewright/...`) reached `member`'s
+/// API server with a write (its audit log).
+fn controller_writes(member: &Member) -> Vec<k8s_openapi::jiff::Timestamp> {
+    member
+        .audit_log()
+        .iter()
+        .filter(|e| {
+            e["userAgent"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("gatewright/"))
+        })
+        .filter_map(|e| e["requestReceivedTimestamp"].as_str()?.parse().ok())
+        .collect()
+}
+
+/// Waits until `ctl` has written nothing for 3 s, stops it and starts another with `opts`,
+/// which must write nothing (hub or members) once it serves `members` and has planned
+/// `key` in the hub (and in each member too, `in_members`): what it would do follows
+/// within seconds.
+async fn restart_quiet(
+    ctl: std::sync::Arc<gatewright::controller::Runner>,
+    hub: &Client,
+    opts: &Options,
+    members: &[&ClusterId],
+    key: &gatewright::snapshot::Key,
+    in_members: bool,
+) -> std::sync::Arc<gatewright::controller::Runner> {
+    let mut last = (ctl.metrics().writes(), 0);
+    wait_for("the controller quiet", T, || {
+        let now = ctl.metrics().writes();
+        let quiet = if now == last.0 {
+            last.1 += 1;
+            last.1 >= 15
+        } else {
+            last = (now, 0);
+            false
+        };
+        async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            quiet.then_some(())
+        }
+    })
+    .await;
+    assert!(ctl.shutdown(Duration::from_secs(10)).await);
+    let ctl = gatewright::controller::start(hub.clone(), opts.clone())
+        .await
+        .unwrap();
+    for id in members {
+        served(&ctl, id, true).await;
+    }
+    wait_for(
+        "the restarted controller to plan the Gateway",
+        T,
+        || async {
+            let members_planned = !in_members
+                || members
+                    .iter()
+                    .all(|id| ctl.cluster(id).is_some_and(|c| c.last_writes(key).0 > 0));
+            (members_planned && ctl.local().last_writes(key).0 > 0).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        ctl.metrics().writes(),
+        0,
+        "a restart on a converged fleet must write nothing"
+    );
+    ctl
 }
 
 #[test]
@@ -78,9 +151,13 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         return;
     }
     let began = Instant::now();
-    let member = Member::up();
+    // Two members, their writes audited (the second one joins for placement), brought up
+    // side by side.
+    let second = std::thread::spawn(Member::up_audited);
+    let member = Member::up_audited();
+    let member2 = second.join().unwrap();
     println!(
-        "member cluster up in {:.1} s",
+        "member clusters up in {:.1} s",
         began.elapsed().as_secs_f64()
     );
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -243,57 +320,40 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         assert_eq!(names, ["gw", "gw-istio"], "no duplicate child Gateway");
 
         // The controller restarted on the converged fleet writes nothing, in the hub or
-        // the member (quiet first: nothing written for 3 s).
-        let mut last = (ctl.metrics().writes(), 0);
-        wait_for("the controller quiet", T, || {
-            let now = ctl.metrics().writes();
-            let quiet = if now == last.0 {
-                last.1 += 1;
-                last.1 >= 15
-            } else {
-                last = (now, 0);
-                false
-            };
-            async move {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                quiet.then_some(())
-            }
-        })
-        .await;
-        assert!(ctl.shutdown(Duration::from_secs(10)).await);
-        let ctl = gatewright::controller::start(main.clone(), opts.clone())
-            .await
-            .unwrap();
-        served(&ctl, &id, true).await;
+        // the member.
         let key = gatewright::snapshot::Key::new(ns.name.clone(), "gw");
-        wait_for("the restarted controller to plan both Gateways", T, || async {
-            let member_planned = ctl
-                .cluster(&id)
-                .is_some_and(|c| c.last_writes(&key).0 > 0);
-            (member_planned && ctl.local().last_writes(&key).0 > 0).then_some(())
-        })
-        .await;
-        // Anything it would do follows within seconds.
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        assert_eq!(
-            ctl.metrics().writes(),
-            0,
-            "a restart on a converged fleet must write nothing"
-        );
+        let ctl = restart_quiet(ctl, &main, &opts, &[&id], &key, true).await;
 
         // Placement: a hub Gateway whose class puts an Istio gateway in every member
         // labelled gatewright.dev/serves=public, and in the hub a DNS record listing all
-        // their addresses.
-        profiles
-            .patch(
-                "member",
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(serde_json::json!({
-                    "metadata": {"labels": {"gatewright.dev/serves": "public"}}
-                })),
-            )
-            .await
-            .unwrap();
+        // their addresses. Both members are labelled; the second one joins now.
+        let public = |name: &str| {
+            let profiles = profiles.clone();
+            let name = name.to_owned();
+            async move {
+                profiles
+                    .patch(
+                        &name,
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(serde_json::json!({
+                            "metadata": {"labels": {"gatewright.dev/serves": "public"}}
+                        })),
+                    )
+                    .await
+                    .unwrap();
+            }
+        };
+        public("member").await;
+        let third = member2.client().await;
+        apply_yaml(
+            &third,
+            &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {}}}\n", ns.name),
+        )
+        .await;
+        enrol(&main, &fleet.name, "member2", &member_kubeconfig(&member2, None), true).await;
+        public("member2").await;
+        let id2 = ClusterId::new(&format!("{}/member2", fleet.name));
+        served(&ctl, &id2, true).await;
         let placing = format!("fleet-{}", ns.name);
         let text = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -311,6 +371,7 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         )
         .await;
         let member_gws: Api<Gateway> = Api::namespaced(other.clone(), &ns.name);
+        let member2_gws: Api<Gateway> = Api::namespaced(third.clone(), &ns.name);
         let placed = wait_for("the placed Istio gateway in the member", T, || async {
             member_gws.get_opt("pub-istio").await.unwrap()
         })
@@ -322,6 +383,16 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         assert!(placed.metadata.owner_references.is_none(), "no owner reference across clusters");
         let hub_gws: Api<Gateway> = Api::namespaced(main.clone(), &ns.name);
         assert!(hub_gws.get_opt("pub-istio").await.unwrap().is_none(), "not placed in the hub");
+
+        // The controller restarted mid-placement (a placed gateway written, none ready, no
+        // record yet): the new one takes up where it was, with the same placed gateway.
+        assert!(ctl.shutdown(Duration::from_secs(10)).await);
+        let ctl = gatewright::controller::start(main.clone(), opts.clone())
+            .await
+            .unwrap();
+        served(&ctl, &id, true).await;
+        served(&ctl, &id2, true).await;
+
         let dns: Api<DynamicObject> = Api::namespaced_with(
             main.clone(),
             &ns.name,
@@ -330,16 +401,15 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
                 "dnsendpoints",
             ),
         );
-        // The member's Istio reports an address: the hub's record lists it, and the hub
-        // Gateway is Programmed with it, placed in the member.
+        // Each member's Istio reports an address: the hub's record lists both, and the hub
+        // Gateway is Programmed with them, placed in both members.
         let targets = |d: &DynamicObject| d.data["spec"]["endpoints"][0]["targets"].clone();
-        wait_for("the hub's record to list the member's address", T, || async {
-            gatewright::simulate::simulate_ready_where(&other, Some(&ns.name), gatewright::simulate::Play::All)
-                .await
-                .unwrap();
-            gatewright::simulate::simulate_ready_where(&main, Some(&ns.name), gatewright::simulate::Play::All)
-                .await
-                .unwrap();
+        wait_for("the hub's record to list both members' addresses", T, || async {
+            for c in [&other, &third, &main] {
+                gatewright::simulate::simulate_ready_where(c, Some(&ns.name), gatewright::simulate::Play::All)
+                    .await
+                    .unwrap();
+            }
             let d = dns.get_opt("pub-dns").await.unwrap()?;
             let g = serde_json::to_value(hub_gws.get("pub").await.ok()?).unwrap();
             let cond = |t: &str| {
@@ -347,17 +417,80 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
                     .as_array()
                     .and_then(|cs| cs.iter().find(|c| c["type"] == t).cloned())
             };
-            (targets(&d).as_array().is_some_and(|t| t.len() == 1)
+            (targets(&d).as_array().is_some_and(|t| t.len() == 2)
                 && cond("Programmed")?["status"] == "True"
                 && cond("gatewright.dev/Placed")?["status"] == "True")
                 .then_some(())
         })
         .await;
+        assert_eq!(
+            member_gws.get("pub-istio").await.unwrap().metadata.uid,
+            placed.metadata.uid,
+            "the placed gateway written before the restart was kept, not made again"
+        );
+        let placed2 = member2_gws.get("pub-istio").await.unwrap();
+        assert_eq!(
+            placed2.metadata.annotations.as_ref().unwrap()["gatewright.dev/cluster"],
+            id2.as_str()
+        );
+
+        // Restarted on the converged placement: nothing written, in the hub or a member.
+        let key = gatewright::snapshot::Key::new(ns.name.clone(), "pub");
+        let ctl = restart_quiet(ctl, &main, &opts, &[&id, &id2], &key, false).await;
+
+        // `gatewright trace --fleet` shows each placed gateway in its member, read there.
+        let read = gatewright::live::fleet::FleetRead {
+            namespace: Some(fleet.name.clone()),
+            consumer: "gatewright".to_owned(),
+            ..Default::default()
+        };
+        let placed_in = |read: gatewright::live::fleet::FleetRead| {
+            let main = main.clone();
+            let ctl_ns = opts.controller_namespace.clone();
+            let key = key.clone();
+            async move {
+                let out = gatewright::live::commands::trace(
+                    &main,
+                    &ctl_ns,
+                    Some(&read),
+                    &gatewright::live::commands::Traced::Gateway(key),
+                    gatewright::live::commands::Format::Json,
+                )
+                .await;
+                assert_eq!(out.code, 0, "trace --fleet failed: {:?}", out.stderr);
+                let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+                let mut placed: Vec<(String, String)> = report["children"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|c| c["name"] == "pub-istio")
+                    .map(|c| {
+                        (
+                            c["cluster"].as_str().unwrap_or_default().to_owned(),
+                            c["state"].as_str().unwrap().to_owned(),
+                        )
+                    })
+                    .collect();
+                placed.sort();
+                (placed, out.stderr)
+            }
+        };
+        let (placed_now, _) = placed_in(read.clone()).await;
+        assert_eq!(
+            placed_now,
+            [
+                (id.to_string(), "Ready".to_owned()),
+                (id2.to_string(), "Ready".to_owned())
+            ],
+            "trace --fleet shows each placed gateway in its member"
+        );
+
         // The member's control plane reported unhealthy: the record stops listing it (its
-        // endpoints emptied, then it goes), and the Gateway names the member.
+        // endpoints emptied, then the second member's alone), and the Gateway names the
+        // member.
         let t = Instant::now();
         set_healthy(&main, &fleet.name, "member", false).await;
-        record_lists(&main, &ns.name, &dns, false, "the hub's record to stop listing the member").await;
+        record_lists(&main, &ns.name, &dns, 1, "the hub's record to stop listing the member").await;
         println!(
             "member reported unhealthy: the hub's record stopped listing it {:.1} s later",
             t.elapsed().as_secs_f64()
@@ -369,14 +502,16 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
                 .iter()
                 .find(|c| c["type"] == "gatewright.dev/Placed")?
                 .clone();
+            let message = placed["message"].as_str()?;
             (placed["status"] == "False"
-                && placed["message"].as_str()?.contains(id.as_str()))
+                && message.contains(id.as_str())
+                && !message.contains(id2.as_str()))
             .then_some(())
         })
         .await;
         // Healthy again: the record lists it again, with the same placed gateway.
         set_healthy(&main, &fleet.name, "member", true).await;
-        record_lists(&main, &ns.name, &dns, true, "the hub's record to list the member again").await;
+        record_lists(&main, &ns.name, &dns, 2, "the hub's record to list the member again").await;
         assert_eq!(
             member_gws.get("pub-istio").await.unwrap().metadata.uid,
             placed.metadata.uid,
@@ -384,9 +519,11 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         );
 
         // The member's API server killed (nobody reports it unhealthy): once its watches
-        // have found it unreachable for a while, the record stops listing it; back, it is
-        // listed again, with the same placed gateway.
+        // have found it unreachable for a while, the record stops listing it, and nothing
+        // is written in the other member meanwhile (its audit log); back, it is listed
+        // again, with the same placed gateway.
         let root = env!("CARGO_MANIFEST_DIR");
+        let killed_at = k8s_openapi::jiff::Timestamp::now();
         let t = Instant::now();
         let restart = std::process::Command::new(format!("{root}/tests/cluster/restart"))
             .args(["--kill", "--down", "30", "kube-apiserver"])
@@ -394,11 +531,20 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        record_lists(&main, &ns.name, &dns, false, "the hub's record to stop listing the dead member").await;
+        record_lists(&main, &ns.name, &dns, 1, "the hub's record to stop listing the dead member").await;
         let dropped = t.elapsed();
         println!(
             "member's API server killed: the hub's record stopped listing it {:.1} s later",
             dropped.as_secs_f64()
+        );
+        // trace --fleet finds it unreachable too, and shows what the other member holds.
+        let (placed_now, notes) = placed_in(read.clone()).await;
+        assert_eq!(placed_now, [(id2.to_string(), "Ready".to_owned())]);
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains(id.as_str()) && n.contains("unreachable")),
+            "trace --fleet names the unreachable member: {notes:?}"
         );
         let status = tokio::task::spawn_blocking(move || {
             let mut restart = restart;
@@ -408,11 +554,25 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         .unwrap()
         .unwrap();
         assert!(status.success(), "the member's API server came back");
-        record_lists(&main, &ns.name, &dns, true, "the hub's record to list the member once it is back").await;
+        record_lists(&main, &ns.name, &dns, 2, "the hub's record to list the member once it is back").await;
+        let back_at = k8s_openapi::jiff::Timestamp::now();
         assert_eq!(
             member_gws.get("pub-istio").await.unwrap().metadata.uid,
             placed.metadata.uid,
             "the member's placed gateway was kept while it was unreachable"
+        );
+        let ours = controller_writes(&member2);
+        assert!(
+            ours.iter().any(|w| *w < killed_at),
+            "the controller wrote in the second member before (its audit log records it)"
+        );
+        let during: Vec<_> = ours
+            .iter()
+            .filter(|w| **w >= killed_at && **w <= back_at)
+            .collect();
+        assert!(
+            during.is_empty(),
+            "the other member was written while the member was dead: {during:?}"
         );
 
         // Its ClusterProfile deleted: no longer served, and a new Gateway in the member
@@ -447,4 +607,5 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         assert!(ctl.shutdown(Duration::from_secs(10)).await);
     });
     drop(member);
+    drop(member2);
 }

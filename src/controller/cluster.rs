@@ -70,6 +70,8 @@ pub struct Cluster {
     /// among replicas, and the members found unreachable (with why), which placement
     /// counts as not served.
     fleet: Mutex<FleetView>,
+    /// When this cluster was set up.
+    created: std::time::Instant,
 }
 
 /// What the hub knows of the fleet (see `Cluster::fleet`).
@@ -78,7 +80,14 @@ struct FleetView {
     members: Vec<crate::snapshot::fleet::FleetMember>,
     shared: bool,
     unreachable: BTreeMap<String, String>,
+    /// The inventory has given the members once.
+    known: bool,
 }
+
+/// How long, at most, the hub of a fleet keeps Gateways that place templates waiting for
+/// its inventory's first view of the members (one that never comes, ClusterProfiles not
+/// served in the hub, must not keep them unreported).
+pub(super) const FLEET_FIRST_VIEW: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How long a member's watches must find its API server unreachable before placement
 /// counts it as not served (its addresses leave the DNS records that list them).
@@ -151,6 +160,7 @@ impl Cluster {
             siblings: std::sync::OnceLock::new(),
             unreachable_since: Mutex::new(None),
             fleet: Mutex::new(FleetView::default()),
+            created: std::time::Instant::now(),
         }
     }
 
@@ -252,11 +262,29 @@ impl Cluster {
         members: Vec<crate::snapshot::fleet::FleetMember>,
         shared: bool,
     ) {
-        if let Ok(mut f) = self.fleet.lock() {
+        let first = self.fleet.lock().is_ok_and(|mut f| {
             f.members = members;
             f.shared = shared;
-        }
+            !std::mem::replace(&mut f.known, true)
+        });
         self.refresh_fleet();
+        if first {
+            // Gateways that place templates waited for this (`fleet_unknown`).
+            self.enqueue_all();
+        }
+    }
+
+    /// The hub of a fleet whose inventory has not given the members yet: how long a
+    /// Gateway that places templates is to wait before it is planned again (at most
+    /// [`FLEET_FIRST_VIEW`] from the start). `None`: not a fleet's hub, or known.
+    pub(super) fn fleet_unknown(&self) -> Option<std::time::Duration> {
+        if self.opts.fleet.is_none() || self.is_member() {
+            return None;
+        }
+        if self.fleet.lock().is_ok_and(|f| f.known) {
+            return None;
+        }
+        FLEET_FIRST_VIEW.checked_sub(self.created.elapsed())
     }
 
     /// Puts the fleet in the snapshot: the inventory's, with the members found

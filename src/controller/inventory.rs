@@ -233,7 +233,8 @@ impl Inventory {
                             "elsewhere"
                         }
                         Some(fp) if self.engaged.get(key) == Some(&fp) => "engaged",
-                        Some(fp) => match member_client(p, *kubeconfig, ctx.identity).await {
+                        Some(fp) => match access::member_client(p, *kubeconfig, ctx.identity).await
+                        {
                             Ok(client) => {
                                 runner.engage(ClusterId::new(key), client, fence.flatten());
                                 tracing::info!(cluster = %key, "serving the member cluster");
@@ -330,27 +331,4 @@ struct Context<'a> {
     consumer: &'a str,
     share: Option<&'a Share>,
     identity: &'a str,
-}
-
-/// A client for a member from its kubeconfig, whose requests name this replica in their
-/// user agent (what the member's audit log records of each write). An exec plugin runs
-/// while the client is built (synchronously, in kube), so that happens on a blocking
-/// thread.
-async fn member_client(
-    p: &ClusterProfile,
-    kubeconfig: kube::config::Kubeconfig,
-    identity: &str,
-) -> Result<Client, String> {
-    let mut config = access::client_config(p, kubeconfig)
-        .await
-        .map_err(|e| e.to_string())?;
-    let agent = format!("gatewright/{} ({identity})", env!("CARGO_PKG_VERSION"));
-    if let Ok(v) = http::HeaderValue::from_str(&agent) {
-        config.headers.push((http::header::USER_AGENT, v));
-    }
-    let key = p.key();
-    tokio::task::spawn_blocking(move || Client::try_from(config))
-        .await
-        .map_err(|e| format!("ClusterProfile {key}: building its client failed: {e}"))?
-        .map_err(|e| format!("ClusterProfile {key}: its client cannot be built: {e}"))
 }

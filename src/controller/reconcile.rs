@@ -141,10 +141,18 @@ impl Cluster {
         if !self.rest_watches_listed() {
             return Ok(None);
         }
+        // The hub of a fleet places nothing before its inventory has given the members
+        // once (a start would plan placement over no members): planned again then.
+        if p.plan.gateway.placement.is_some()
+            && let Some(wait) = self.fleet_unknown()
+        {
+            return Ok(Some(wait));
+        }
         self.use_kinds(key, p.kinds.clone());
         self.place_kinds(key, &p.plan);
-        // Not before the watches of its child kinds have listed: planned again then.
-        if !self.all_kinds_known(&p.kinds) {
+        // Not before the watches of its child kinds have listed, here and in the members
+        // it places objects in: planned again then.
+        if !self.all_kinds_known(&p.kinds) || !self.placed_kinds_known(&p.plan) {
             return Ok(None);
         }
         if self.kinds.listings() != listings {

@@ -92,22 +92,46 @@ impl Cluster {
         if self.is_member() {
             return;
         }
-        let mut placed: std::collections::BTreeMap<&str, std::collections::BTreeSet<KindKey>> =
-            std::collections::BTreeMap::new();
-        for c in plan.children() {
-            if !c.key.cluster.is_empty() {
-                placed
-                    .entry(c.key.cluster.as_str())
-                    .or_default()
-                    .insert((c.key.api_version.clone(), c.key.kind.clone()));
-            }
-        }
+        let mut placed = placed_kinds(plan);
         let user = super::cluster::hub_user(gateway);
         for m in self.members() {
             let kinds = placed.remove(m.id().as_str()).unwrap_or_default();
             m.use_kinds(&user, kinds);
         }
     }
+
+    /// Whether each member the plan places objects in has listed their kinds: before, the
+    /// hub's mirror of that member lacks them, and the plan would see them missing (and
+    /// report so). A Gateway that finds one pending is planned again when it lists (see
+    /// [`Cluster::place_kinds`]), so the caller returns without writing anything.
+    pub(super) fn placed_kinds_known(&self, plan: &crate::plan::Plan) -> bool {
+        if self.is_member() {
+            return true;
+        }
+        let placed = placed_kinds(plan);
+        self.members().iter().all(|m| {
+            placed
+                .get(m.id().as_str())
+                .is_none_or(|kinds| m.all_kinds_known(kinds))
+        })
+    }
+}
+
+/// The kinds a plan places in each member, by member.
+fn placed_kinds(
+    plan: &crate::plan::Plan,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<KindKey>> {
+    let mut placed: std::collections::BTreeMap<String, std::collections::BTreeSet<KindKey>> =
+        std::collections::BTreeMap::new();
+    for c in plan.children() {
+        if !c.key.cluster.is_empty() {
+            placed
+                .entry(c.key.cluster.clone())
+                .or_default()
+                .insert((c.key.api_version.clone(), c.key.kind.clone()));
+        }
+    }
+    placed
 }
 
 /// Keeps the names every object of a child kind takes (ours or not) in the snapshot

@@ -751,6 +751,33 @@ pub async fn client_config(
         })
 }
 
+/// A client for a member from its kubeconfig, whose requests name this replica in their
+/// user agent (what the member's audit log records of each write). An exec plugin runs
+/// while the client is built (synchronously, in kube), so that happens on a blocking
+/// thread.
+///
+/// # Errors
+/// The kubeconfig is refused, or the client cannot be built from it (said with the
+/// profile named).
+pub async fn member_client(
+    p: &ClusterProfile,
+    kubeconfig: Kubeconfig,
+    identity: &str,
+) -> Result<kube::Client, String> {
+    let mut config = client_config(p, kubeconfig)
+        .await
+        .map_err(|e| e.to_string())?;
+    let agent = format!("gatewright/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    if let Ok(v) = http::HeaderValue::from_str(&agent) {
+        config.headers.push((http::header::USER_AGENT, v));
+    }
+    let key = p.key();
+    tokio::task::spawn_blocking(move || kube::Client::try_from(config))
+        .await
+        .map_err(|e| format!("ClusterProfile {key}: building its client failed: {e}"))?
+        .map_err(|e| format!("ClusterProfile {key}: its client cannot be built: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,6 +2,7 @@
 //! plan with the controller's planner, print. Each returns what to print and the exit
 //! code ([`Output`]); nothing is written to the cluster.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -10,10 +11,11 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
 use super::diff::{Change, compare, content, overlay};
+use super::fleet::FleetRead;
 use super::report::{self, GatewayReport, Paint};
 use crate::cli::{EXIT_INPUT, EXIT_OK, EXIT_TEMPLATE, Output};
 use crate::plan::Plan;
-use crate::snapshot::{Key, RouteKey, Snapshot};
+use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot};
 
 /// Exit code of `diff`: applying the files would change something.
 pub const EXIT_CHANGES: i32 = 1;
@@ -57,6 +59,26 @@ async fn read(
     Ok((listed, snap))
 }
 
+/// With `--fleet`: the hub's members into `snap`, and the children `keys` place read in
+/// their members (see [`super::fleet`]); what could not be read, and notes to `out`.
+async fn read_fleet(
+    client: &Client,
+    fleet: Option<&FleetRead>,
+    snap: &mut Snapshot,
+    keys: &[Key],
+    out: &mut Output,
+) -> Result<BTreeMap<ObjectKey, String>, Output> {
+    let Some(fleet) = fleet else {
+        return Ok(BTreeMap::new());
+    };
+    let found = super::fleet::read(client, fleet, snap, keys)
+        .await
+        .map_err(|e| failed(EXIT_INPUT, format!("{e:#}")))?;
+    out.stderr
+        .extend(found.notes.iter().map(|n| format!("note: {n}")));
+    Ok(found.unread)
+}
+
 fn plans(snap: &Snapshot, keys: &[Key]) -> Vec<(Key, Plan)> {
     keys.iter()
         .filter_map(|k| crate::plan::plan(snap, k).ok().map(|p| (k.clone(), p)))
@@ -88,12 +110,13 @@ fn serialize(out: &mut Output, value: &impl serde::Serialize, format: Format) {
 pub async fn status(
     client: &Client,
     controller_namespace: &str,
+    fleet: Option<&FleetRead>,
     namespace: Option<&str>,
     gateway: Option<&Key>,
     format: Format,
 ) -> Output {
     let mut out = Output::default();
-    let snap = match read(client, controller_namespace, &mut out).await {
+    let mut snap = match read(client, controller_namespace, &mut out).await {
         Ok((_, s)) => s,
         Err(e) => return e,
     };
@@ -106,9 +129,17 @@ pub async fn status(
         }
         None => report::our_gateways(&snap, namespace),
     };
+    let unread = match read_fleet(client, fleet, &mut snap, &keys, &mut out).await {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
     let reports: Vec<GatewayReport> = plans(&snap, &keys)
         .iter()
-        .map(|(k, p)| report::gateway_report(&snap, k, p))
+        .map(|(k, p)| {
+            let mut r = report::gateway_report(&snap, k, p);
+            r.mark_unread(&unread);
+            r
+        })
         .collect();
     match format {
         Format::Text { .. } => {
@@ -156,11 +187,12 @@ pub enum Traced {
 pub async fn trace(
     client: &Client,
     controller_namespace: &str,
+    fleet: Option<&FleetRead>,
     what: &Traced,
     format: Format,
 ) -> Output {
     let mut out = Output::default();
-    let snap = match read(client, controller_namespace, &mut out).await {
+    let mut snap = match read(client, controller_namespace, &mut out).await {
         Ok((_, s)) => s,
         Err(e) => return e,
     };
@@ -194,9 +226,17 @@ pub async fn trace(
             (parents, Some(r))
         }
     };
+    let unread = match read_fleet(client, fleet, &mut snap, &keys, &mut out).await {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
     let mut reports: Vec<GatewayReport> = plans(&snap, &keys)
         .iter()
-        .map(|(k, p)| report::gateway_report(&snap, k, p))
+        .map(|(k, p)| {
+            let mut r = report::gateway_report(&snap, k, p);
+            r.mark_unread(&unread);
+            r
+        })
         .collect();
     if let Some(r) = route {
         for rep in &mut reports {

@@ -13,6 +13,7 @@
 
 pub mod commands;
 pub mod diff;
+pub mod fleet;
 pub mod report;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -11,7 +11,7 @@ use crate::gateway::CONTROLLER_NAME;
 use crate::plan::readiness::Readiness;
 use crate::plan::{ChildState, Held, Plan, RolloutState};
 use crate::render::RenderError;
-use crate::snapshot::{Key, RouteKey, Snapshot};
+use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot};
 
 /// A condition as the object carries it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -65,7 +65,12 @@ pub struct ChildReport {
     pub namespace: String,
     /// Name.
     pub name: String,
-    /// `Ready`, `NotReady` or `Missing` (not in the cluster yet).
+    /// The member cluster it is placed in (`namespace/name` of its ClusterProfile; fleet
+    /// mode); empty: the Gateway's own cluster.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
+    /// `Ready`, `NotReady`, `Missing` (not in the cluster yet) or `Unknown` (placed in a
+    /// member that could not be read).
     pub state: &'static str,
     /// Why it is not ready.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -166,6 +171,7 @@ fn children(states: &[ChildState], snap: &Snapshot) -> Vec<ChildReport> {
                 kind: s.key.kind.clone(),
                 namespace: s.key.namespace.clone(),
                 name: s.key.name.clone(),
+                cluster: s.key.cluster.clone(),
                 state,
                 why,
                 conditions,
@@ -294,6 +300,25 @@ pub fn gateway_report(snap: &Snapshot, key: &Key, plan: &Plan) -> GatewayReport 
 }
 
 impl GatewayReport {
+    /// Placed children that could not be read in their member (`gatewright status|trace
+    /// --fleet`): `Unknown`, with why, rather than `Missing`.
+    pub fn mark_unread(&mut self, unread: &std::collections::BTreeMap<ObjectKey, String>) {
+        for c in &mut self.rendered.children {
+            let key = ObjectKey {
+                api_version: c.api_version.clone(),
+                kind: c.kind.clone(),
+                namespace: c.namespace.clone(),
+                name: c.name.clone(),
+                cluster: c.cluster.clone(),
+            };
+            if let Some(why) = unread.get(&key) {
+                c.state = "Unknown";
+                c.why = Some(why.clone());
+                c.conditions.clear();
+            }
+        }
+    }
+
     fn condition(&self, type_: &str) -> Option<&CondView> {
         self.conditions.iter().find(|c| c.type_ == type_)
     }
@@ -483,9 +508,14 @@ impl Tree<'_> {
                 format!("{}/", c.namespace)
             };
             let why = c.why.as_deref().map_or(String::new(), |w| format!(": {w}"));
+            let cluster = if c.cluster.is_empty() {
+                String::new()
+            } else {
+                format!(" in {}", c.cluster)
+            };
             items.push((
                 format!(
-                    "{} {ns}{} [{}] {}{why}",
+                    "{} {ns}{}{cluster} [{}] {}{why}",
                     c.kind,
                     c.name,
                     c.template,

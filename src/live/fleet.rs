@@ -1,0 +1,178 @@
+//! `--fleet` for the live commands: read a fleet from its hub as `gatewright run --fleet`
+//! serves it. The hub's ClusterProfiles (and the kubeconfig Secrets labelled for the
+//! consumer) give the members, each judged as the controller judges it
+//! ([`crate::fleet::members::verdict`]: healthy, and its credentials build), plus one
+//! thing the controller learns from its watches: a member whose API server does not answer
+//! is not served. Placed templates then render over the members served, and each placed
+//! child is read in its member, so that `status` and `trace` show it with its cluster and
+//! its own readiness. Reads only.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::Scope;
+use kube::{Client, ResourceExt};
+
+use crate::fleet::access::{self, ProviderFile};
+use crate::fleet::members::{Verdict, verdict};
+use crate::fleet::profile::{self, ClusterProfile};
+use crate::snapshot::fleet::FleetMember;
+use crate::snapshot::{ObjectKey, Snapshot};
+
+/// How long a member's API server has to answer before it is taken as unreachable.
+const REACH: Duration = Duration::from_secs(5);
+
+/// Where and how the fleet is read (the flags of `run --fleet`).
+#[derive(Clone, Debug, Default)]
+pub struct FleetRead {
+    /// Only the ClusterProfiles (and kubeconfig Secrets) of this namespace; all when `None`.
+    pub namespace: Option<String>,
+    /// The consumer the members' kubeconfig Secrets are labelled for.
+    pub consumer: String,
+    /// The access providers (exec plugins) members may be reached through.
+    pub providers: ProviderFile,
+}
+
+/// What reading the fleet found, beyond the snapshot.
+#[derive(Debug, Default)]
+pub struct FleetFound {
+    /// Placed children that could not be read in their member: why, by key.
+    pub unread: BTreeMap<ObjectKey, String>,
+    /// Notes for stderr (a member not served, and why).
+    pub notes: Vec<String>,
+}
+
+/// Lists the hub's ClusterProfiles into `snap` (placement on), reaches each member served,
+/// and puts every placed child the plans of `gateways` name into `snap` as its member
+/// holds it.
+///
+/// # Errors
+/// The hub does not serve ClusterProfiles, or they (or the Secrets) cannot be listed.
+pub async fn read(
+    hub: &Client,
+    fleet: &FleetRead,
+    snap: &mut Snapshot,
+    gateways: &[crate::snapshot::Key],
+) -> anyhow::Result<FleetFound> {
+    let mut found = FleetFound::default();
+    let profiles: Api<DynamicObject> = match &fleet.namespace {
+        Some(ns) => Api::namespaced_with(hub.clone(), ns, &profile::api_resource()),
+        None => Api::all_with(hub.clone(), &profile::api_resource()),
+    };
+    let listed = profiles.list(&ListParams::default()).await.map_err(|e| {
+        if matches!(&e, kube::Error::Api(s) if s.code == 404) {
+            anyhow::anyhow!(
+                "--fleet: this cluster serves no ClusterProfiles ({}); it is not a fleet's hub",
+                profile::GROUP
+            )
+        } else {
+            anyhow::anyhow!("--fleet: listing the ClusterProfiles failed: {e}")
+        }
+    })?;
+    let secrets: Api<Secret> = match &fleet.namespace {
+        Some(ns) => Api::namespaced(hub.clone(), ns),
+        None => Api::all(hub.clone()),
+    };
+    let selector = format!("{}={}", access::LABEL_INVENTORY_CONSUMER, fleet.consumer);
+    let secrets: Vec<Secret> = match secrets.list(&ListParams::default().labels(&selector)).await {
+        Ok(l) => l.items,
+        Err(e) => {
+            found.notes.push(format!(
+                "--fleet: the members' kubeconfig Secrets ({selector}) cannot be listed: {e}"
+            ));
+            Vec::new()
+        }
+    };
+    snap.allow_placement();
+    let mut clients: BTreeMap<String, Client> = BTreeMap::new();
+    for o in &listed.items {
+        let p = match ClusterProfile::from_dynamic(o) {
+            Ok(p) => p,
+            Err(e) => {
+                found.notes.push(format!(
+                    "--fleet: ClusterProfile {}/{} cannot be read: {e}",
+                    o.namespace().unwrap_or_default(),
+                    o.name_any()
+                ));
+                continue;
+            }
+        };
+        let unserved = match verdict(&p, &fleet.providers, &fleet.consumer, &secrets) {
+            Verdict::Engage(kc) => match access::member_client(&p, *kc, "cli").await {
+                Ok(c) => match tokio::time::timeout(REACH, c.apiserver_version()).await {
+                    Ok(Ok(_)) => {
+                        clients.insert(p.key(), c);
+                        None
+                    }
+                    Ok(Err(e)) => Some(format!("its API server is unreachable: {e}")),
+                    Err(_) => Some(format!(
+                        "its API server is unreachable: no answer in {} s",
+                        REACH.as_secs()
+                    )),
+                },
+                Err(why) => Some(why),
+            },
+            Verdict::Wait(why) | Verdict::Failed(why) => Some(why),
+        };
+        if let Some(why) = &unserved {
+            found
+                .notes
+                .push(format!("member {} not served: {why}", p.key()));
+        }
+        snap.put_fleet_member(FleetMember::of(&p, unserved));
+    }
+    // What the plans place, read in each member (kinds found by the member's discovery).
+    let mut placed: Vec<ObjectKey> = Vec::new();
+    for k in gateways {
+        if let Ok(plan) = crate::plan::plan(snap, k) {
+            placed.extend(
+                plan.gateway
+                    .states
+                    .iter()
+                    .map(|s| s.key.clone())
+                    .filter(|key| !key.cluster.is_empty()),
+            );
+        }
+    }
+    for key in placed {
+        let Some(client) = clients.get(&key.cluster) else {
+            found
+                .unread
+                .insert(key.clone(), format!("member {} not served", key.cluster));
+            continue;
+        };
+        match get(client, &key).await {
+            Ok(Some(obj)) => snap.put_child(obj),
+            Ok(None) => {}
+            Err(why) => {
+                found.unread.insert(key, why);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// `key` as its member holds it (`None`: not there).
+async fn get(client: &Client, key: &ObjectKey) -> Result<Option<serde_json::Value>, String> {
+    let (group, version) = key
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", key.api_version.as_str()));
+    let gvk = GroupVersionKind::gvk(group, version, &key.kind);
+    let (resource, caps) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(|e| format!("member {}: {} is not served: {e}", key.cluster, key.kind))?;
+    let api: Api<DynamicObject> = match caps.scope {
+        Scope::Namespaced => Api::namespaced_with(client.clone(), &key.namespace, &resource),
+        Scope::Cluster => Api::all_with(client.clone(), &resource),
+    };
+    let obj = api
+        .get_opt(&key.name)
+        .await
+        .map_err(|e| format!("member {}: reading it failed: {e}", key.cluster))?;
+    obj.map(|o| serde_json::to_value(o).map_err(|e| e.to_string()))
+        .transpose()
+}
