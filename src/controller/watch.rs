@@ -456,6 +456,21 @@ async fn run_watch<F>(
                             tracing::info!(%kind, dropped, "dropped objects deleted while the watch was down");
                             ctl.enqueue_all();
                         }
+                        // A member: what the hub mirrors of the placed objects of the
+                        // kind goes the same way (its Gateways would wait on them).
+                        if role == Role::Child
+                            && let Some(hub) = ctl.hub()
+                        {
+                            let cluster = ctl.id().as_str().to_owned();
+                            let dropped = with_snapshot(&hub, |s| {
+                                s.retain_listed_placed(&cluster, kind, api_version, &seen)
+                            })
+                            .unwrap_or(0);
+                            if dropped > 0 {
+                                tracing::info!(%kind, dropped, %cluster, "dropped placed objects deleted in the member while its watch was down");
+                                hub.enqueue_all();
+                            }
+                        }
                     }
                     listed_once = true;
                 }

@@ -1134,6 +1134,32 @@ impl Snapshot {
         self.places
     }
 
+    /// Drops the children of one kind mirrored from member `cluster` that its relist did
+    /// not see (`seen`: their namespaces and names); returns how many.
+    pub fn retain_listed_placed(
+        &mut self,
+        cluster: &str,
+        kind: &str,
+        api_version: &str,
+        seen: &std::collections::BTreeSet<Key>,
+    ) -> usize {
+        let gone: Vec<ObjectKey> = self
+            .children
+            .keys()
+            .filter(|k| {
+                k.cluster == cluster
+                    && k.kind == kind
+                    && k.api_version == api_version
+                    && !seen.contains(&Key::new(k.namespace.clone(), k.name.clone()))
+            })
+            .cloned()
+            .collect();
+        for k in &gone {
+            self.remove_child(k);
+        }
+        gone.len()
+    }
+
     /// Drops every child mirrored from member `cluster` (no longer served); returns the
     /// Gateways they belonged to.
     pub fn forget_cluster(&mut self, cluster: &str) -> Vec<Key> {
@@ -1285,5 +1311,42 @@ mod tests {
         assert_eq!(s.retain_listed("ConfigMap", "v1", &seen), 1);
         assert_eq!(s.children_of("u").count(), 1);
         assert_eq!(s.children_by_gateway("u").count(), 1);
+    }
+
+    #[test]
+    fn a_members_relist_drops_only_its_own_placed_objects_from_the_mirror() {
+        let mut s = Snapshot::new("sys");
+        let placed = |name: &str, cluster: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "a", "annotations": {"gatewright.dev/cluster": cluster}, "labels": {"gatewright.dev/parent-uid": "u", "gatewright.dev/gateway-uid": "u"}}});
+        s.put_child(placed("x", "fleet/eu"));
+        s.put_child(placed("y", "fleet/eu"));
+        s.put_child(placed("y", "fleet/us"));
+        s.put_child(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "y", "namespace": "a", "labels": {"gatewright.dev/parent-uid": "u", "gatewright.dev/gateway-uid": "u"}}}));
+        // eu relisted ConfigMaps and saw x alone: its y goes; us's y and the hub's own stay.
+        let seen = BTreeSet::from([Key::new("a", "x")]);
+        assert_eq!(
+            s.retain_listed_placed("fleet/eu", "ConfigMap", "v1", &seen),
+            1
+        );
+        let mut left: Vec<(String, String)> = s
+            .children_by_gateway("u")
+            .map(|o| {
+                let k = ObjectKey::of(&o);
+                (k.cluster, k.name)
+            })
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                (String::new(), "y".to_owned()),
+                ("fleet/eu".to_owned(), "x".to_owned()),
+                ("fleet/us".to_owned(), "y".to_owned())
+            ]
+        );
+        // Another kind is not touched.
+        assert_eq!(
+            s.retain_listed_placed("fleet/eu", "Secret", "v1", &BTreeSet::new()),
+            0
+        );
     }
 }
