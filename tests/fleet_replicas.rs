@@ -153,21 +153,6 @@ async fn member_leases(
         .collect()
 }
 
-/// The writes `identity`'s requests made in a member, by the time its API server received
-/// each (its audit log).
-fn writes_of(member: &Member, identity: &str) -> Vec<Timestamp> {
-    member
-        .audit_log()
-        .iter()
-        .filter(|e| {
-            e["userAgent"]
-                .as_str()
-                .is_some_and(|a| a.contains(identity))
-        })
-        .filter_map(|e| e["requestReceivedTimestamp"].as_str()?.parse().ok())
-        .collect()
-}
-
 /// Waits until `a` and `b` each serve one member, and every member is served.
 async fn shared(a: &Replica, b: &Replica, members: &BTreeSet<String>) {
     wait_for("the members shared one each", T, || async {
@@ -313,7 +298,7 @@ fn replicas_share_the_members_move_them_when_one_dies_and_never_write_twice() {
     let member = cluster_of(&cut_off);
     let a_id = a.ctl.identity().to_owned();
     let b_id = b.ctl.identity().to_owned();
-    let before_cut = writes_of(member, &a_id).len();
+    let before_cut = member.writes_of(&a_id).len();
     assert!(before_cut > 0, "a wrote to {cut_off} while it served it");
     proxy.cut();
     let t = Instant::now();
@@ -377,7 +362,7 @@ fn replicas_share_the_members_move_them_when_one_dies_and_never_write_twice() {
         let leases = member_leases(&hub, &fleet_ns.name).await;
         assert_eq!(leases[&cut_off].0.as_deref(), Some(b_id.as_str()));
     });
-    let a_writes = writes_of(member, &a_id);
+    let a_writes = member.writes_of(&a_id);
     let late: Vec<&Timestamp> = a_writes.iter().filter(|w| **w >= expiry).collect();
     assert!(
         late.is_empty(),
@@ -388,7 +373,7 @@ fn replicas_share_the_members_move_them_when_one_dies_and_never_write_twice() {
         "the cut-off replica's last write reached the member {:.1} s before its Lease ran out",
         (expiry.as_millisecond() - last.as_millisecond()) as f64 / 1000.0
     );
-    let b_writes = writes_of(member, &b_id);
+    let b_writes = member.writes_of(&b_id);
     assert!(
         b_writes.iter().any(|w| *w >= expiry),
         "b wrote to the member it took over"

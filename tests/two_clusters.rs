@@ -71,21 +71,6 @@ async fn record_lists(hub: &Client, ns: &str, dns: &Api<DynamicObject>, count: u
     .await;
 }
 
-/// The times the controller's requests (user agent `gatewright/...`) reached `member`'s
-/// API server with a write (its audit log).
-fn controller_writes(member: &Member) -> Vec<k8s_openapi::jiff::Timestamp> {
-    member
-        .audit_log()
-        .iter()
-        .filter(|e| {
-            e["userAgent"]
-                .as_str()
-                .is_some_and(|a| a.starts_with("gatewright/"))
-        })
-        .filter_map(|e| e["requestReceivedTimestamp"].as_str()?.parse().ok())
-        .collect()
-}
-
 /// Waits until `ctl` has written nothing in `key`'s namespace (in the hub or a member) or
 /// the fleet's (`fleet_ns`) for 6 s (longer than a status change that only reports
 /// progress may wait, `PROGRESS_HOLD`), stops it and starts another with `opts`, which
@@ -577,7 +562,8 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             placed.metadata.uid,
             "the member's placed gateway was kept while it was unreachable"
         );
-        let ours = controller_writes(&member2);
+        // The controller's requests: user agent `gatewright/<version> (<identity>)`.
+        let ours = member2.writes_of("gatewright/");
         assert!(
             ours.iter().any(|w| *w < killed_at),
             "the controller wrote in the second member before (its audit log records it)"

@@ -63,6 +63,16 @@ impl Member {
             .collect()
     }
 
+    /// The writes made in the member by requests whose user agent contains `agent`, by the
+    /// time its API server received each ([`Member::audit_log`]).
+    pub fn writes_of(&self, agent: &str) -> Vec<k8s_openapi::jiff::Timestamp> {
+        self.audit_log()
+            .iter()
+            .filter(|e| e["userAgent"].as_str().is_some_and(|a| a.contains(agent)))
+            .filter_map(|e| e["requestReceivedTimestamp"].as_str()?.parse().ok())
+            .collect()
+    }
+
     pub async fn client(&self) -> Client {
         let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
         let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
