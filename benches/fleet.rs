@@ -18,7 +18,17 @@
 //!    enrols one profile reporting `ControlPlaneHealthy=False`, then `True`: the time
 //!    from healthy to the member's first child, and to its Istio child Gateway;
 //! 4. adds `FLEET_GATEWAYS` Gateways (one route each) in that member: memory per Gateway,
-//!    once every one has its Istio child.
+//!    once every one has its Istio child;
+//! 5. with `FLEET_SCALE_KUBECONFIGS` (admin kubeconfigs of more members, `:`-separated):
+//!    lets the others go, enrols those, and creates `FLEET_SCALE_GATEWAYS` Gateways (one
+//!    route each, default 300) in each at once (`FLEET_CONCURRENCY` clients per member,
+//!    default 8). Cold convergence: until every Gateway has its Istio child and every
+//!    route is Accepted by us. The writes each member's API server received from the
+//!    controller meanwhile (its `apiserver_request_total`, the benchmark's own creates
+//!    and Leases left out) give the ceiling: as many server-side applies of ConfigMaps by
+//!    a plain client at the same concurrency, every member at once; the slowest member's
+//!    time is the ceiling. Then the writes in 20 s of steady state, and in the 20 s after
+//!    the controller is restarted and has engaged every member again.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -39,6 +49,9 @@ use serde_json::{Value, json};
 #[path = "scale/proc.rs"]
 mod proc;
 use proc::Proc;
+
+#[path = "scale/counts.rs"]
+mod counts;
 
 const FLEET_NS: &str = "fleet";
 const MEMBER_NS: &str = "apps";
@@ -288,7 +301,7 @@ async fn main() {
         &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {MEMBER_NS}}}\n"),
     )
     .await;
-    let dir = concat!(
+    let dir: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/gatewayclasses/istio-certmanager-externaldns"
     );
@@ -357,5 +370,218 @@ async fn main() {
     );
     let (_, peak) = p.rss();
     println!("  peak RSS {peak:.1} MiB");
+
+    // 5. Several members with many Gateways each.
+    let paths: Vec<String> = std::env::var("FLEET_SCALE_KUBECONFIGS")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if paths.is_empty() {
+        p.stop();
+        return;
+    }
+    profiles
+        .delete("joiner", &Default::default())
+        .await
+        .unwrap();
+    wait_until("the joiner let go", Duration::from_secs(60), || async {
+        engaged(&p).await == 0
+    })
+    .await;
+    let p = scale(p, &bin, &hub, &paths, dir).await;
     p.stop();
+}
+
+/// Every route `r<i>` of the member Accepted by us.
+async fn routes_accepted(member: &Client, n: usize) -> bool {
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        member.clone(),
+        MEMBER_NS,
+        &ar("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes"),
+    );
+    let Ok(list) = api.list(&ListParams::default()).await else {
+        return false;
+    };
+    let accepted = list
+        .items
+        .iter()
+        .filter(|r| {
+            r.data["status"]["parents"].as_array().is_some_and(|ps| {
+                ps.iter().any(|p| {
+                    p["controllerName"] == gatewright::gateway::CONTROLLER_NAME
+                        && p["conditions"].as_array().is_some_and(|cs| {
+                            cs.iter()
+                                .any(|c| c["type"] == "Accepted" && c["status"] == "True")
+                        })
+                })
+            })
+        })
+        .count();
+    accepted >= n
+}
+
+/// The writes a member's API server received between two readings (Leases left out).
+fn writes(before: &counts::Counts, after: &counts::Counts) -> u64 {
+    counts::writes_between(before, after).values().sum()
+}
+
+/// Step 5: `paths.len()` members with `FLEET_SCALE_GATEWAYS` Gateways each; returns the
+/// controller (restarted once).
+async fn scale(p: Proc, bin: &str, hub: &Client, paths: &[String], class_dir: &str) -> Proc {
+    let per = env_usize("FLEET_SCALE_GATEWAYS", 300);
+    let conc = env_usize("FLEET_CONCURRENCY", 8);
+    let k = paths.len();
+    let mut members = Vec::new();
+    for (j, path) in paths.iter().enumerate() {
+        let m = client_of(path).await;
+        apply_yaml(
+            &m,
+            &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {MEMBER_NS}}}\n"),
+        )
+        .await;
+        apply_yaml(
+            &m,
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: ceiling}\n",
+        )
+        .await;
+        for file in ["gatewayclass.yaml", "blueprint.yaml"] {
+            apply_yaml(
+                &m,
+                &std::fs::read_to_string(format!("{class_dir}/{file}")).unwrap(),
+            )
+            .await;
+        }
+        enrol(hub, &format!("scale{j}"), &inline_kubeconfig(path), true).await;
+        members.push(m);
+    }
+    wait_until("the members engaged", Duration::from_secs(120), || async {
+        engaged(&p).await == k
+    })
+    .await;
+    let before = settled_rss(&p).await;
+    println!(
+        "  {k} members x {per} Gateways (one route each), {conc} clients per member creating them:"
+    );
+    let mut counts_before = Vec::new();
+    for m in &members {
+        counts_before.push(counts::apiserver_counts(m).await);
+    }
+    let t = Instant::now();
+    futures::future::join_all(members.iter().map(|m| async move {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        futures::future::join_all((0..conc).map(|_| async {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= per {
+                    break;
+                }
+                apply_yaml(m, &gateway(1000 + i)).await;
+            }
+        }))
+        .await;
+    }))
+    .await;
+    let created = t.elapsed();
+    let mut done_at: Vec<Option<Duration>> = vec![None; k];
+    while done_at.iter().any(Option::is_none) {
+        assert!(
+            t.elapsed() < Duration::from_secs(1200),
+            "every member's Gateways converged: not within 1200 s"
+        );
+        for (j, m) in members.iter().enumerate() {
+            if done_at[j].is_none()
+                && istio_children(m).await >= per
+                && routes_accepted(m, per).await
+            {
+                done_at[j] = Some(t.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let converge = t.elapsed();
+    let with = settled_rss(&p).await;
+    let mut share = Vec::new();
+    for (j, m) in members.iter().enumerate() {
+        let after = counts::apiserver_counts(m).await;
+        // The benchmark's own: a Gateway and a route per Gateway.
+        let w = writes(&counts_before[j], &after).saturating_sub(2 * per as u64);
+        share.push(w);
+        println!(
+            "    member scale{j}: converged {:.1} s after the first create; {w} writes of the controller there ({:.1} per Gateway)",
+            done_at[j].unwrap_or_default().as_secs_f64(),
+            w as f64 / per as f64
+        );
+    }
+    // The ceiling: each member's share of writes from a plain client, all at once.
+    let times = futures::future::join_all(members.iter().zip(&share).enumerate().map(
+        |(j, (m, &w))| async move {
+            let t = Instant::now();
+            let next = std::sync::atomic::AtomicU64::new(0);
+            let cm = ar("", "v1", "ConfigMap", "configmaps");
+            futures::future::join_all((0..conc).map(|_| async {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= w {
+                        break;
+                    }
+                    let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": format!("c{j}-{i}"), "namespace": "ceiling",
+                            "labels": {"app.kubernetes.io/managed-by": "ceiling"}},
+                        "data": {"hostname": format!("h{i}.example.com"), "port": "80"}});
+                    apply(m, &cm, &obj).await;
+                }
+            }))
+            .await;
+            t.elapsed()
+        },
+    ))
+    .await;
+    let ceiling = times.iter().max().copied().unwrap_or_default();
+    println!(
+        "    all created in {:.1} s; all converged in {:.1} s; ceiling (each member's share as plain applies, every member at once, slowest member): {:.1} s; ratio {:.2}",
+        created.as_secs_f64(),
+        converge.as_secs_f64(),
+        ceiling.as_secs_f64(),
+        converge.as_secs_f64() / ceiling.as_secs_f64().max(0.001)
+    );
+    println!(
+        "    RSS {before:.1} -> {with:.1} MiB, {:.3} MiB per Gateway",
+        (with - before) / (k * per) as f64
+    );
+    // Steady state: 20 s with nothing changing.
+    let steady = |label: &'static str| {
+        let members = &members;
+        async move {
+            let mut before = Vec::new();
+            for m in members {
+                before.push(counts::apiserver_counts(m).await);
+            }
+            let hub_before = counts::apiserver_counts(hub).await;
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            let mut in_members = 0;
+            for (j, m) in members.iter().enumerate() {
+                in_members += writes(&before[j], &counts::apiserver_counts(m).await);
+            }
+            let in_hub = writes(&hub_before, &counts::apiserver_counts(hub).await);
+            println!(
+                "    {label}: {in_members} writes in the members, {in_hub} in the hub (20 s; Leases left out)"
+            );
+        }
+    };
+    // What the ceiling wrote is not the controller's: let it settle, then look.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    steady("steady state").await;
+    p.stop();
+    let p = Proc::start_with(bin, 18380, &["--fleet", "--fleet-namespace", FLEET_NS]);
+    p.wait_ready().await;
+    wait_until(
+        "the members engaged again",
+        Duration::from_secs(120),
+        || async { engaged(&p).await == k },
+    )
+    .await;
+    steady("after a restart (from every member engaged)").await;
+    p
 }

@@ -150,54 +150,9 @@ fn ns_of(prefix: &str, g: usize) -> String {
 
 // ---- the API server's request counters -------------------------------------------------
 
-type Counts = BTreeMap<(String, String), f64>;
-
-/// `apiserver_request_total` summed by (verb, resource[/subresource]).
-async fn apiserver_counts(client: &Client) -> Counts {
-    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = client.request_text(req).await.unwrap();
-    let mut out = Counts::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once("} ") else {
-            continue;
-        };
-        let mut l = HashMap::new();
-        for part in labels.split("\",") {
-            if let Some((k, v)) = part.split_once("=\"") {
-                l.insert(k, v.trim_end_matches('"'));
-            }
-        }
-        let mut resource = l.get("resource").copied().unwrap_or_default().to_owned();
-        if let Some(s) = l.get("subresource").filter(|s| !s.is_empty()) {
-            resource = format!("{resource}/{s}");
-        }
-        let verb = l.get("verb").copied().unwrap_or_default().to_owned();
-        *out.entry((verb, resource)).or_default() += value.trim().parse::<f64>().unwrap_or(0.0);
-    }
-    out
-}
-
-fn is_write(verb: &str) -> bool {
-    matches!(
-        verb,
-        "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE" | "DELETECOLLECTION" | "CREATE" | "UPDATE"
-    )
-}
-
-/// Write requests between two readings, by (verb, resource), leases left out.
-fn writes_between(before: &Counts, after: &Counts) -> BTreeMap<(String, String), u64> {
-    after
-        .iter()
-        .filter(|((verb, resource), _)| is_write(verb) && !resource.starts_with("leases"))
-        .filter_map(|(k, v)| {
-            let d = (v - before.get(k).copied().unwrap_or(0.0)).round() as u64;
-            (d > 0).then(|| (k.clone(), d))
-        })
-        .collect()
-}
+#[path = "scale/counts.rs"]
+mod counts;
+use counts::{Counts, apiserver_counts, writes_between};
 
 /// Single-object reads (GET, not LIST or WATCH) between two readings, by resource.
 fn gets_between(before: &Counts, after: &Counts) -> BTreeMap<String, u64> {
