@@ -606,6 +606,60 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             conditions.iter().all(|c| c["status"] == "Unknown"),
             "a cluster no longer served was written to: {conditions:?}"
         );
+
+        // The hub Gateway deleted while the member it still places in is unreachable: the
+        // teardown does not wait for the member; what is placed there is left there, said
+        // in an Event.
+        let restart = std::process::Command::new(format!("{root}/tests/cluster/restart"))
+            .args(["--kill", "--down", "45", "kube-apiserver"])
+            .env("GATEWRIGHT_CLUSTER_DIR", &member2.dir)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        record_lists(&main, &ns.name, &dns, 0, "the hub's record to stop listing the second member").await;
+        let t = Instant::now();
+        hub_gws
+            .delete("pub", &kube::api::DeleteParams::default())
+            .await
+            .unwrap();
+        wait_for("the hub Gateway gone", T, || async {
+            hub_gws.get_opt("pub").await.unwrap().is_none().then_some(())
+        })
+        .await;
+        println!(
+            "hub Gateway deleted with its member unreachable: gone {:.1} s later",
+            t.elapsed().as_secs_f64()
+        );
+        let mut restart = restart;
+        assert!(
+            restart.try_wait().unwrap().is_none(),
+            "the teardown ended only once the member was back"
+        );
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(main.clone(), &ns.name);
+        let said = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("PlacedChildrenLeft"))
+            .filter_map(|e| e.message)
+            .collect::<Vec<_>>();
+        assert!(
+            said.iter()
+                .any(|m| m.contains(id2.as_str()) && m.contains("pub-istio")),
+            "an Event names what was left in the member: {said:?}"
+        );
+        let status = tokio::task::spawn_blocking(move || restart.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(status.success(), "the second member's API server came back");
+        assert!(
+            member2_gws.get_opt("pub-istio").await.unwrap().is_some(),
+            "what was placed in the unreachable member is left there"
+        );
         assert!(ctl.shutdown(Duration::from_secs(10)).await);
     });
     drop(member);

@@ -88,6 +88,8 @@ pub(crate) struct Reported {
     pub(crate) rollouts: BTreeMap<String, crate::plan::rollout::Progress>,
     /// Children (object keys) whose deletion hangs during a teardown.
     pub(crate) stuck_deletions: BTreeSet<String>,
+    /// Members whose placed children a teardown left there (not served).
+    pub(crate) left_in: BTreeSet<String>,
 }
 
 /// What counts as already announced for a Gateway this process has not reconciled yet:

@@ -439,6 +439,7 @@ impl Cluster {
             missing: applied.missing.clone(),
             rollouts: outcome.rollouts.clone(),
             stuck_deletions: BTreeSet::new(),
+            left_in: BTreeSet::new(),
         };
         let before = self
             .memory

@@ -48,6 +48,35 @@ fn next_group<'a>(
     children.iter().filter(|c| Some(rank(c)) == first).collect()
 }
 
+/// What a teardown leaves in members that are not served, by member: the member and, in
+/// words, what is left there and why.
+fn left_behind(children: &[Value], snap: &crate::snapshot::Snapshot) -> Vec<(String, String)> {
+    let mut by_member: std::collections::BTreeMap<String, Vec<String>> =
+        std::collections::BTreeMap::new();
+    for c in children {
+        let k = ObjectKey::of(c);
+        by_member
+            .entry(k.cluster.clone())
+            .or_default()
+            .push(format!("{} {}/{}", k.kind, k.namespace, k.name));
+    }
+    by_member
+        .into_iter()
+        .map(|(member, objects)| {
+            let why = snap
+                .fleet()
+                .get(&member)
+                .and_then(|m| m.unserved.clone())
+                .unwrap_or_else(|| "it is no longer in the fleet".to_owned());
+            let words = format!(
+                "left in member {member}, which is not served ({why}): {}; delete them there once it is back",
+                objects.join(", ")
+            );
+            (member, words)
+        })
+        .collect()
+}
+
 /// A child whose deletion hangs: its key and why, in words.
 struct StuckDeletion {
     child: String,
@@ -123,12 +152,23 @@ impl Cluster {
             return Ok(None);
         }
         let uid = gw.metadata.uid.clone().unwrap_or_default();
-        let (children, order, prepared) = {
+        let (children, left, order, prepared) = {
             let snap = self.snapshot.read().map_err(|_| Error::SnapshotPoisoned)?;
-            let children: Vec<Value> = snap
+            // Children placed in a member that is not served (unreachable, unhealthy,
+            // gone) cannot be deleted from here: they are left there, and said so,
+            // rather than holding the teardown until the member is back.
+            let (children, left): (Vec<Value>, Vec<Value>) = snap
                 .children_by_gateway(&uid)
                 .map(Arc::unwrap_or_clone)
-                .collect();
+                .partition(|c| {
+                    let cluster = ObjectKey::of(c).cluster;
+                    cluster.is_empty()
+                        || snap
+                            .fleet()
+                            .get(&cluster)
+                            .is_some_and(|m| m.unserved.is_none())
+                });
+            let left = left_behind(&left, &snap);
             let prepared = crate::plan::class::resolve_blueprint(
                 &snap,
                 snap.class(&gw.spec.gateway_class_name)
@@ -139,8 +179,9 @@ impl Cluster {
                 .as_ref()
                 .map(|p| (p.gateway_graph.order.clone(), p.route_graph.order.clone()))
                 .unwrap_or_default();
-            (children, order, prepared)
+            (children, left, order, prepared)
         };
+        self.announce_left(key, gw, &left).await;
         if children.is_empty() {
             return self.release(key, gw, &uid, kinds).await;
         }
@@ -185,6 +226,25 @@ impl Cluster {
         Ok(Some(Duration::from_secs(
             wake.map_or(again, |w| w.min(again)),
         )))
+    }
+
+    /// One Warning per member whose placed children a teardown newly leaves there.
+    async fn announce_left(&self, key: &Key, gw: &Gateway, left: &[(String, String)]) {
+        let now_left: BTreeSet<String> = left.iter().map(|(m, _)| m.clone()).collect();
+        let before = self
+            .memory
+            .with(key, |m| {
+                let e = m.reported.get_or_insert_default();
+                let before = e.left_in.clone();
+                e.left_in.extend(now_left.iter().cloned());
+                before
+            })
+            .unwrap_or_default();
+        for (member, words) in left.iter().filter(|(m, _)| !before.contains(m)) {
+            tracing::warn!(cluster = %member, gateway = %key, "{words}");
+            self.event(gw, true, "PlacedChildrenLeft", "Teardown", words)
+                .await;
+        }
     }
 
     /// One Warning per deletion that newly hangs.
