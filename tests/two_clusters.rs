@@ -71,6 +71,20 @@ async fn record_lists(hub: &Client, ns: &str, dns: &Api<DynamicObject>, count: u
     .await;
 }
 
+/// Kills `member`'s API server (SIGKILL) and starts it again `down` seconds later
+/// (`tests/cluster/restart`); the process ends once it is back.
+fn kill_api_server(member: &Member, down: u32) -> std::process::Child {
+    std::process::Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/cluster/restart"
+    ))
+    .args(["--kill", "--down", &down.to_string(), "kube-apiserver"])
+    .env("GATEWRIGHT_CLUSTER_DIR", &member.dir)
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap()
+}
+
 /// Waits until `ctl` has written nothing in `key`'s namespace (in the hub or a member) or
 /// the fleet's (`fleet_ns`) for 6 s (longer than a status change that only reports
 /// progress may wait, `PROGRESS_HOLD`), stops it and starts another with `opts`, which
@@ -523,15 +537,9 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         // have found it unreachable for a while, the record stops listing it, and nothing
         // is written in the other member meanwhile (its audit log); back, it is listed
         // again, with the same placed gateway.
-        let root = env!("CARGO_MANIFEST_DIR");
         let killed_at = k8s_openapi::jiff::Timestamp::now();
         let t = Instant::now();
-        let restart = std::process::Command::new(format!("{root}/tests/cluster/restart"))
-            .args(["--kill", "--down", "30", "kube-apiserver"])
-            .env("GATEWRIGHT_CLUSTER_DIR", &member.dir)
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let restart = kill_api_server(&member, 30);
         record_lists(&main, &ns.name, &dns, 1, "the hub's record to stop listing the dead member").await;
         let dropped = t.elapsed();
         println!(
@@ -610,12 +618,7 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         // The hub Gateway deleted while the member it still places in is unreachable: the
         // teardown does not wait for the member; what is placed there is left there, said
         // in an Event.
-        let restart = std::process::Command::new(format!("{root}/tests/cluster/restart"))
-            .args(["--kill", "--down", "45", "kube-apiserver"])
-            .env("GATEWRIGHT_CLUSTER_DIR", &member2.dir)
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let restart = kill_api_server(&member2, 45);
         record_lists(&main, &ns.name, &dns, 0, "the hub's record to stop listing the second member").await;
         let t = Instant::now();
         hub_gws
