@@ -71,6 +71,14 @@ async fn record_lists(hub: &Client, ns: &str, dns: &Api<DynamicObject>, count: u
     .await;
 }
 
+/// Waits until the metrics report `id` in `state` (`engaged`, `waiting`, ...).
+async fn member_state(ctl: &gatewright::controller::Runner, id: &ClusterId, state: &str) {
+    wait_for(&format!("{id} reported {state}"), T, || async {
+        (ctl.metrics().fleet_members().get(id.as_str()).copied() == Some(state)).then_some(())
+    })
+    .await;
+}
+
 /// Kills `member`'s API server (SIGKILL) and starts it again `down` seconds later
 /// (`tests/cluster/restart`); the process ends once it is back.
 fn kill_api_server(member: &Member, down: u32) -> std::process::Child {
@@ -197,10 +205,8 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         served(&ctl, &id, true).await;
         println!("member engaged {:.1} s after its ClusterProfile", t.elapsed().as_secs_f64());
         assert_eq!(ctl.clusters().len(), 2);
-        assert_eq!(
-            ctl.metrics().fleet_members().get(id.as_str()).copied(),
-            Some("engaged")
-        );
+        // The inventory reports the states once its pass is over (after the engagement).
+        member_state(&ctl, &id, "engaged").await;
 
         // A member with no class or Gateway of ours watches only what tells whether one
         // is there.
@@ -299,10 +305,8 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         // once healthy; what was created meanwhile converges, nothing is duplicated.
         set_healthy(&main, &fleet.name, "member", false).await;
         served(&ctl, &id, false).await;
-        assert_eq!(
-            ctl.metrics().fleet_members().get(id.as_str()).copied(),
-            Some("waiting")
-        );
+        // The inventory reports the states once its pass is over (after the engagement).
+        member_state(&ctl, &id, "waiting").await;
         let late_route = format!(
             "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r10, namespace: {}}}\nspec:\n  parentRefs: [{{name: gw}}]\n  hostnames: [e.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n",
             ns.name
@@ -592,7 +596,10 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             .await
             .unwrap();
         served(&ctl, &id, false).await;
-        assert!(!ctl.metrics().fleet_members().contains_key(id.as_str()));
+        wait_for("the member no longer reported", T, || async {
+            (!ctl.metrics().fleet_members().contains_key(id.as_str())).then_some(())
+        })
+        .await;
         assert!(!ctl.remove_cluster(&ClusterId::local()), "the local cluster stays");
         apply_yaml(
             &other,
