@@ -50,6 +50,8 @@ use serde_json::{Value, json};
 mod proc;
 use proc::Proc;
 
+#[path = "scale/conditions.rs"]
+mod conditions;
 #[path = "scale/counts.rs"]
 mod counts;
 
@@ -404,22 +406,11 @@ async fn routes_accepted(member: &Client, n: usize) -> bool {
     let Ok(list) = api.list(&ListParams::default()).await else {
         return false;
     };
-    let accepted = list
-        .items
+    list.items
         .iter()
-        .filter(|r| {
-            r.data["status"]["parents"].as_array().is_some_and(|ps| {
-                ps.iter().any(|p| {
-                    p["controllerName"] == gatewright::gateway::CONTROLLER_NAME
-                        && p["conditions"].as_array().is_some_and(|cs| {
-                            cs.iter()
-                                .any(|c| c["type"] == "Accepted" && c["status"] == "True")
-                        })
-                })
-            })
-        })
-        .count();
-    accepted >= n
+        .filter(|r| conditions::route_accepted(&r.data))
+        .count()
+        >= n
 }
 
 /// The writes a member's API server received between two readings (Leases left out).

@@ -150,8 +150,11 @@ fn ns_of(prefix: &str, g: usize) -> String {
 
 // ---- the API server's request counters -------------------------------------------------
 
+#[path = "scale/conditions.rs"]
+mod conditions;
 #[path = "scale/counts.rs"]
 mod counts;
+use conditions::{cond, route_accepted};
 use counts::{Counts, apiserver_counts, writes_between};
 
 /// Single-object reads (GET, not LIST or WATCH) between two readings, by resource.
@@ -281,25 +284,12 @@ impl View {
     }
 }
 
-fn cond<'a>(conds: &'a Value, t: &str) -> Option<&'a Value> {
-    conds.as_array()?.iter().find(|c| c["type"] == t)
-}
-
 fn programmed(g: &Value) -> Option<&str> {
     cond(&g["status"]["conditions"], "Programmed").and_then(|c| c["status"].as_str())
 }
 
 fn is_parent(g: &Value) -> bool {
     g["spec"]["gatewayClassName"] == CLASS
-}
-
-fn route_accepted(r: &Value) -> bool {
-    r["status"]["parents"].as_array().is_some_and(|ps| {
-        ps.iter().any(|p| {
-            p["controllerName"] == "gatewright.dev/gateway-controller"
-                && cond(&p["conditions"], "Accepted").is_some_and(|c| c["status"] == "True")
-        })
-    })
 }
 
 /// Writes the downstream status of every child as it appears (once per change that

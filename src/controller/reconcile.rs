@@ -149,10 +149,10 @@ impl Cluster {
             return Ok(Some(wait));
         }
         self.use_kinds(key, p.kinds.clone());
-        self.place_kinds(key, &p.plan);
+        let placed_known = self.place_kinds(key, &p.plan);
         // Not before the watches of its child kinds have listed, here and in the members
         // it places objects in: planned again then.
-        if !self.all_kinds_known(&p.kinds) || !self.placed_kinds_known(&p.plan) {
+        if !self.all_kinds_known(&p.kinds) || !placed_known {
             return Ok(None);
         }
         if self.kinds.listings() != listings {

@@ -87,33 +87,23 @@ impl Cluster {
 
     /// Registers, in each member served, the kinds a hub Gateway places there (so their
     /// watches run there, and the Gateway is planned again when they list), and clears
-    /// them where it places nothing any more.
-    pub(super) fn place_kinds(&self, gateway: &Key, plan: &crate::plan::Plan) {
-        if self.is_member() {
-            return;
-        }
-        let mut placed = placed_kinds(plan);
-        let user = super::cluster::hub_user(gateway);
-        for m in self.members() {
-            let kinds = placed.remove(m.id().as_str()).unwrap_or_default();
-            m.use_kinds(&user, kinds);
-        }
-    }
-
-    /// Whether each member the plan places objects in has listed their kinds: before, the
-    /// hub's mirror of that member lacks them, and the plan would see them missing (and
-    /// report so). A Gateway that finds one pending is planned again when it lists (see
-    /// [`Cluster::place_kinds`]), so the caller returns without writing anything.
-    pub(super) fn placed_kinds_known(&self, plan: &crate::plan::Plan) -> bool {
+    /// them where it places nothing any more. Returns whether each of those members has
+    /// listed them: before, the hub's mirror of that member lacks them and the plan would
+    /// see them missing, so the caller returns without writing anything.
+    pub(super) fn place_kinds(&self, gateway: &Key, plan: &crate::plan::Plan) -> bool {
         if self.is_member() {
             return true;
         }
-        let placed = placed_kinds(plan);
-        self.members().iter().all(|m| {
-            placed
-                .get(m.id().as_str())
-                .is_none_or(|kinds| m.all_kinds_known(kinds))
-        })
+        let mut placed = placed_kinds(plan);
+        let user = super::cluster::hub_user(gateway);
+        let mut known = true;
+        for m in self.members() {
+            let kinds = placed.remove(m.id().as_str()).unwrap_or_default();
+            // Registered first: a kind that lists at once then wakes this Gateway.
+            m.use_kinds(&user, kinds.clone());
+            known &= m.all_kinds_known(&kinds);
+        }
+        known
     }
 }
 

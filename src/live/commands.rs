@@ -2,7 +2,6 @@
 //! plan with the controller's planner, print. Each returns what to print and the exit
 //! code ([`Output`]); nothing is written to the cluster.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -15,7 +14,7 @@ use super::fleet::FleetRead;
 use super::report::{self, GatewayReport, Paint};
 use crate::cli::{EXIT_INPUT, EXIT_OK, EXIT_TEMPLATE, Output};
 use crate::plan::Plan;
-use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot};
+use crate::snapshot::{Key, RouteKey, Snapshot};
 
 /// Exit code of `diff`: applying the files would change something.
 pub const EXIT_CHANGES: i32 = 1;
@@ -59,24 +58,35 @@ async fn read(
     Ok((listed, snap))
 }
 
-/// With `--fleet`: the hub's members into `snap`, and the children `keys` place read in
-/// their members (see [`super::fleet`]); what could not be read, and notes to `out`.
-async fn read_fleet(
+/// The reports of `keys`, planned on `snap`; with `--fleet`, after the hub's members and
+/// the children `keys` place were read in their members (see [`super::fleet`]: notes to
+/// `out`, a child that could not be read `Unknown`).
+async fn reports(
     client: &Client,
     fleet: Option<&FleetRead>,
     snap: &mut Snapshot,
     keys: &[Key],
     out: &mut Output,
-) -> Result<BTreeMap<ObjectKey, String>, Output> {
-    let Some(fleet) = fleet else {
-        return Ok(BTreeMap::new());
+) -> Result<Vec<GatewayReport>, Output> {
+    let unread = match fleet {
+        Some(fleet) => {
+            let found = super::fleet::read(client, fleet, snap, keys)
+                .await
+                .map_err(|e| failed(EXIT_INPUT, format!("{e:#}")))?;
+            out.stderr
+                .extend(found.notes.iter().map(|n| format!("note: {n}")));
+            found.unread
+        }
+        None => std::collections::BTreeMap::new(),
     };
-    let found = super::fleet::read(client, fleet, snap, keys)
-        .await
-        .map_err(|e| failed(EXIT_INPUT, format!("{e:#}")))?;
-    out.stderr
-        .extend(found.notes.iter().map(|n| format!("note: {n}")));
-    Ok(found.unread)
+    Ok(plans(snap, keys)
+        .iter()
+        .map(|(k, p)| {
+            let mut r = report::gateway_report(snap, k, p);
+            r.mark_unread(&unread);
+            r
+        })
+        .collect())
 }
 
 fn plans(snap: &Snapshot, keys: &[Key]) -> Vec<(Key, Plan)> {
@@ -129,18 +139,10 @@ pub async fn status(
         }
         None => report::our_gateways(&snap, namespace),
     };
-    let unread = match read_fleet(client, fleet, &mut snap, &keys, &mut out).await {
-        Ok(u) => u,
+    let reports = match reports(client, fleet, &mut snap, &keys, &mut out).await {
+        Ok(r) => r,
         Err(e) => return e,
     };
-    let reports: Vec<GatewayReport> = plans(&snap, &keys)
-        .iter()
-        .map(|(k, p)| {
-            let mut r = report::gateway_report(&snap, k, p);
-            r.mark_unread(&unread);
-            r
-        })
-        .collect();
     match format {
         Format::Text { .. } => {
             if reports.is_empty() {
@@ -226,18 +228,10 @@ pub async fn trace(
             (parents, Some(r))
         }
     };
-    let unread = match read_fleet(client, fleet, &mut snap, &keys, &mut out).await {
-        Ok(u) => u,
+    let mut reports = match reports(client, fleet, &mut snap, &keys, &mut out).await {
+        Ok(r) => r,
         Err(e) => return e,
     };
-    let mut reports: Vec<GatewayReport> = plans(&snap, &keys)
-        .iter()
-        .map(|(k, p)| {
-            let mut r = report::gateway_report(&snap, k, p);
-            r.mark_unread(&unread);
-            r
-        })
-        .collect();
     if let Some(r) = route {
         for rep in &mut reports {
             rep.routes

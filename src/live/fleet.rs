@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use kube::{Client, ResourceExt};
@@ -87,44 +87,39 @@ pub async fn read(
         }
     };
     snap.allow_placement();
-    let mut clients: BTreeMap<String, Client> = BTreeMap::new();
+    let mut profiles = Vec::new();
     for o in &listed.items {
-        let p = match ClusterProfile::from_dynamic(o) {
-            Ok(p) => p,
-            Err(e) => {
-                found.notes.push(format!(
-                    "--fleet: ClusterProfile {}/{} cannot be read: {e}",
-                    o.namespace().unwrap_or_default(),
-                    o.name_any()
-                ));
-                continue;
+        match ClusterProfile::from_dynamic(o) {
+            Ok(p) => profiles.push(p),
+            Err(e) => found.notes.push(format!(
+                "--fleet: ClusterProfile {}/{} cannot be read: {e}",
+                o.namespace().unwrap_or_default(),
+                o.name_any()
+            )),
+        }
+    }
+    // Every member judged and reached at once (one that does not answer costs REACH, not
+    // REACH per member).
+    let reached =
+        futures::future::join_all(profiles.iter().map(|p| reach(p, fleet, &secrets))).await;
+    let mut clients: BTreeMap<String, Client> = BTreeMap::new();
+    for (p, r) in profiles.iter().zip(reached) {
+        let unserved = match r {
+            Ok(c) => {
+                clients.insert(p.key(), c);
+                None
+            }
+            Err(why) => {
+                found
+                    .notes
+                    .push(format!("member {} not served: {why}", p.key()));
+                Some(why)
             }
         };
-        let unserved = match verdict(&p, &fleet.providers, &fleet.consumer, &secrets) {
-            Verdict::Engage(kc) => match access::member_client(&p, *kc, "cli").await {
-                Ok(c) => match tokio::time::timeout(REACH, c.apiserver_version()).await {
-                    Ok(Ok(_)) => {
-                        clients.insert(p.key(), c);
-                        None
-                    }
-                    Ok(Err(e)) => Some(format!("its API server is unreachable: {e}")),
-                    Err(_) => Some(format!(
-                        "its API server is unreachable: no answer in {} s",
-                        REACH.as_secs()
-                    )),
-                },
-                Err(why) => Some(why),
-            },
-            Verdict::Wait(why) | Verdict::Failed(why) => Some(why),
-        };
-        if let Some(why) = &unserved {
-            found
-                .notes
-                .push(format!("member {} not served: {why}", p.key()));
-        }
-        snap.put_fleet_member(FleetMember::of(&p, unserved));
+        snap.put_fleet_member(FleetMember::of(p, unserved));
     }
-    // What the plans place, read in each member (kinds found by the member's discovery).
+    // What the plans place, read in each member; each kind looked up once per member
+    // (by the member's own discovery).
     let mut placed: Vec<ObjectKey> = Vec::new();
     for k in gateways {
         if let Ok(plan) = crate::plan::plan(snap, k) {
@@ -137,14 +132,25 @@ pub async fn read(
             );
         }
     }
+    let mut kinds: BTreeMap<(String, String, String), Served> = BTreeMap::new();
     for key in placed {
+        // Placed templates render only for the members served, each with its client.
         let Some(client) = clients.get(&key.cluster) else {
-            found
-                .unread
-                .insert(key.clone(), format!("member {} not served", key.cluster));
             continue;
         };
-        match get(client, &key).await {
+        let kind = (
+            key.cluster.clone(),
+            key.api_version.clone(),
+            key.kind.clone(),
+        );
+        if !kinds.contains_key(&kind) {
+            kinds.insert(kind.clone(), discover(client, &key).await);
+        }
+        let read = match &kinds[&kind] {
+            Ok((resource, scope)) => get(client, &key, resource, scope).await,
+            Err(why) => Err(why.clone()),
+        };
+        match read {
             Ok(Some(obj)) => snap.put_child(obj),
             Ok(None) => {}
             Err(why) => {
@@ -155,19 +161,54 @@ pub async fn read(
     Ok(found)
 }
 
-/// `key` as its member holds it (`None`: not there).
-async fn get(client: &Client, key: &ObjectKey) -> Result<Option<serde_json::Value>, String> {
+/// A member judged as the controller judges it, then reached: its client, or why it is
+/// not served.
+async fn reach(
+    p: &ClusterProfile,
+    fleet: &FleetRead,
+    secrets: &[Secret],
+) -> Result<Client, String> {
+    let kubeconfig = match verdict(p, &fleet.providers, &fleet.consumer, secrets) {
+        Verdict::Engage(kc) => kc,
+        Verdict::Wait(why) | Verdict::Failed(why) => return Err(why),
+    };
+    let client = access::member_client(p, *kubeconfig, "cli").await?;
+    match tokio::time::timeout(REACH, client.apiserver_version()).await {
+        Ok(Ok(_)) => Ok(client),
+        Ok(Err(e)) => Err(format!("its API server is unreachable: {e}")),
+        Err(_) => Err(format!(
+            "its API server is unreachable: no answer in {} s",
+            REACH.as_secs()
+        )),
+    }
+}
+
+/// Where a member serves a kind, or why it does not.
+type Served = Result<(ApiResource, Scope), String>;
+
+/// Where the member serves `key`'s kind.
+async fn discover(client: &Client, key: &ObjectKey) -> Served {
     let (group, version) = key
         .api_version
         .split_once('/')
         .unwrap_or(("", key.api_version.as_str()));
     let gvk = GroupVersionKind::gvk(group, version, &key.kind);
-    let (resource, caps) = kube::discovery::pinned_kind(client, &gvk)
+    kube::discovery::pinned_kind(client, &gvk)
         .await
-        .map_err(|e| format!("member {}: {} is not served: {e}", key.cluster, key.kind))?;
-    let api: Api<DynamicObject> = match caps.scope {
-        Scope::Namespaced => Api::namespaced_with(client.clone(), &key.namespace, &resource),
-        Scope::Cluster => Api::all_with(client.clone(), &resource),
+        .map(|(resource, caps)| (resource, caps.scope))
+        .map_err(|e| format!("member {}: {} is not served: {e}", key.cluster, key.kind))
+}
+
+/// `key` as its member holds it (`None`: not there).
+async fn get(
+    client: &Client,
+    key: &ObjectKey,
+    resource: &ApiResource,
+    scope: &Scope,
+) -> Result<Option<serde_json::Value>, String> {
+    let api: Api<DynamicObject> = match scope {
+        Scope::Namespaced => Api::namespaced_with(client.clone(), &key.namespace, resource),
+        Scope::Cluster => Api::all_with(client.clone(), resource),
     };
     let obj = api
         .get_opt(&key.name)

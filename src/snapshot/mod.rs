@@ -757,22 +757,36 @@ impl Snapshot {
                 }
             }
             _ => {
-                let gone: Vec<ObjectKey> = self
-                    .children
-                    .keys()
-                    .filter(|k| {
-                        k.kind == kind
-                            && k.api_version == api_version
-                            && !keep(&Key::new(k.namespace.clone(), k.name.clone()))
-                    })
-                    .cloned()
-                    .collect();
-                for k in &gone {
-                    self.remove_child(k);
-                }
+                self.retain_children(kind, api_version, None, seen);
             }
         }
         before.saturating_sub(self.len_of(kind, api_version))
+    }
+
+    /// Drops the children of one kind (of one cluster, when given) whose namespace and
+    /// name `seen` does not hold; returns how many.
+    fn retain_children(
+        &mut self,
+        kind: &str,
+        api_version: &str,
+        cluster: Option<&str>,
+        seen: &BTreeSet<Key>,
+    ) -> usize {
+        let gone: Vec<ObjectKey> = self
+            .children
+            .keys()
+            .filter(|k| {
+                cluster.is_none_or(|c| k.cluster == c)
+                    && k.kind == kind
+                    && k.api_version == api_version
+                    && !seen.contains(&Key::new(k.namespace.clone(), k.name.clone()))
+            })
+            .cloned()
+            .collect();
+        for k in &gone {
+            self.remove_child(k);
+        }
+        gone.len()
     }
 
     fn len_of(&self, kind: &str, api_version: &str) -> usize {
@@ -1141,23 +1155,9 @@ impl Snapshot {
         cluster: &str,
         kind: &str,
         api_version: &str,
-        seen: &std::collections::BTreeSet<Key>,
+        seen: &BTreeSet<Key>,
     ) -> usize {
-        let gone: Vec<ObjectKey> = self
-            .children
-            .keys()
-            .filter(|k| {
-                k.cluster == cluster
-                    && k.kind == kind
-                    && k.api_version == api_version
-                    && !seen.contains(&Key::new(k.namespace.clone(), k.name.clone()))
-            })
-            .cloned()
-            .collect();
-        for k in &gone {
-            self.remove_child(k);
-        }
-        gone.len()
+        self.retain_children(kind, api_version, Some(cluster), seen)
     }
 
     /// Drops every child mirrored from member `cluster` (no longer served); returns the
