@@ -159,6 +159,8 @@ enum Command {
         paths: Vec<PathBuf>,
         #[command(flatten)]
         cluster: ClusterArgs,
+        #[command(flatten)]
+        fleet: FleetArgs,
     },
     /// Local testing only: write the status that downstream controllers needing a
     /// dataplane or a cloud (Istio, Contour, Crossplane, the AWS Load Balancer Controller)
@@ -199,7 +201,7 @@ struct ClusterArgs {
     controller_namespace: String,
 }
 
-/// How `status` and `trace` read a fleet (the cluster read is its hub).
+/// How `status`, `trace` and `diff` read a fleet (the cluster read is its hub).
 #[derive(clap::Args)]
 struct FleetArgs {
     /// Read the cluster as the hub of a fleet that `run --fleet` serves: its
@@ -520,10 +522,15 @@ fn run() -> anyhow::Result<ExitCode> {
                 }
             })
         }
-        Command::Diff { paths, cluster } => {
+        Command::Diff {
+            paths,
+            cluster,
+            fleet,
+        } => {
             let ctl_ns = cluster.controller_namespace.clone();
+            let fleet = fleet.read()?;
             live(&cluster, |client, _| async move {
-                gatewright::live::commands::diff(&client, &ctl_ns, &paths).await
+                gatewright::live::commands::diff(&client, &ctl_ns, fleet.as_ref(), &paths).await
             })
         }
         Command::SimulateReady { all } => {

@@ -25,6 +25,16 @@ const CLASSES: &[&str] = &[
     "aws-alb-crossplane",
 ];
 
+/// The shipped class that places templates in member clusters (fleet mode): its example
+/// needs ClusterProfiles, so the single-cluster tests over [`CLASSES`] leave it out;
+/// `placement_renders_once_per_served_member_and_the_hub_record_lists_them_all` covers it.
+const FLEET_CLASS: &str = "fleet-istio-certmanager-externaldns";
+
+/// Every shipped class, single-cluster and fleet.
+fn every_class() -> impl Iterator<Item = &'static str> {
+    CLASSES.iter().copied().chain([FLEET_CLASS])
+}
+
 fn now() -> Time {
     Time("2026-01-01T00:00:00Z".parse().unwrap())
 }
@@ -1214,11 +1224,7 @@ fn graph_blocks() -> Vec<(PathBuf, String, String)> {
         .collect();
     pages.sort();
     files.extend(pages);
-    files.extend(
-        CLASSES
-            .iter()
-            .map(|c| root().join("gatewayclasses").join(c).join("README.md")),
-    );
+    files.extend(every_class().map(|c| root().join("gatewayclasses").join(c).join("README.md")));
     let mut out = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
@@ -1244,7 +1250,7 @@ fn readme_graphs_match_their_blueprints() {
         blocks.iter().any(|(f, _, _)| f.ends_with("docs/cli.md")),
         "docs/cli.md shows no graph"
     );
-    for class in CLASSES {
+    for class in every_class() {
         assert!(
             blocks
                 .iter()
@@ -1273,10 +1279,10 @@ fn graph_draws_every_blueprint_and_reports_broken_ones() {
     assert_eq!(dot.code, EXIT_OK, "{:?}", dot.stderr);
     assert_eq!(
         dot.stdout.matches("digraph \"blueprint ").count(),
-        CLASSES.len()
+        every_class().count()
     );
     let mermaid = cli::graph(&[root().join("gatewayclasses")], cli::GraphFormat::Mermaid);
-    for class in CLASSES {
+    for class in every_class() {
         assert!(
             mermaid
                 .stdout
@@ -1529,7 +1535,7 @@ fn every_route_kind_with_every_shipped_class() {
     }
 }
 
-/// A placed Istio gateway of the fleet-placement example as its member would report it:
+/// A placed Istio gateway of the fleet class's example as its member would report it:
 /// ready, with `address`.
 fn placed_gateway_ready(rendered: &Value, address: &str) -> Value {
     let mut g = gatewright::simulate::as_ready(rendered);
@@ -1539,10 +1545,10 @@ fn placed_gateway_ready(rendered: &Value, address: &str) -> Value {
 
 #[test]
 fn placement_renders_once_per_served_member_and_the_hub_record_lists_them_all() {
-    let example = root().join("examples/fleet-placement");
+    let example = root().join("examples").join(FLEET_CLASS);
     let out = cli::render(std::slice::from_ref(&example), "gatewright-system", &now());
     assert_eq!(out.code, EXIT_OK, "{:?}", out.stderr);
-    golden("fleet-placement.yaml", &out.stdout);
+    golden(&format!("{FLEET_CLASS}.yaml"), &out.stdout);
     let all = docs(&out.stdout);
     let placed: Vec<&Value> = all
         .iter()
@@ -1592,6 +1598,29 @@ fn placement_renders_once_per_served_member_and_the_hub_record_lists_them_all() 
         .find(|l| l["name"] == "https")
         .unwrap();
     assert_eq!(https["tls"]["certificateRefs"][0]["name"], "public-tls");
+    // A copy of the route per placed member (a placed route template), in the route's
+    // namespace there, attached to that member's gateway.
+    let copies: Vec<(&str, &Value, &Value)> = all
+        .iter()
+        .filter(|d| d["kind"] == "HTTPRoute" && d["metadata"]["name"] == "shop-public-istio")
+        .map(|d| {
+            (
+                d["metadata"]["annotations"]["gatewright.dev/cluster"]
+                    .as_str()
+                    .unwrap(),
+                &d["metadata"]["namespace"],
+                &d["spec"]["parentRefs"][0]["name"],
+            )
+        })
+        .collect();
+    let (web, public_istio) = (serde_json::json!("web"), serde_json::json!("public-istio"));
+    assert_eq!(
+        copies,
+        [
+            ("fleet/eu-1", &web, &public_istio),
+            ("fleet/us-1", &web, &public_istio)
+        ]
+    );
     let status = &gateway_status(&all)["status"];
     let placed_cond = condition(status, "gatewright.dev/Placed");
     assert_eq!(placed_cond["status"], "False");
@@ -1680,13 +1709,14 @@ fn placement_renders_once_per_served_member_and_the_hub_record_lists_them_all() 
 #[test]
 fn placement_is_refused_where_it_cannot_apply() {
     let text = blueprint(
-        "  - name: gw\n    placement: {clusters: {matchExpressions: [{key: region, operator: Near, values: [eu]}]}}\n    template: \"\"\n  routeTemplates:\n  - name: copy\n    placement: {clusters: {}}\n    template: \"\"\n",
+        "  - name: gw\n    placement: {clusters: {matchExpressions: [{key: region, operator: Near, values: [eu]}]}}\n    template: \"\"\n  routeTemplates:\n  - name: copy\n    placement: {clusters: {matchExpressions: [{key: region, operator: Exists, values: [eu]}]}}\n    template: \"\"\n",
     );
     let (code, stdout, stderr) = run("check", &text);
     assert_ne!(code, 0, "{stdout}");
+    assert!(stderr.contains("operator \"Near\""), "{stderr}");
+    // Route templates are placed too, and their selectors checked the same way.
     assert!(
-        stderr.contains("placement applies to gateway templates only"),
+        stderr.contains("template copy") && stderr.contains("operator Exists takes no values"),
         "{stderr}"
     );
-    assert!(stderr.contains("operator \"Near\""), "{stderr}");
 }

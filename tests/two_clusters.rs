@@ -373,21 +373,22 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         let id2 = ClusterId::new(&format!("{}/member2", fleet.name));
         served(&ctl, &id2, true).await;
         let placing = format!("fleet-{}", ns.name);
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/fleet-placement/class.yaml"
-        ))
-        .unwrap()
-        .replace("fleet-istio", &placing);
+        let text = ["gatewayclass.yaml", "blueprint.yaml"]
+            .map(|f| {
+                std::fs::read_to_string(format!(
+                    "{}/gatewayclasses/fleet-istio-certmanager-externaldns/{f}",
+                    env!("CARGO_MANIFEST_DIR")
+                ))
+                .unwrap()
+            })
+            .join("---\n")
+            .replace("fleet-istio-certmanager-externaldns", &placing);
         apply_yaml(&main, &text).await;
-        apply_yaml(
-            &main,
-            &format!(
-                "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: pub, namespace: {ns}}}\nspec:\n  gatewayClassName: {placing}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: shop, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: pub}}]\n  hostnames: [shop.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n",
-                ns = ns.name
-            ),
-        )
-        .await;
+        let pub_yaml = format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: pub, namespace: {ns}}}\nspec:\n  gatewayClassName: {placing}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: shop, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: pub}}]\n  hostnames: [shop.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n",
+            ns = ns.name
+        );
+        apply_yaml(&main, &pub_yaml).await;
         let member_gws: Api<Gateway> = Api::namespaced(other.clone(), &ns.name);
         let member2_gws: Api<Gateway> = Api::namespaced(third.clone(), &ns.name);
         let placed = wait_for("the placed Istio gateway in the member", T, || async {
@@ -451,6 +452,25 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             placed2.metadata.annotations.as_ref().unwrap()["gatewright.dev/cluster"],
             id2.as_str()
         );
+        // The route is copied into each member (a placed route template), attached to that
+        // member's gateway, and accepted by the hub Gateway where it lives.
+        for (c, member) in [(&other, &id), (&third, &id2)] {
+            let routes: Api<gateway_api::apis::standard::httproutes::HttpRoute> =
+                Api::namespaced(c.clone(), &ns.name);
+            let copy = routes.get("shop-pub-istio").await.unwrap();
+            assert_eq!(
+                copy.metadata.annotations.as_ref().unwrap()["gatewright.dev/cluster"],
+                member.as_str()
+            );
+            assert_eq!(copy.spec.parent_refs.as_ref().unwrap()[0].name, "pub-istio");
+            assert_eq!(copy.spec.hostnames, Some(vec!["shop.example.com".to_owned()]));
+        }
+        let hub_routes: Api<gateway_api::apis::standard::httproutes::HttpRoute> =
+            Api::namespaced(main.clone(), &ns.name);
+        assert!(
+            hub_routes.get_opt("shop-pub-istio").await.unwrap().is_none(),
+            "the route copy is not written in the hub"
+        );
 
         // Restarted on the converged placement: nothing written, in the hub or a member.
         let key = gatewright::snapshot::Key::new(ns.name.clone(), "pub");
@@ -462,6 +482,42 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             consumer: "gatewright".to_owned(),
             ..Default::default()
         };
+
+        // `gatewright diff --fleet`: the files as applied change nothing, placed children
+        // compared with what their members hold; a new hostname on the route changes the
+        // route copy and the certificate in each member, dry-run there.
+        let files = tempfile::tempdir().unwrap();
+        let file = files.path().join("pub.yaml");
+        std::fs::write(&file, &pub_yaml).unwrap();
+        let diff = |read: gatewright::live::fleet::FleetRead| {
+            let (main, ctl_ns, file) = (main.clone(), opts.controller_namespace.clone(), file.clone());
+            async move {
+                gatewright::live::commands::diff(&main, &ctl_ns, Some(&read), &[file]).await
+            }
+        };
+        let out = diff(read.clone()).await;
+        assert_eq!(
+            (out.code, out.stdout.as_str()),
+            (0, ""),
+            "diff --fleet of the files as applied: {:?}",
+            out.stderr
+        );
+        std::fs::write(
+            &file,
+            pub_yaml.replace("hostnames: [shop.example.com]", "hostnames: [shop.example.com, cart.example.com]"),
+        )
+        .unwrap();
+        let out = diff(read.clone()).await;
+        assert_eq!(out.code, 1, "diff --fleet with a new hostname: {:?}\n{}", out.stderr, out.stdout);
+        for member in [&id, &id2] {
+            for child in [
+                format!("~ change HTTPRoute {}/shop-pub-istio in cluster {member} [route]", ns.name),
+                format!("~ change Certificate {}/pub-tls in cluster {member} [certificate]", ns.name),
+            ] {
+                assert!(out.stdout.contains(&child), "{child} missing from:\n{}", out.stdout);
+            }
+        }
+        assert!(out.stdout.contains("cart.example.com"), "{}", out.stdout);
         let placed_in = |read: gatewright::live::fleet::FleetRead| {
             let main = main.clone();
             let ctl_ns = opts.controller_namespace.clone();

@@ -74,9 +74,9 @@ pub struct TemplateEntry {
     /// its endpoints, so the records go before what they point at).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<Drain>,
-    /// Gateway templates in fleet mode: render this template once per member cluster the
-    /// selector picks (with the `cluster` variable set to that member), and put its objects
-    /// in that member. Without it, the objects go to the Gateway's own cluster.
+    /// Fleet mode: render this template (of a Gateway, or of each route) once per member
+    /// cluster the selector picks (with the `cluster` variable set to that member), and put
+    /// its objects in that member. Without it, the objects go to the Gateway's own cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<TemplatePlacement>,
     /// Route templates only: the route kinds it renders for (`HTTPRoute`, `GRPCRoute`,

@@ -282,12 +282,20 @@ async fn resource_of(
 /// The object as the API server would store it after our apply (server-side apply, dry
 /// run, our field manager, as the controller applies).
 async fn dry_run(
-    client: &Client,
+    client: Option<&Client>,
     listed: &super::Listed,
     key: &crate::snapshot::ObjectKey,
     object: &Value,
 ) -> Result<Value, String> {
-    let resource = resource_of(client, listed, key).await?;
+    let Some(client) = client else {
+        return Err(format!("{key}: its member cluster is not served"));
+    };
+    // A member's kinds are found by its own discovery; the hub's were listed.
+    let resource = if key.cluster.is_empty() {
+        resource_of(client, listed, key).await?
+    } else {
+        super::fleet::discover(client, key).await?.0
+    };
     let api: Api<DynamicObject> = if key.namespace.is_empty() {
         Api::all_with(client.clone(), &resource)
     } else {
@@ -356,7 +364,12 @@ async fn server_form(
 
 /// `gatewright diff -f PATHS`: what applying the files would change. Exit 0 nothing, 1
 /// something, 2 input unreadable (or the cluster), 3 a template failed.
-pub async fn diff(client: &Client, controller_namespace: &str, paths: &[PathBuf]) -> Output {
+pub async fn diff(
+    client: &Client,
+    controller_namespace: &str,
+    fleet: Option<&FleetRead>,
+    paths: &[PathBuf],
+) -> Output {
     let files = match crate::snapshot::files::documents(paths) {
         Ok(d) => d,
         Err(e) => return failed(EXIT_INPUT, e),
@@ -409,6 +422,33 @@ pub async fn diff(client: &Client, controller_namespace: &str, paths: &[PathBuf]
         .into_iter()
         .filter(|k| crate::plan::gateway::in_scope(&snap, k).is_ok())
         .collect();
+    // With --fleet: the members, and what the Gateways place, read in their members; each
+    // placed child is then dry-run in its member.
+    let members = match fleet {
+        Some(f) => match super::fleet::read(client, f, &mut snap, &keys).await {
+            Ok(found) => {
+                out.stderr
+                    .extend(found.notes.iter().map(|n| format!("note: {n}")));
+                out.stderr.extend(
+                    found
+                        .unread
+                        .iter()
+                        .map(|(k, why)| format!("warning: {k}: {why}; compared as missing")),
+                );
+                found.clients
+            }
+            Err(e) => return failed(EXIT_INPUT, format!("{e:#}")),
+        },
+        None => std::collections::BTreeMap::new(),
+    };
+    // The API server a child lives on: the hub's, or its member's.
+    let on = |key: &crate::snapshot::ObjectKey| {
+        if key.cluster.is_empty() {
+            Some(client)
+        } else {
+            members.get(&key.cluster)
+        }
+    };
     let planned = plans(&snap, &keys);
     for (k, p) in &planned {
         for e in p.errors() {
@@ -426,7 +466,7 @@ pub async fn diff(client: &Client, controller_namespace: &str, paths: &[PathBuf]
                 key,
                 live,
                 planned,
-            } => match dry_run(client, &listed, &key, &planned).await {
+            } => match dry_run(on(&key), &listed, &key, &planned).await {
                 // The server's final form holds nothing new: no change.
                 Ok(after) if content(&after) == content(&live) => {}
                 Ok(after) => changes.push(Change::Update {
@@ -453,7 +493,7 @@ pub async fn diff(client: &Client, controller_namespace: &str, paths: &[PathBuf]
                 planned,
                 template,
             } => {
-                if let Err(e) = dry_run(client, &listed, &key, &planned).await {
+                if let Err(e) = dry_run(on(&key), &listed, &key, &planned).await {
                     out.stderr.push(format!("error: Gateway {gateway}: {e}"));
                 }
                 changes.push(Change::Create {

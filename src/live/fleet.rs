@@ -37,12 +37,14 @@ pub struct FleetRead {
 }
 
 /// What reading the fleet found, beyond the snapshot.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct FleetFound {
     /// Placed children that could not be read in their member: why, by key.
     pub unread: BTreeMap<ObjectKey, String>,
     /// Notes for stderr (a member not served, and why).
     pub notes: Vec<String>,
+    /// A client of each member served, by its name (`namespace/name` of its profile).
+    pub clients: BTreeMap<String, Client>,
 }
 
 /// Lists the hub's ClusterProfiles into `snap` (placement on), reaches each member served,
@@ -127,6 +129,7 @@ pub async fn read(
                 plan.gateway
                     .states
                     .iter()
+                    .chain(plan.routes.iter().flat_map(|r| r.states.iter()))
                     .map(|s| s.key.clone())
                     .filter(|key| !key.cluster.is_empty()),
             );
@@ -158,6 +161,7 @@ pub async fn read(
             }
         }
     }
+    found.clients = clients;
     Ok(found)
 }
 
@@ -187,7 +191,7 @@ async fn reach(
 type Served = Result<(ApiResource, Scope), String>;
 
 /// Where the member serves `key`'s kind.
-async fn discover(client: &Client, key: &ObjectKey) -> Served {
+pub(super) async fn discover(client: &Client, key: &ObjectKey) -> Served {
     let (group, version) = key
         .api_version
         .split_once('/')

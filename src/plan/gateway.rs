@@ -326,7 +326,9 @@ pub(crate) fn plan_gateway_with(
             let accepted: std::collections::BTreeSet<&str> =
                 accepted_routes.iter().map(|r| r.uid.as_str()).collect();
             plan.orphaned_route_children = route_children
-                .filter(|(_, parent)| !accepted.contains(parent))
+                .filter(|(k, parent)| {
+                    !accepted.contains(parent) && super::placement::deletable(k, snap.fleet())
+                })
                 .map(|(k, _)| k.clone())
                 .collect();
         }
@@ -376,15 +378,7 @@ fn render_gateway(
     let prepared = input.prepared;
     let result = render_set(input, base, None);
     let mut prune = prune_list(Some(prepared), TemplateSet::Gateway, input.live, &result);
-    // What is placed in a member not served now (unreachable, unhealthy) is left there:
-    // it cannot be deleted, and it is found again when the member is back.
-    prune.retain(|k| {
-        k.cluster.is_empty()
-            || input
-                .fleet
-                .get(&k.cluster)
-                .is_none_or(|m| m.unserved.is_none())
-    });
+    prune.retain(|k| super::placement::deletable(k, input.fleet));
     let mut out = Rendered {
         prune,
         ..Rendered::default()

@@ -16,7 +16,8 @@
 //!   template, or reads `routes`, every route's object), nothing is remembered;
 //! - the route's live children under the Gateway, and whatever holds each object the
 //!   plan renders (by the snapshot's stamps: each version of an object has its own);
-//! - what is known of kinds' scopes (the snapshot's scopes stamp).
+//! - what is known of kinds' scopes (the snapshot's scopes stamp);
+//! - with a placed route template, the fleet's members and whether placement renders.
 //!
 //! **The Gateway's own templates**: see [`super::gateway_memo`].
 //!
@@ -24,7 +25,7 @@
 //! over random sequences of changes, that a plan made with the memo equals one made
 //! without it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
 
 use serde_json::Value;
@@ -33,6 +34,7 @@ use super::gateway::GatewayPlan;
 use super::route::RoutePlan;
 use crate::render::context::{HostnamesVar, ListenerVar};
 use crate::render::prepared::Prepared;
+use crate::snapshot::fleet::FleetMember;
 use crate::snapshot::{RouteEntry, RouteKey, Snapshot};
 
 /// What route templates read of a Gateway's plan (see the module docs).
@@ -45,6 +47,9 @@ pub(crate) struct RouteContext {
     listeners: Option<Vec<ListenerVar>>,
     hostnames: Option<HostnamesVar>,
     scopes: u64,
+    /// The members, served or not, when a route template is placed: where its objects go
+    /// and what they read of `cluster` change with them.
+    fleet: Option<(bool, BTreeMap<String, FleetMember>)>,
 }
 
 impl RouteContext {
@@ -64,6 +69,12 @@ impl RouteContext {
             listeners: reads.contains("listeners").then(|| ctx.listeners.clone()),
             hostnames: reads.contains("hostnames").then(|| ctx.hostnames.clone()),
             scopes: snap.scopes_stamp(),
+            fleet: prepared
+                .spec
+                .route_templates
+                .iter()
+                .any(|t| t.placement.is_some())
+                .then(|| (snap.places(), snap.fleet().clone())),
         })
     }
 }

@@ -68,6 +68,15 @@ pub fn cluster_value(member: &FleetMember) -> minijinja::Value {
     minijinja::Value::from(minijinja::value::Serde(member))
 }
 
+/// Whether a child can be deleted where it lives: in the parent's own cluster, or in a
+/// member that is served. What is placed in a member not served now (unreachable,
+/// unhealthy) is left there: it cannot be deleted, and it is found again when the member
+/// is back.
+#[must_use]
+pub fn deletable(key: &crate::snapshot::ObjectKey, fleet: &BTreeMap<String, FleetMember>) -> bool {
+    key.cluster.is_empty() || fleet.get(&key.cluster).is_none_or(|m| m.unserved.is_none())
+}
+
 /// Marks a rendered object as going to `member`.
 pub fn place(obj: &mut Value, member: &FleetMember) {
     if !obj["metadata"]["annotations"].is_object() {
@@ -102,6 +111,7 @@ impl PlacementReport {
         let placements: Vec<&TemplatePlacement> = spec
             .gateway_templates
             .iter()
+            .chain(&spec.route_templates)
             .filter_map(|t| t.placement.as_ref())
             .collect();
         if placements.is_empty() {

@@ -116,6 +116,8 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
         super::set::SetResult::default()
     };
     plan.prune = prune_list(Some(prepared), TemplateSet::Route, &live, &result);
+    plan.prune
+        .retain(|k| super::placement::deletable(k, snap.fleet()));
     plan.children = result.children;
     plan.held = result.held;
     plan.errors = result.errors;

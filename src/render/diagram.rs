@@ -42,6 +42,8 @@ pub struct Node {
     pub reads: Vec<(Via, String)>,
     /// `MakeBeforeBreak` with its fields, when it is rolled out so.
     pub rollout: Option<String>,
+    /// Where a placed template's objects go (fleet mode): its cluster selector, in words.
+    pub placement: Option<String>,
     /// 1-based position in its set's creation order (Gateway templates once per Gateway,
     /// route templates once per attached route); none for the status template.
     pub create: Option<usize>,
@@ -101,6 +103,7 @@ impl Diagram {
                                 format!("MakeBeforeBreak{what} on {}", r.fields.join(", "))
                             }
                         }),
+                    placement: entry.placement.as_ref().map(placed_in),
                     create: Some(i + 1),
                     teardown: position(set, name),
                 });
@@ -117,6 +120,7 @@ impl Diagram {
                     .map(|d| (Via::Resources, d.clone()))
                     .collect(),
                 rollout: None,
+                placement: None,
                 create: None,
                 teardown: None,
             });
@@ -268,6 +272,29 @@ fn node_id(set: TemplateSet, name: &str) -> String {
     format!("{}_{clean}", &set_id(set)[..1])
 }
 
+/// A placement's selector in words: `placed in every member`, or `placed in members k=v,
+/// k2 In (a, b)`.
+fn placed_in(p: &crate::api::TemplatePlacement) -> String {
+    let mut terms: Vec<String> = p
+        .clusters
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    terms.extend(p.clusters.match_expressions.iter().flatten().map(|e| {
+        match e.values.as_deref() {
+            Some(v) if !v.is_empty() => format!("{} {} ({})", e.key, e.operator, v.join(", ")),
+            _ => format!("{} {}", e.key, e.operator),
+        }
+    }));
+    if terms.is_empty() {
+        "placed in every member".to_owned()
+    } else {
+        format!("placed in members {}", terms.join(", "))
+    }
+}
+
 /// A node's text, lines joined by `sep`; quotes are replaced (both formats quote labels).
 fn label(n: &Node, sep: &str) -> String {
     let mut lines = vec![match n.set {
@@ -276,6 +303,7 @@ fn label(n: &Node, sep: &str) -> String {
     }];
     lines.extend(n.kinds.iter().cloned());
     lines.extend(n.rollout.iter().cloned());
+    lines.extend(n.placement.iter().cloned());
     match (n.create, n.teardown) {
         (Some(c), Some(t)) => lines.push(format!("create {c} · teardown {t}")),
         (Some(c), None) => lines.push(format!("create {c}")),

@@ -249,24 +249,14 @@ fn reads_itself_only(source: &str) -> bool {
     true
 }
 
-/// Placements where they cannot apply: on a route template (a route's objects follow
-/// their Gateway's), or with a selector expression whose operator is unknown.
+/// Placements whose selector cannot be evaluated: an expression whose operator is unknown,
+/// or whose values do not fit the operator. (Gateway and route templates alike.)
 fn placement_errors(blueprint: &str, spec: &GatewayClassBlueprintSpec) -> Vec<RenderError> {
     let err = |template: &str, m: String| {
         RenderError::new(blueprint, template, None, m).with_category("InvalidPlacement")
     };
     let mut out = Vec::new();
-    for e in spec
-        .route_templates
-        .iter()
-        .filter(|e| e.placement.is_some())
-    {
-        out.push(err(
-            &e.name,
-            "placement applies to gateway templates only: a route template's objects go where its Gateway's own objects go".to_owned(),
-        ));
-    }
-    for e in &spec.gateway_templates {
+    for e in spec.gateway_templates.iter().chain(&spec.route_templates) {
         let Some(p) = &e.placement else { continue };
         for x in p.clusters.match_expressions.iter().flatten() {
             let needs_values = matches!(x.operator.as_str(), "In" | "NotIn");
