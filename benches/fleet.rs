@@ -251,7 +251,9 @@ async fn main() {
     .await;
 
     // 1. The controller alone.
-    let p = Proc::start_with(&bin, 18380, &["--fleet", "--fleet-namespace", FLEET_NS]);
+    let args = controller_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let p = Proc::start_with(&bin, 18380, &args);
     p.wait_ready().await;
     let base = settled_rss(&p).await;
     println!("fleet benchmark: {members} idle members, then one member with {gateways} Gateways");
@@ -565,7 +567,9 @@ async fn scale(p: Proc, bin: &str, hub: &Client, paths: &[String], class_dir: &s
     tokio::time::sleep(Duration::from_secs(5)).await;
     steady("steady state").await;
     p.stop();
-    let p = Proc::start_with(bin, 18380, &["--fleet", "--fleet-namespace", FLEET_NS]);
+    let args = controller_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let p = Proc::start_with(bin, 18380, &args);
     p.wait_ready().await;
     wait_until(
         "the members engaged again",
@@ -575,4 +579,16 @@ async fn scale(p: Proc, bin: &str, hub: &Client, paths: &[String], class_dir: &s
     .await;
     steady("after a restart (from every member engaged)").await;
     p
+}
+
+/// The controller's arguments: fleet mode on the benchmark's namespace, and
+/// `FLEET_CONTROLLER_ARGS` (split on spaces) after them, to compare settings.
+fn controller_args() -> Vec<String> {
+    let mut args: Vec<String> = ["--fleet", "--fleet-namespace", FLEET_NS]
+        .map(str::to_owned)
+        .to_vec();
+    if let Ok(extra) = std::env::var("FLEET_CONTROLLER_ARGS") {
+        args.extend(extra.split_whitespace().map(str::to_owned));
+    }
+    args
 }

@@ -12,6 +12,7 @@
 #                                          # own) with 300 Gateways each: cold convergence
 #                                          # against the ceiling, steady-state and restart
 #                                          # writes (benches/fleet.rs, step 5)
+#   FLEET_CONTROLLER_ARGS="--workers 24" ...   # extra flags for the controller, to compare
 #
 # Figures are printed, never asserted. Not part of scripts/test.sh (a few minutes).
 set -euo pipefail

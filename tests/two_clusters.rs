@@ -722,9 +722,20 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             .unwrap()
             .unwrap();
         assert!(status.success(), "the second member's API server came back");
-        assert!(
-            member2_gws.get_opt("pub-istio").await.unwrap().is_some(),
-            "what was placed in the unreachable member is left there"
+        // Served again: what the teardown left there is deleted (it still carries the
+        // deleted Gateway's UID), the route copy too.
+        let t = Instant::now();
+        let member2_routes: Api<gateway_api::apis::standard::httproutes::HttpRoute> =
+            Api::namespaced(third.clone(), &ns.name);
+        wait_for("what was left in the member deleted once it is back", T, || async {
+            (member2_gws.get_opt("pub-istio").await.ok()?.is_none()
+                && member2_routes.get_opt("shop-pub-istio").await.ok()?.is_none())
+            .then_some(())
+        })
+        .await;
+        println!(
+            "what was left in the member while it was down: deleted {:.1} s after it was back",
+            t.elapsed().as_secs_f64()
         );
         assert!(ctl.shutdown(Duration::from_secs(10)).await);
     });

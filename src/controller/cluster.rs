@@ -70,6 +70,9 @@ pub struct Cluster {
     /// among replicas, and the members found unreachable (with why), which placement
     /// counts as not served.
     fleet: Mutex<FleetView>,
+    /// The hub: what teardowns left in members that were not served, to delete once they
+    /// are ([`super::left`]).
+    pub(super) left: super::left::Left,
     /// When this cluster was set up.
     created: std::time::Instant,
 }
@@ -160,6 +163,7 @@ impl Cluster {
             siblings: std::sync::OnceLock::new(),
             unreachable_since: Mutex::new(None),
             fleet: Mutex::new(FleetView::default()),
+            left: super::left::Left::default(),
             created: std::time::Instant::now(),
         }
     }

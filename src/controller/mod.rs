@@ -29,6 +29,7 @@ mod echo;
 pub mod events;
 pub mod fight;
 mod inventory;
+mod left;
 mod memory;
 mod metrics;
 mod narrow;

@@ -381,6 +381,8 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
                     .filter_map(|c| Some((c.id().as_str().to_owned(), c.unreachable_why()?)))
                     .collect();
                 r.local.set_unreachable(found);
+                // What teardowns left in members not served then, deleted once they are.
+                r.local.sweep_left();
             }
         });
     }

@@ -168,6 +168,9 @@ impl Cluster {
                             .get(&cluster)
                             .is_some_and(|m| m.unserved.is_none())
                 });
+            for c in &left {
+                self.left.add(ObjectKey::of(c), &uid);
+            }
             let left = left_behind(&left, &snap);
             let prepared = crate::plan::class::resolve_blueprint(
                 &snap,

@@ -282,12 +282,12 @@ fn placed_in(p: &crate::api::TemplatePlacement) -> String {
         .flatten()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    terms.extend(p.clusters.match_expressions.iter().flatten().map(|e| {
-        match e.values.as_deref() {
+    terms.extend(p.clusters.match_expressions.iter().flatten().map(
+        |e| match e.values.as_deref() {
             Some(v) if !v.is_empty() => format!("{} {} ({})", e.key, e.operator, v.join(", ")),
             _ => format!("{} {}", e.key, e.operator),
-        }
-    }));
+        },
+    ));
     if terms.is_empty() {
         "placed in every member".to_owned()
     } else {
