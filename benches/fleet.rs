@@ -27,8 +27,13 @@
 //!    controller meanwhile (its `apiserver_request_total`, the benchmark's own creates
 //!    and Leases left out) give the ceiling: as many server-side applies of ConfigMaps by
 //!    a plain client at the same concurrency, every member at once; the slowest member's
-//!    time is the ceiling. Then the writes in 20 s of steady state, and in the 20 s after
-//!    the controller is restarted and has engaged every member again.
+//!    time is the ceiling. A second ceiling writes the same objects of the same kinds: for
+//!    each Gateway, what the converged world of one holds (the Gateway and its route, a
+//!    finalizer, a copy of each child, both statuses), in a namespace nothing of ours
+//!    serves. Also the controller's CPU and the whole machine's while converging. Then the
+//!    writes in 20 s of steady state, and in the 20 s after the controller is restarted
+//!    and has engaged every member again. `FLEET_CONTROLLER_ARGS`: more flags for the
+//!    controller, to compare settings.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -461,6 +466,7 @@ async fn scale(p: Proc, bin: &str, hub: &Client, paths: &[String], class_dir: &s
     for m in &members {
         counts_before.push(counts::apiserver_counts(m).await);
     }
+    let (cpu_before, busy_before) = (p.cpu(), machine_busy());
     let t = Instant::now();
     futures::future::join_all(members.iter().map(|m| async move {
         let next = std::sync::atomic::AtomicUsize::new(0);
@@ -494,6 +500,7 @@ async fn scale(p: Proc, bin: &str, hub: &Client, paths: &[String], class_dir: &s
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let converge = t.elapsed();
+    let (cpu, busy) = (p.cpu() - cpu_before, machine_busy() - busy_before);
     let with = settled_rss(&p).await;
     let mut share = Vec::new();
     for (j, m) in members.iter().enumerate() {
@@ -539,9 +546,54 @@ async fn scale(p: Proc, bin: &str, hub: &Client, paths: &[String], class_dir: &s
         ceiling.as_secs_f64(),
         converge.as_secs_f64() / ceiling.as_secs_f64().max(0.001)
     );
+    // The same writes, of the same kinds: what the converged world of one Gateway holds,
+    // written for `per` Gateways in each member by a plain client, every member at once.
+    let mut world = None;
+    for m in &members {
+        world = Some(world_of(m, 1000).await);
+    }
+    let (gw_status, rt_status, children) = world.unwrap();
+    let kinds: Vec<&str> = children
+        .iter()
+        .map(|(_, c)| c["kind"].as_str().unwrap_or_default())
+        .collect();
+    let times = futures::future::join_all(members.iter().map(|m| {
+        let (gw_status, rt_status, children) = (&gw_status, &rt_status, &children);
+        async move {
+            let t = Instant::now();
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            futures::future::join_all((0..conc).map(|_| async {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= per {
+                        break;
+                    }
+                    write_world(m, 1000 + i, gw_status, rt_status, children).await;
+                }
+            }))
+            .await;
+            t.elapsed()
+        }
+    }))
+    .await;
+    let same = times.iter().max().copied().unwrap_or_default();
+    println!(
+        "    ceiling of the same writes (per Gateway: the Gateway and its route created, a finalizer, {} children copied ({}), both statuses; every member at once, slowest member): {:.1} s; ratio {:.2}",
+        children.len(),
+        kinds.join(", "),
+        same.as_secs_f64(),
+        converge.as_secs_f64() / same.as_secs_f64().max(0.001)
+    );
     println!(
         "    RSS {before:.1} -> {with:.1} MiB, {:.3} MiB per Gateway",
         (with - before) / (k * per) as f64
+    );
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    println!(
+        "    while converging: controller CPU {cpu:.1} s; the machine busy {busy:.1} s of {:.1} s ({cores} cores x {:.1} s: {:.0} %; API servers, etcds, the clients and the controller)",
+        cores as f64 * converge.as_secs_f64(),
+        converge.as_secs_f64(),
+        100.0 * busy / (cores as f64 * converge.as_secs_f64()).max(0.001)
     );
     // Steady state: 20 s with nothing changing.
     let steady = |label: &'static str| {
@@ -591,4 +643,129 @@ fn controller_args() -> Vec<String> {
         args.extend(extra.split_whitespace().map(str::to_owned));
     }
     args
+}
+
+/// CPU seconds the whole machine has spent busy (not idle, not waiting on I/O) since boot,
+/// from `/proc/stat`.
+fn machine_busy() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest time is counted in user).
+    let busy: f64 = ticks
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| matches!(i, 0 | 1 | 2 | 5 | 6 | 7))
+        .map(|(_, v)| v)
+        .sum();
+    busy / 100.0
+}
+
+/// The converged world of Gateway `gw<i>` in a member: its status, its route's, and each
+/// child it has (the kinds the shipped class renders), as (resource, object).
+async fn world_of(member: &Client, i: usize) -> (Value, Value, Vec<(ApiResource, Value)>) {
+    let gw_ar = ar("gateway.networking.k8s.io", "v1", "Gateway", "gateways");
+    let rt_ar = ar("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes");
+    let get = |r: &ApiResource, name: String| {
+        let api: Api<DynamicObject> = Api::namespaced_with(member.clone(), MEMBER_NS, r);
+        async move { serde_json::to_value(api.get(&name).await.unwrap()).unwrap() }
+    };
+    let gw = get(&gw_ar, format!("gw{i}")).await;
+    let rt = get(&rt_ar, format!("r{i}")).await;
+    let uid = gw["metadata"]["uid"].as_str().unwrap().to_owned();
+    let mut children = Vec::new();
+    for r in [
+        ar("cert-manager.io", "v1", "Certificate", "certificates"),
+        gw_ar.clone(),
+        ar(
+            "externaldns.k8s.io",
+            "v1alpha1",
+            "DNSEndpoint",
+            "dnsendpoints",
+        ),
+        rt_ar.clone(),
+    ] {
+        let api: Api<DynamicObject> = Api::namespaced_with(member.clone(), MEMBER_NS, &r);
+        let listed = api
+            .list(&ListParams::default().labels(&format!("gatewright.dev/gateway-uid={uid}")))
+            .await
+            .unwrap();
+        for o in listed.items {
+            children.push((r.clone(), serde_json::to_value(o).unwrap()));
+        }
+    }
+    (gw["status"].clone(), rt["status"].clone(), children)
+}
+
+/// Writes, with a plain client in namespace `ceiling`, what the controller wrote for
+/// Gateway `gw<i>`: the Gateway and its route (of a class nobody serves), a finalizer, a
+/// copy of each child (our labels and owner references dropped, so that nothing of ours
+/// acts on them), and both statuses.
+async fn write_world(
+    m: &Client,
+    i: usize,
+    gw_status: &Value,
+    rt_status: &Value,
+    children: &[(ApiResource, Value)],
+) {
+    let text = gateway(i)
+        .replace(MEMBER_NS, "ceiling")
+        .replace(CLASS, "nobody");
+    apply_yaml(m, &text).await;
+    let gw_ar = ar("gateway.networking.k8s.io", "v1", "Gateway", "gateways");
+    let rt_ar = ar("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes");
+    let gws: Api<DynamicObject> = Api::namespaced_with(m.clone(), "ceiling", &gw_ar);
+    let name = format!("gw{i}");
+    gws.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"finalizers": ["example.com/ceiling"]}})),
+    )
+    .await
+    .unwrap();
+    let rename = |s: &str| {
+        s.replace("gw1000", &format!("gw{i}"))
+            .replace("r1000", &format!("r{i}"))
+            .replace("h1000.", &format!("h{i}."))
+    };
+    for (r, c) in children {
+        let mut v: Value = serde_json::from_str(&rename(&c.to_string())).unwrap();
+        let meta = v["metadata"].as_object_mut().unwrap();
+        for f in [
+            "uid",
+            "resourceVersion",
+            "managedFields",
+            "creationTimestamp",
+            "generation",
+            "ownerReferences",
+            "labels",
+            "finalizers",
+        ] {
+            meta.remove(f);
+        }
+        meta.insert("namespace".into(), json!("ceiling"));
+        v.as_object_mut().unwrap().remove("status");
+        apply(m, r, &v).await;
+    }
+    gws.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({ "status": gw_status })),
+    )
+    .await
+    .unwrap();
+    let rts: Api<DynamicObject> = Api::namespaced_with(m.clone(), "ceiling", &rt_ar);
+    rts.patch_status(
+        &format!("r{i}"),
+        &PatchParams::default(),
+        &Patch::Merge(&json!({ "status": rt_status })),
+    )
+    .await
+    .unwrap();
 }

@@ -57,6 +57,7 @@ mkdir -p benches/results
 out="benches/results/fleet-$(date -u +%Y%m%dT%H%M%SZ).txt"
 {
   echo "# scripts/bench-fleet.sh (FLEET_MEMBERS=${FLEET_MEMBERS:-20} FLEET_GATEWAYS=${FLEET_GATEWAYS:-100} FLEET_SCALE_MEMBERS=${FLEET_SCALE_MEMBERS:-0} FLEET_SCALE_GATEWAYS=${FLEET_SCALE_GATEWAYS:-300})"
+  [ -z "${FLEET_CONTROLLER_ARGS:-}" ] || echo "# FLEET_CONTROLLER_ARGS=\"$FLEET_CONTROLLER_ARGS\""
   echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "# machine: $(uname -srm), $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
