@@ -468,18 +468,10 @@ async fn scale(p: Proc, bin: &str, hub: &Client, paths: &[String], class_dir: &s
     }
     let (cpu_before, busy_before) = (p.cpu(), machine_busy());
     let t = Instant::now();
-    futures::future::join_all(members.iter().map(|m| async move {
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        futures::future::join_all((0..conc).map(|_| async {
-            loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= per {
-                    break;
-                }
-                apply_yaml(m, &gateway(1000 + i)).await;
-            }
-        }))
-        .await;
+    futures::future::join_all(members.iter().map(|m| {
+        in_parallel(per, conc, move |i| async move {
+            apply_yaml(m, &gateway(1000 + i)).await;
+        })
     }))
     .await;
     let created = t.elapsed();
@@ -515,29 +507,21 @@ async fn scale(p: Proc, bin: &str, hub: &Client, paths: &[String], class_dir: &s
         );
     }
     // The ceiling: each member's share of writes from a plain client, all at once.
-    let times = futures::future::join_all(members.iter().zip(&share).enumerate().map(
-        |(j, (m, &w))| async move {
-            let t = Instant::now();
-            let next = std::sync::atomic::AtomicU64::new(0);
+    let times =
+        futures::future::join_all(members.iter().zip(&share).enumerate().map(|(j, (m, &w))| {
             let cm = ar("", "v1", "ConfigMap", "configmaps");
-            futures::future::join_all((0..conc).map(|_| async {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if i >= w {
-                        break;
-                    }
+            in_parallel(usize::try_from(w).unwrap_or(usize::MAX), conc, move |i| {
+                let cm = cm.clone();
+                async move {
                     let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
                         "metadata": {"name": format!("c{j}-{i}"), "namespace": "ceiling",
                             "labels": {"app.kubernetes.io/managed-by": "ceiling"}},
                         "data": {"hostname": format!("h{i}.example.com"), "port": "80"}});
                     apply(m, &cm, &obj).await;
                 }
-            }))
-            .await;
-            t.elapsed()
-        },
-    ))
-    .await;
+            })
+        }))
+        .await;
     let ceiling = times.iter().max().copied().unwrap_or_default();
     println!(
         "    all created in {:.1} s; all converged in {:.1} s; ceiling (each member's share as plain applies, every member at once, slowest member): {:.1} s; ratio {:.2}",
@@ -559,21 +543,9 @@ async fn scale(p: Proc, bin: &str, hub: &Client, paths: &[String], class_dir: &s
         .collect();
     let times = futures::future::join_all(members.iter().map(|m| {
         let (gw_status, rt_status, children) = (&gw_status, &rt_status, &children);
-        async move {
-            let t = Instant::now();
-            let next = std::sync::atomic::AtomicUsize::new(0);
-            futures::future::join_all((0..conc).map(|_| async {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if i >= per {
-                        break;
-                    }
-                    write_world(m, 1000 + i, gw_status, rt_status, children).await;
-                }
-            }))
-            .await;
-            t.elapsed()
-        }
+        in_parallel(per, conc, move |i| {
+            write_world(m, 1000 + i, gw_status, rt_status, children)
+        })
     }))
     .await;
     let same = times.iter().max().copied().unwrap_or_default();
@@ -768,4 +740,25 @@ async fn write_world(
     )
     .await
     .unwrap();
+}
+
+/// Runs `f(i)` for every `i` in `0..n`, `conc` at a time; returns how long that took.
+async fn in_parallel<F, Fut>(n: usize, conc: usize, f: F) -> Duration
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let t = Instant::now();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    futures::future::join_all((0..conc).map(|_| async {
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if i >= n {
+                break;
+            }
+            f(i).await;
+        }
+    }))
+    .await;
+    t.elapsed()
 }

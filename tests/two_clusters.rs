@@ -373,16 +373,7 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         let id2 = ClusterId::new(&format!("{}/member2", fleet.name));
         served(&ctl, &id2, true).await;
         let placing = format!("fleet-{}", ns.name);
-        let text = ["gatewayclass.yaml", "blueprint.yaml"]
-            .map(|f| {
-                std::fs::read_to_string(format!(
-                    "{}/gatewayclasses/fleet-istio-certmanager-externaldns/{f}",
-                    env!("CARGO_MANIFEST_DIR")
-                ))
-                .unwrap()
-            })
-            .join("---\n")
-            .replace("fleet-istio-certmanager-externaldns", &placing);
+        let text = common::fleet_class_yaml(&placing);
         apply_yaml(&main, &text).await;
         let pub_yaml = format!(
             "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: pub, namespace: {ns}}}\nspec:\n  gatewayClassName: {placing}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: shop, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: pub}}]\n  hostnames: [shop.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n",

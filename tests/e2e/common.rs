@@ -19,6 +19,25 @@ pub const CONTROLLER_USER: &str = "controller";
 pub const TEST_NAMESPACE_LABEL: &str = "gatewright.dev/test";
 
 /// The cluster's configuration, as `KUBECONFIG` (or in-cluster config) gives it.
+/// The shipped fleet class (its GatewayClass and blueprint), with its name replaced by
+/// `name`.
+#[allow(
+    dead_code,
+    reason = "not every test binary that includes this module places"
+)]
+pub fn fleet_class_yaml(name: &str) -> String {
+    ["gatewayclass.yaml", "blueprint.yaml"]
+        .map(|f| {
+            std::fs::read_to_string(format!(
+                "{}/gatewayclasses/fleet-istio-certmanager-externaldns/{f}",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .unwrap()
+        })
+        .join("---\n")
+        .replace("fleet-istio-certmanager-externaldns", name)
+}
+
 pub async fn config() -> Config {
     Config::infer()
         .await

@@ -1457,16 +1457,7 @@ async fn a_placed_template_is_reported_not_applied_and_nothing_is_written() {
     let _ctl = controller();
     let ns = TestNamespace::new(&client, "placed").await;
     let class = format!("placed-{}", ns.name);
-    let text = ["gatewayclass.yaml", "blueprint.yaml"]
-        .map(|f| {
-            std::fs::read_to_string(format!(
-                "{}/gatewayclasses/fleet-istio-certmanager-externaldns/{f}",
-                env!("CARGO_MANIFEST_DIR")
-            ))
-            .unwrap()
-        })
-        .join("---\n")
-        .replace("fleet-istio-certmanager-externaldns", &class);
+    let text = crate::common::fleet_class_yaml(&class);
     apply_yaml(&client, &text).await;
     apply_yaml(&client, &gateway_yaml(&ns.name, &class)).await;
     let g = wait_for("the Gateway to report its placement", T, || async {
