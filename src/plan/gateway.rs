@@ -585,10 +585,23 @@ fn build_context<'a>(
     let mut names = Vec::new();
     // Names a certificate of the Gateway's may list: not those of passthrough listeners.
     let mut certificate_names = Vec::new();
+    // Of those, the names of listeners served with a generated certificate (terminating
+    // TLS, no certificateRefs of their own): what `hostnames.tls` lists. Borrowed: cloned
+    // only when they differ from `precise` (below).
+    let mut generated_names: Vec<&String> = Vec::new();
+    // Whether some certificate name may come from no generated-certificate listener. Not
+    // while each other listener of a route's attachment carries the very names a
+    // generated one does (HTTP and HTTPS on one hostname): then `tls` is `precise`.
+    let mut tls_differs = false;
+    // Per attachment: the names of its generated-certificate listeners, and of the others.
+    let mut generated_here: Vec<&[String]> = Vec::new();
+    let mut others_here: Vec<&[String]> = Vec::new();
     for ((rkey, parents), entry) in attachments.iter().zip(attached) {
         let mut any = false;
         for p in parents.iter().filter(|p| p.is_accepted()) {
             any = true;
+            generated_here.clear();
+            others_here.clear();
             for la in &p.listeners {
                 if let Some(l) = listeners.iter_mut().find(|l| {
                     l.name == la.listener
@@ -597,9 +610,21 @@ fn build_context<'a>(
                 }) {
                     if l.valid {
                         names.extend(la.hostnames.iter().cloned());
-                        if l.tls_mode.as_deref() != Some(crate::gateway::listeners::TLS_PASSTHROUGH)
-                        {
-                            certificate_names.extend(la.hostnames.iter().cloned());
+                        match l.tls_mode.as_deref() {
+                            Some(crate::gateway::listeners::TLS_PASSTHROUGH) => {}
+                            Some(crate::gateway::listeners::TLS_TERMINATE)
+                                if l.certificate_refs.is_empty() =>
+                            {
+                                certificate_names.extend(la.hostnames.iter().cloned());
+                                generated_names.extend(&la.hostnames);
+                                generated_here.push(&la.hostnames);
+                            }
+                            _ => {
+                                certificate_names.extend(la.hostnames.iter().cloned());
+                                if !la.hostnames.is_empty() {
+                                    others_here.push(&la.hostnames);
+                                }
+                            }
                         }
                     }
                     // Routes are visited one after the other: this route can only be
@@ -616,6 +641,7 @@ fn build_context<'a>(
                     }
                 }
             }
+            tls_differs = tls_differs || others_here.iter().any(|o| !generated_here.contains(o));
         }
         if any {
             routes.push(rkey.clone());
@@ -639,6 +665,20 @@ fn build_context<'a>(
                 .filter(|h| crate::gateway::routes::is_precise(h)),
         )
     };
+    // No generated-certificate listener (an HTTP-only Gateway): no name. Every certificate
+    // name also through one (the common HTTP + HTTPS Gateway): `precise`, no second sort.
+    let tls = if generated_names.is_empty() {
+        Vec::new()
+    } else if !tls_differs {
+        precise.clone()
+    } else {
+        hostnames::dedupe_sorted(
+            generated_names
+                .into_iter()
+                .filter(|h| crate::gateway::routes::is_precise(h))
+                .cloned(),
+        )
+    };
     let context = GatewayContext {
         gateway,
         class,
@@ -649,6 +689,7 @@ fn build_context<'a>(
             union,
             intersection,
             precise,
+            tls,
         },
         base: minijinja::Value::UNDEFINED,
         decoration: GatewayDecoration::default(),

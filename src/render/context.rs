@@ -1,6 +1,9 @@
 //! The template variables (ARCHITECTURE.md, "The template contract"): `gateway`, `route`,
-//! `class`, `values`, `listeners`, `routes`, `hostnames.union`/`intersection`/`precise`
-//! and `resources.<template>`.
+//! `class`, `values`, `listeners`, `routes`, `hostnames.union`/`intersection`/`precise`/`tls`
+//! and `resources.<template>`. `hostnames.tls` is what a generated certificate should list:
+//! the precise names of the listeners that terminate TLS and name no certificate of their
+//! own, so that an HTTP-only Gateway orders none (no ACME order quota spent, no
+//! `Programmed` waiting on an issuance nothing serves).
 //!
 //! In: what the planner computed. Out: one minijinja value per render.
 
@@ -67,7 +70,7 @@ pub struct AttachedRouteVar {
     pub hostnames: Vec<String>,
 }
 
-/// `hostnames.union`, `hostnames.intersection` and `hostnames.precise`.
+/// `hostnames.union`, `hostnames.intersection`, `hostnames.precise` and `hostnames.tls`.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct HostnamesVar {
     /// Every accepted, intersected hostname, sorted, without duplicates.
@@ -80,6 +83,12 @@ pub struct HostnamesVar {
     /// may list (hostnames.md: no wildcard certificate from a hostname field). Every other
     /// precise intersected hostname of an accepted route is here, even one a wildcard covers.
     pub precise: Vec<String>,
+    /// The names of `precise` that attach through a listener served with a generated
+    /// certificate: HTTPS, or TLS in `Terminate` mode, valid, and naming no
+    /// `tls.certificateRefs` of its own. What a generated certificate should list: empty
+    /// for a Gateway with no such listener (an HTTP-only Gateway orders no certificate).
+    /// Same order and dedup as `precise`.
+    pub tls: Vec<String>,
 }
 
 /// Everything a render sees, borrowed from the planner.
