@@ -573,11 +573,11 @@ fn emit(out: gatewright::cli::Output) -> ExitCode {
 }
 
 fn init_logging(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(
-            "info,kube=warn,kube_client=warn,kube_client::client::builder=off",
-        )
-    });
+    let env = std::env::var("RUST_LOG").ok();
+    let filter = tracing_subscriber::EnvFilter::try_new(gatewright::telemetry::log_filter(
+        env.as_deref(),
+    ))
+    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(gatewright::telemetry::DEFAULT_LOG_FILTER));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     if format == "json" {
         builder.json().init();

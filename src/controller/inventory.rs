@@ -265,6 +265,8 @@ impl Inventory {
             let unserved = match state {
                 "engaged" => None,
                 "elsewhere" => Some("served by another replica".to_owned()),
+                // Its health in a few words (the log has the rest).
+                "waiting" => crate::fleet::members::health(p).err().or(why),
                 _ => Some(why.unwrap_or_else(|| "its client cannot be built".to_owned())),
             };
             fleet.push(crate::snapshot::fleet::FleetMember::of(p, unserved));

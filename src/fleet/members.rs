@@ -48,19 +48,15 @@ pub fn verdict(
     consumer: &str,
     secrets: &[Secret],
 ) -> Verdict {
-    if profile.control_plane_healthy() != Some(true) {
-        let why = match profile.condition(CONDITION_CONTROL_PLANE_HEALTHY) {
-            Some(c) => format!(
-                "{CONDITION_CONTROL_PLANE_HEALTHY} is {}{}",
-                c.status,
-                [c.reason.as_str(), c.message.as_str()]
-                    .iter()
-                    .filter(|s| !s.is_empty())
-                    .fold(String::new(), |acc, s| acc + ": " + s)
+    if let Err(why) = health(profile) {
+        let key = profile.key();
+        return Verdict::Wait(match profile.condition(CONDITION_CONTROL_PLANE_HEALTHY) {
+            Some(_) => format!("member {key}: {why}"),
+            None => format!(
+                "member {key} has {why}: its cluster manager writes it in the ClusterProfile's status (kubectl apply drops a status); without one, set it by hand: kubectl patch clusterprofile {} -n {} --subresource=status (docs/fleet.md)",
+                profile.name, profile.namespace
             ),
-            None => format!("{CONDITION_CONTROL_PLANE_HEALTHY} is not reported yet"),
-        };
-        return Verdict::Wait(format!("ClusterProfile {}: {why}", profile.key()));
+        });
     }
     let kubeconfig = match access::route(profile, file, consumer) {
         Ok(Route::Provider(a)) => Ok(a.kubeconfig),
@@ -71,6 +67,29 @@ pub fn verdict(
         Ok(k) => Verdict::Engage(Box::new(k)),
         Err(e) => Verdict::Failed(e.to_string()),
     }
+}
+
+/// Whether `profile`'s control plane counts as healthy, and if not why, in words:
+/// `ControlPlaneHealthy is False: <reason>: <message>`, or `no ControlPlaneHealthy
+/// condition yet` (its status has none: no cluster manager has written it).
+///
+/// # Errors
+/// Not healthy: why.
+pub fn health(profile: &ClusterProfile) -> Result<(), String> {
+    if profile.control_plane_healthy() == Some(true) {
+        return Ok(());
+    }
+    Err(match profile.condition(CONDITION_CONTROL_PLANE_HEALTHY) {
+        Some(c) => format!(
+            "{CONDITION_CONTROL_PLANE_HEALTHY} is {}{}",
+            c.status,
+            [c.reason.as_str(), c.message.as_str()]
+                .iter()
+                .filter(|s| !s.is_empty())
+                .fold(String::new(), |acc, s| acc + ": " + s)
+        ),
+        None => format!("no {CONDITION_CONTROL_PLANE_HEALTHY} condition yet"),
+    })
 }
 
 /// A stable fingerprint of a kubeconfig: an engaged member is replaced only when it
@@ -146,19 +165,30 @@ mod tests {
             panic!("{v:?}")
         };
         assert_eq!(k.clusters[0].name, "m1");
+        assert_eq!(health(&profile(healthy("True"))), Ok(()));
+        // No condition: the member is named, with how the condition gets there.
+        let v = verdict(&profile(json!({})), &file, "gatewright", &secrets);
+        assert!(
+            matches!(&v, Verdict::Wait(why) if why.contains("kubectl patch clusterprofile m1 -n fleet --subresource=status")),
+            "{v:?}"
+        );
         for (status, says) in [
             (
                 healthy("False"),
                 "ControlPlaneHealthy is False: Probe: readyz answered",
             ),
             (healthy("Unknown"), "ControlPlaneHealthy is Unknown"),
-            (json!({}), "ControlPlaneHealthy is not reported yet"),
+            (
+                json!({}),
+                "member fleet/m1 has no ControlPlaneHealthy condition yet",
+            ),
         ] {
-            let v = verdict(&profile(status), &file, "gatewright", &secrets);
+            let v = verdict(&profile(status.clone()), &file, "gatewright", &secrets);
             assert!(
                 matches!(&v, Verdict::Wait(why) if why.contains(says) && why.contains("fleet/m1")),
                 "{v:?}"
             );
+            assert!(health(&profile(status.clone())).is_err());
             assert_eq!(v.state(), "waiting");
         }
     }

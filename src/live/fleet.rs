@@ -112,10 +112,15 @@ pub async fn read(
                 None
             }
             Err(why) => {
-                found
-                    .notes
-                    .push(format!("member {} not served: {why}", p.key()));
-                Some(why)
+                // A member whose health is not reported says so in its own words (it names
+                // the member); any other reason is put after the member's name.
+                let member = format!("member {}", p.key());
+                found.notes.push(if why.starts_with(&member) {
+                    why.clone()
+                } else {
+                    format!("{member} not served: {why}")
+                });
+                Some(crate::fleet::members::health(p).err().unwrap_or(why))
             }
         };
         snap.put_fleet_member(FleetMember::of(p, unserved));

@@ -8,7 +8,11 @@
 //! ask for them too ([`Play::All`]).
 //!
 //! In: a child object. Out: the `status` its controller would write once it has done its
-//! work, or `None` for kinds without status. Addresses come from TEST-NET-1 (192.0.2.0/24).
+//! work, or `None` for kinds without status. Addresses come from the documentation ranges:
+//! [`SIMULATED_IP`] (TEST-NET-1) for an object of the cluster it lives in, and for an object
+//! placed in a fleet member (its `gatewright.dev/cluster` annotation) an address of
+//! TEST-NET-2 (198.51.100.0/24) derived from the member's name ([`simulated_ip`]), so that
+//! each member's gateway has its own.
 
 mod patch;
 
@@ -47,8 +51,33 @@ pub fn runs_for_real(obj: &Value) -> bool {
 
 use serde_json::{Value, json};
 
-/// The address simulated load balancers and gateways get.
+/// The address simulated load balancers and gateways get in a single cluster (objects
+/// not placed in a fleet member).
 pub const SIMULATED_IP: &str = "192.0.2.10";
+
+/// The address a simulated load balancer or gateway gets in `cluster`: [`SIMULATED_IP`]
+/// for `""` (the cluster the object lives in, not a fleet member), otherwise one of
+/// TEST-NET-2 (198.51.100.1-254) derived from the member's name (`namespace/name` of its
+/// ClusterProfile): the same name always gets the same address, two names almost always
+/// two (254 addresses: a collision is possible, and deterministic).
+#[must_use]
+pub fn simulated_ip(cluster: &str) -> String {
+    use sha2::{Digest, Sha256};
+    if cluster.is_empty() {
+        return SIMULATED_IP.to_owned();
+    }
+    let d = Sha256::digest(cluster.as_bytes());
+    let n = u16::from_be_bytes([d[0], d[1]]) % 254 + 1;
+    format!("198.51.100.{n}")
+}
+
+/// The member a placed object goes to (its `gatewright.dev/cluster` annotation), `""`
+/// for any other object.
+fn member_of(obj: &Value) -> &str {
+    obj["metadata"]["annotations"][crate::render::labels::CLUSTER]
+        .as_str()
+        .unwrap_or_default()
+}
 
 /// The ready status of `obj`, as its controller would write it.
 #[must_use]
@@ -58,10 +87,11 @@ pub fn ready_status(obj: &Value) -> Option<Value> {
     let kind = obj["kind"].as_str().unwrap_or_default();
     let generation = obj["metadata"]["generation"].as_i64().unwrap_or(1);
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let ip = simulated_ip(member_of(obj));
     let ready = json!([{ "type": "Ready", "status": "True", "reason": "Available", "message": "simulated", "lastTransitionTime": "2026-01-01T00:00:00Z" }]);
     let status = match (group, kind) {
         ("gateway.networking.k8s.io", "Gateway") => json!({
-            "addresses": [{ "type": "IPAddress", "value": SIMULATED_IP }],
+            "addresses": [{ "type": "IPAddress", "value": ip }],
             "conditions": [
                 { "type": "Accepted", "status": "True", "reason": "Accepted", "message": "simulated", "observedGeneration": generation, "lastTransitionTime": "2026-01-01T00:00:00Z" },
                 { "type": "Programmed", "status": "True", "reason": "Programmed", "message": "simulated", "observedGeneration": generation, "lastTransitionTime": "2026-01-01T00:00:00Z" },
@@ -70,7 +100,7 @@ pub fn ready_status(obj: &Value) -> Option<Value> {
         ("cert-manager.io", "Certificate") => json!({ "conditions": ready }),
         ("externaldns.k8s.io", "DNSEndpoint") => json!({ "observedGeneration": generation }),
         ("networking.k8s.io", "Ingress") => {
-            json!({ "loadBalancer": { "ingress": [{ "ip": SIMULATED_IP }] } })
+            json!({ "loadBalancer": { "ingress": [{ "ip": ip }] } })
         }
         (g, _) if g.ends_with(".aws.upbound.io") => {
             let mut at = json!({ "arn": format!("arn:aws:simulated:{kind}/{name}"), "id": name });
@@ -155,6 +185,31 @@ mod tests {
             );
             assert_eq!(default_rules(&obj), Readiness::Ready, "{kind}");
         }
+    }
+
+    #[test]
+    fn each_member_gets_its_own_address_and_a_single_cluster_the_usual_one() {
+        let gateway = |cluster: Option<&str>| {
+            let mut g = json!({ "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "metadata": { "name": "public-istio", "namespace": "web" } });
+            if let Some(c) = cluster {
+                g["metadata"]["annotations"] = json!({ "gatewright.dev/cluster": c });
+            }
+            as_ready(&g)["status"]["addresses"][0]["value"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(gateway(None), SIMULATED_IP);
+        let (eu, us) = (gateway(Some("fleet/eu-1")), gateway(Some("fleet/us-1")));
+        assert_ne!(eu, us);
+        assert_eq!(eu, gateway(Some("fleet/eu-1")));
+        assert_eq!(eu, simulated_ip("fleet/eu-1"));
+        for ip in [&eu, &us] {
+            let last: u16 = ip.strip_prefix("198.51.100.").unwrap().parse().unwrap();
+            assert!((1..=254).contains(&last), "{ip}");
+        }
+        assert_eq!(simulated_ip(""), SIMULATED_IP);
     }
 
     #[test]
