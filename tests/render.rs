@@ -1167,6 +1167,109 @@ fn certificates_list_precise_hostnames_only() {
 /// `spec.infrastructure.parametersRef` names a kind we do not support, or a GatewayConfig
 /// that does not exist, is `Accepted=False/InvalidParameters` (and not Programmed), with a
 /// message naming the reference, and nothing of it is rendered.
+/// A self-signed certificate and its key (those of the unit tests), base64 as a Secret holds them.
+const TLS_CRT: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJoRENDQVNtZ0F3SUJBZ0lVUThtdFMrSjJEd2dXNmFzVnZCQkFqcm5qQTNVd0NnWUlLb1pJemowRUF3SXcKRmpFVU1CSUdBMVVFQXd3TFpYaGhiWEJzWlM1amIyMHdJQmNOTWpZeE1USXlNVFV4TmpJMFdoZ1BNakV5TmpFdwpNamt4TlRFMk1qUmFNQll4RkRBU0JnTlZCQU1NQzJWNFlXMXdiR1V1WTI5dE1Ga3dFd1lIS29aSXpqMENBUVlJCktvWkl6ajBEQVFjRFFnQUU0MmJXRDl6b2lqem1xVUlHSmo0YTh1Q1UxaXZOZ085TFlZdEpUMTNLWW1VVU5OVW0KTWh5TWFtNVVPVTVkQWs2TmhoL2orY0h0RDU5MitmS3J1UE0rT0tOVE1GRXdIUVlEVlIwT0JCWUVGTEhuVDVxMgoyZW13ODkzbG94dksyT2VyaWc1bE1COEdBMVVkSXdRWU1CYUFGTEhuVDVxMjJlbXc4OTNsb3h2SzJPZXJpZzVsCk1BOEdBMVVkRXdFQi93UUZNQU1CQWY4d0NnWUlLb1pJemowRUF3SURTUUF3UmdJaEFKK0xDUk5sMjcySXFNMkQKeFpuUzdWNlRxV3k2MXhOSVA1SmU5cWRYTEcvcEFpRUE3U1NpblZrRi9QdHVYWHFRY1VZZS9tYkNTN0tzb3ZhNwpUQUlyemlXQnB5TT0KLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=";
+const TLS_KEY: &str = "LS0tLS1CRUdJTiBQUklWQVRFIEtFWS0tLS0tCk1JR0hBZ0VBTUJNR0J5cUdTTTQ5QWdFR0NDcUdTTTQ5QXdFSEJHMHdhd0lCQVFRZ3k1VzlhekVJOWE5R0ZkSGoKbk9KNk53Q0Zvcjl6cEJUU05Ua2g3L3hYanIyaFJBTkNBQVRqWnRZUDNPaUtQT2FwUWdZbVBocnk0SlRXSzgyQQo3MHRoaTBsUFhjcGlaUlEwMVNZeUhJeHFibFE1VGwwQ1RvMkdIK1A1d2UwUG4zYjU4cXU0OHo0NAotLS0tLUVORCBQUklWQVRFIEtFWS0tLS0tCg==";
+
+/// Certificates are ordered only for the names a listener serves with a generated
+/// certificate (`hostnames.tls`): an HTTP-only Gateway orders none, whatever its routes;
+/// an HTTPS listener without certificateRefs of its own brings one, for exactly the
+/// route's names; one naming its own Secret brings none.
+#[test]
+fn a_certificate_only_for_names_served_over_tls_with_a_generated_certificate() {
+    let route = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: shop, namespace: infra, uid: u-shop, generation: 1}\nspec:\n  parentRefs: [{name: public}]\n  hostnames: [shop.example.com]\n  rules: [{backendRefs: [{name: shop, port: 8080}]}]\n";
+    let gateway = |class: &str, https: &str| {
+        format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: infra}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: own, namespace: infra}}\ntype: kubernetes.io/tls\ndata: {{tls.crt: {TLS_CRT}, tls.key: {TLS_KEY}}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: public, namespace: infra, uid: u-public, generation: 1}}\nspec:\n  gatewayClassName: {class}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}}\n{https}"
+        )
+    };
+    let generated = "  - {name: https, port: 443, protocol: HTTPS, hostname: \"*.example.com\", tls: {options: {gatewright.dev/certificate: generated}}}\n";
+    let own = "  - {name: https, port: 443, protocol: HTTPS, hostname: \"*.example.com\", tls: {certificateRefs: [{name: own}]}}\n";
+    let certificates = |class: &str, https: &str| -> Vec<Value> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("gateway.yaml"), gateway(class, https)).unwrap();
+        std::fs::write(dir.path().join("route.yaml"), route).unwrap();
+        let out = cli::render(
+            &[
+                root().join("gatewayclasses").join(class),
+                dir.path().to_owned(),
+            ],
+            "gatewright-system",
+            &now(),
+        );
+        assert_eq!(out.code, EXIT_OK, "{class}: {:?}", out.stderr);
+        let out = docs(&out.stdout);
+        let entry = &route_status(&out, "HTTPRoute", "shop")["status"]["parents"][0];
+        assert_eq!(condition(entry, "Accepted")["status"], "True", "{class}");
+        // Every listener valid (the one naming its own Secret too).
+        for l in gateway_status(&out)["status"]["listeners"]
+            .as_array()
+            .unwrap()
+        {
+            assert_eq!(
+                condition(l, "ResolvedRefs")["status"],
+                "True",
+                "{class}: {l}"
+            );
+        }
+        out.into_iter()
+            .filter(|d| d["kind"] == "Certificate")
+            .map(|c| {
+                // cert-manager's dnsNames, ACM's subject alternative names.
+                let s = &c["spec"];
+                s.get("dnsNames")
+                    .unwrap_or(&s["forProvider"]["subjectAlternativeNames"])
+                    .clone()
+            })
+            .collect()
+    };
+    for class in CLASSES {
+        // HTTP only: the route's name is served, but over no TLS listener.
+        assert_eq!(certificates(class, ""), Vec::<Value>::new(), "{class}");
+        // An HTTPS listener with a generated certificate: exactly the route's names.
+        assert_eq!(
+            certificates(class, generated),
+            [serde_json::json!(["shop.example.com"])],
+            "{class}"
+        );
+    }
+    // Its own Secret (an HTTPS listener that names one): nothing ordered.
+    assert_eq!(
+        certificates("istio-certmanager-externaldns", own),
+        Vec::<Value>::new()
+    );
+    // Nor is a route matching it only through its wildcard told that no certificate names
+    // it: its own certificate serves it.
+    let dir = tempfile::tempdir().unwrap();
+    let class = "istio-certmanager-externaldns";
+    std::fs::write(dir.path().join("gateway.yaml"), gateway(class, own)).unwrap();
+    std::fs::write(
+        dir.path().join("route.yaml"),
+        route.replace("  hostnames: [shop.example.com]\n", ""),
+    )
+    .unwrap();
+    let out = cli::render(
+        &[
+            root().join("gatewayclasses").join(class),
+            dir.path().to_owned(),
+        ],
+        "gatewright-system",
+        &now(),
+    );
+    assert_eq!(out.code, EXIT_OK, "{:?}", out.stderr);
+    let out = docs(&out.stdout);
+    let entry = &route_status(&out, "HTTPRoute", "shop")["status"]["parents"][0];
+    assert_eq!(condition(entry, "Accepted")["status"], "True");
+    assert!(
+        !entry["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "gatewright.dev/WildcardOnly"),
+        "{entry}"
+    );
+}
+
 #[test]
 fn a_bad_infrastructure_parameters_ref_is_invalid_parameters() {
     let with_ref = |group: &str, kind: &str, name: &str| {
@@ -1430,17 +1533,13 @@ fn every_route_kind_with_every_shipped_class() {
                 assert_eq!(tcp.len(), 1);
                 assert!(tcp[0]["spec"].get("hostnames").is_none(), "{}", tcp[0]);
                 assert_eq!(children("UDPRoute").len(), 0);
-                // The certificate names what the Gateway terminates, not the passthrough
-                // backend's name; DNS publishes every name.
+                // The certificate names what the Gateway terminates with it, not the
+                // passthrough backend's name nor the ListenerSet's HTTP-only one; DNS
+                // publishes every name.
                 let cert = children("Certificate");
                 assert_eq!(
                     cert[0]["spec"]["dnsNames"],
-                    serde_json::json!([
-                        "api.example.com",
-                        "grpc.example.com",
-                        "shop.example.com",
-                        "team.example.org"
-                    ])
+                    serde_json::json!(["api.example.com", "grpc.example.com", "shop.example.com"])
                 );
                 // Once the certificate is ready, the Istio gateway: each TLS listener in its mode.
                 let mut live = Vec::new();

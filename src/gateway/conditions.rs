@@ -121,9 +121,10 @@ pub mod types {
     /// `TemplateError` when the route's own templates failed under that Gateway.
     pub const RENDERED: &str = "gatewright.dev/Rendered";
     /// `gatewright.dev/WildcardOnly`: on a route's parent entry, True (reason
-    /// `NoPreciseHostname`) when on some HTTPS listener the route matches only through a
-    /// wildcard (or no) hostname, so no generated certificate names it (certificates list
-    /// precise hostnames only). Negative polarity: absent when False.
+    /// `NoPreciseHostname`) when on some HTTPS listener served with a generated certificate
+    /// (no certificateRefs of its own) the route matches only through a wildcard (or no)
+    /// hostname, so no generated certificate names it (certificates list precise hostnames
+    /// only). Negative polarity: absent when False.
     pub const WILDCARD_ONLY: &str = "gatewright.dev/WildcardOnly";
     /// `gatewright.dev/FieldConflict`: on a Gateway, True with reason `FieldFight` while
     /// another field manager keeps reverting a field of one of its children (and we back

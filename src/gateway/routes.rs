@@ -256,17 +256,21 @@ pub fn is_precise(hostname: &str) -> bool {
     !hostname.contains('*')
 }
 
-/// `gatewright.dev/WildcardOnly=True` naming the listeners terminating TLS (HTTPS, TLS in
-/// `Terminate` mode) on which the route was
-/// attached with no precise intersected hostname (only wildcards, or none at all).
+/// `gatewright.dev/WildcardOnly=True` naming the listeners served with a generated
+/// certificate (HTTPS, TLS in `Terminate` mode, without certificateRefs of their own: what
+/// `hostnames.tls` lists) on which the route was attached with no precise intersected
+/// hostname (only wildcards, or none at all). A listener naming its own certificate is
+/// served by it, whatever it names.
 fn wildcard_only(attached: &[ListenerAttachment], eval: &GatewayEval) -> Option<Cond> {
     let bare: Vec<String> = attached
         .iter()
         .filter(|a| {
-            eval.listeners
-                .iter()
-                .any(|l| l.name == a.listener && l.set == a.set && l.terminates_tls())
-                && !a.hostnames.iter().any(|h| is_precise(h))
+            eval.listeners.iter().any(|l| {
+                l.name == a.listener
+                    && l.set == a.set
+                    && l.terminates_tls()
+                    && l.certificate_refs.is_empty()
+            }) && !a.hostnames.iter().any(|h| is_precise(h))
         })
         .map(|a| {
             if a.hostnames.is_empty() {
