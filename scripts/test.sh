@@ -50,8 +50,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM HUP
-# An assignment, not `eval "$(...)"`, so that a failed `up` stops the script.
-env_line="$(tests/cluster/up)"
+# An assignment, not `eval "$(...)"`, so that a failed `up` stops the script. The API
+# server writes an audit log of every write (tests/e2e/writes.rs reads who sent each).
+env_line="$(GATEWRIGHT_CLUSTER_AUDIT=1 tests/cluster/up)"
 eval "$env_line"
 export KUBECONFIG
 echo "KUBECONFIG=$KUBECONFIG"

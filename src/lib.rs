@@ -11,6 +11,7 @@ pub mod controller;
 pub mod fleet;
 pub mod gateway;
 pub mod health;
+pub mod identity;
 pub mod live;
 pub mod plan;
 pub mod render;

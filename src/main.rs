@@ -383,6 +383,7 @@ fn run() -> anyhow::Result<ExitCode> {
                 // controller's client layer (a read timeout here would cut watches).
                 config.connect_timeout = Some(std::time::Duration::from_secs(10));
                 config.write_timeout = Some(std::time::Duration::from_secs(30));
+                gatewright::identity::identify(&mut config, None);
                 let client = kube::Client::try_from(config)
                     .context("failed to build a client from the kubeconfig")?;
                 let opts = gatewright::controller::Options {
@@ -574,10 +575,11 @@ fn emit(out: gatewright::cli::Output) -> ExitCode {
 
 fn init_logging(format: &str) {
     let env = std::env::var("RUST_LOG").ok();
-    let filter = tracing_subscriber::EnvFilter::try_new(gatewright::telemetry::log_filter(
-        env.as_deref(),
-    ))
-    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(gatewright::telemetry::DEFAULT_LOG_FILTER));
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(gatewright::telemetry::log_filter(env.as_deref()))
+            .unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new(gatewright::telemetry::DEFAULT_LOG_FILTER)
+            });
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     if format == "json" {
         builder.json().init();

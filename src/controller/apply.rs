@@ -247,9 +247,14 @@ impl Cluster {
         let Some(api) = self.child_api(key)? else {
             return Ok(());
         };
+        let child = key.to_string();
+        // Sent already, its watch event still on its way: a pass right behind the one that
+        // sent it does not send (and log) it again.
+        if self.fights.delete_pending(&child, Instant::now()) {
+            return Ok(());
+        }
         self.metrics.prunes.fetch_add(1, Ordering::Relaxed);
         tracing::info!(child = %key, "deleting a child that is no longer rendered");
-        let child = key.to_string();
         self.fights.expect_delete(&child);
         match api.delete(&key.name, &DeleteParams::background()).await {
             Ok(_) => Ok(()),

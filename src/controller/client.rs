@@ -30,8 +30,7 @@ use std::time::{Duration, Instant};
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
 
-/// Field manager of every server-side apply.
-pub const FIELD_MANAGER: &str = "gatewright";
+pub use crate::identity::FIELD_MANAGER;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -240,7 +239,8 @@ impl LeaseFence {
     }
 }
 
-/// The whole client stack of one cluster, built in one place. Outermost first: deadlines,
+/// The whole client stack of one cluster, built in one place. Outermost first: who sends
+/// each request (its field manager and user agent, [`crate::identity::attributed`]); deadlines,
 /// retries with Retry-After and (with `fence`) write fencing ([`resilient_client`]); the
 /// count of write requests per reconcile ([`count_writes`]); the request metrics. Each
 /// attempt is counted, in the reconcile's own task too (the retry layer sits outside the
@@ -253,7 +253,7 @@ pub fn stack(
     fence: Option<std::sync::Arc<LeaseFence>>,
 ) -> kube::Client {
     let counted = write_counting_client(crate::telemetry::counting_client(client, metrics.clone()));
-    resilient_client(counted, policy, fence)
+    crate::identity::attributed(resilient_client(counted, policy, fence))
 }
 
 tokio::task_local! {

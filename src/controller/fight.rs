@@ -23,7 +23,7 @@
 //! Input: the rendered object, the live object and the clock (passed in: the logic here
 //! is pure and unit-tested); output: apply now or hold until when, and what to report.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -109,9 +109,13 @@ struct Entry {
 /// Deletions of children seen by the watch: the ones we sent, and recent ones of others.
 #[derive(Debug, Default)]
 struct Deletions {
-    ours: BTreeSet<String>,
+    ours: BTreeMap<String, Instant>,
     foreign: BTreeMap<String, Instant>,
 }
+
+/// How long a deletion we sent counts as on its way ([`Fights::delete_pending`]): its
+/// watch event comes within milliseconds; after this, the deletion is sent again.
+pub const DELETE_PENDING: Duration = Duration::from_secs(5);
 
 /// Who deleted a child, as far as anyone can tell: a deletion names no field manager.
 pub const DELETER: &str = "another actor";
@@ -159,8 +163,19 @@ impl Fights {
     /// We are about to send a deletion of `child`: its deletion event is ours.
     pub fn expect_delete(&self, child: &str) {
         if let Ok(mut d) = self.deletions.lock() {
-            d.ours.insert(child.to_owned());
+            d.ours.insert(child.to_owned(), Instant::now());
         }
+    }
+
+    /// Whether we sent a deletion of `child` less than [`DELETE_PENDING`] before `now` and
+    /// its watch event has not come yet (later, a deletion is sent again: a missed event
+    /// must not keep a child from ever being deleted).
+    pub fn delete_pending(&self, child: &str, now: Instant) -> bool {
+        self.deletions.lock().is_ok_and(|d| {
+            d.ours
+                .get(child)
+                .is_some_and(|sent| now.saturating_duration_since(*sent) < DELETE_PENDING)
+        })
     }
 
     /// A deletion we expected did not happen (the request failed): forget it.
@@ -176,7 +191,7 @@ impl Fights {
         let Ok(mut d) = self.deletions.lock() else {
             return;
         };
-        if d.ours.remove(child) {
+        if d.ours.remove(child).is_some() {
             return;
         }
         // Children that are never re-created (a deleted route's, collected by the garbage
@@ -329,31 +344,7 @@ impl Fights {
     }
 }
 
-/// Trims a child's `managedFields` to what [`Fights::on_drift`] reads: the entries of
-/// other field managers writing the object itself (not its status), each with its manager,
-/// fields and time. Ours is dropped: a field only we own is never a revert, and ours is
-/// the largest entry (we own every field we render). Most cached children are then left
-/// without any.
-pub fn keep_what_fights_read(obj: &mut Value) {
-    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let Some(entries) = meta.get_mut("managedFields").and_then(Value::as_array_mut) else {
-        return;
-    };
-    entries.retain(|e| {
-        e["manager"].as_str() != Some(super::client::FIELD_MANAGER)
-            && e["subresource"].as_str().is_none_or(str::is_empty)
-    });
-    for e in entries.iter_mut() {
-        if let Some(o) = e.as_object_mut() {
-            o.retain(|k, _| matches!(k.as_str(), "manager" | "fieldsV1" | "time"));
-        }
-    }
-    if entries.is_empty() {
-        meta.remove("managedFields");
-    }
-}
+pub use crate::identity::keep_what_fights_read;
 
 /// The Gateway condition for `fights` (none when there is none).
 #[must_use]
@@ -506,6 +497,27 @@ mod tests {
         let other = vec!["spec".to_owned(), "other".to_owned()];
         assert_eq!(managers_of(&live("b", "k"), &other), ["gatewright"]);
         assert!(managers_of(&json!({}), &path).is_empty());
+    }
+
+    #[test]
+    fn a_deletion_we_sent_is_pending_until_its_event_or_for_a_while() {
+        let f = Fights::default();
+        let t = Instant::now();
+        assert!(!f.delete_pending("c", t), "nothing sent");
+        f.expect_delete("c");
+        assert!(
+            f.delete_pending("c", Instant::now()),
+            "sent, its event on its way"
+        );
+        assert!(
+            !f.delete_pending("c", Instant::now() + DELETE_PENDING),
+            "an event that never came does not keep the child forever"
+        );
+        f.on_deleted("c", Instant::now());
+        assert!(!f.delete_pending("c", Instant::now()), "its event came");
+        f.expect_delete("c");
+        f.forget_delete("c");
+        assert!(!f.delete_pending("c", Instant::now()), "the request failed");
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub(crate) struct GatewayMemory {
     pub(crate) route_status_seen: HashMap<RouteKey, RouteStatusSeen>,
     /// The version each make-before-break template (and slot) asked for.
     pub(crate) versions_asked: AskedVersions,
+    /// What the last narrowing said the other children wait for (logged once per change,
+    /// not on every pass of a drain).
+    pub(crate) narrowing_said: String,
 }
 
 /// Every Gateway's [`GatewayMemory`].

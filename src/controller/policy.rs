@@ -60,6 +60,13 @@ impl Cluster {
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
         self.own_status.expect(own, &desired);
         let params = PatchParams::default();
+        // The snapshot holds what we wrote at once (unless a watch event brought a newer
+        // version meanwhile): a pass right behind this one compares with it, not with the
+        // version before our write, and neither writes the same again nor sends a write
+        // bound to fail on that older resourceVersion (a 409 with nobody else writing).
+        let based_on = meta.resource_version.clone();
+        let unchanged_since =
+            |m: Option<&kube::api::ObjectMeta>| m.is_some_and(|m| m.resource_version == based_on);
         let result = match kind {
             PolicyKind::ClassConfig => Api::<crate::api::GatewayClassConfig>::namespaced(
                 self.client.clone(),
@@ -67,12 +74,26 @@ impl Cluster {
             )
             .patch_status(&key.name, &params, &Patch::Merge(&patch))
             .await
-            .map(|_| ()),
+            .map(|mut written| {
+                written.metadata.managed_fields = None;
+                if let Ok(mut s) = self.snapshot.write()
+                    && unchanged_since(s.class_config(key).map(|c| &c.metadata))
+                {
+                    s.put_class_config(written);
+                }
+            }),
             PolicyKind::GatewayConfig => {
                 Api::<crate::api::GatewayConfig>::namespaced(self.client.clone(), &key.namespace)
                     .patch_status(&key.name, &params, &Patch::Merge(&patch))
                     .await
-                    .map(|_| ())
+                    .map(|mut written| {
+                        written.metadata.managed_fields = None;
+                        if let Ok(mut s) = self.snapshot.write()
+                            && unchanged_since(s.gateway_config(key).map(|c| &c.metadata))
+                        {
+                            s.put_gateway_config(written);
+                        }
+                    })
             }
         };
         match result {

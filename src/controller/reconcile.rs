@@ -249,8 +249,17 @@ impl Cluster {
             self.enqueue_after(Work::Gateway(key.clone()), d);
         }
         let next = requeue_after(&applied, prune_left, outcome.rollout_requeue)?;
-        if !narrowing.words.is_empty() {
-            tracing::info!(gateway = %key, waiting = %narrowing.words.join("; "), "narrowing: the other children wait");
+        let said = narrowing.words.join("; ");
+        let new_words = self
+            .memory
+            .with(key, |m| {
+                (m.narrowing_said != said)
+                    .then(|| std::mem::replace(&mut m.narrowing_said, said.clone()))
+            })
+            .flatten()
+            .is_some();
+        if new_words && !said.is_empty() {
+            tracing::info!(gateway = %key, waiting = %said, "narrowing: the other children wait");
         }
         Ok(
             [next, unsettled.wake, status_wait, narrowing.wake, draining]

@@ -566,6 +566,9 @@ async fn lease_manager(
         let built = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), name)
             .with_namespace(ns)
             .with_identity(identity)
+            // One manager per replica, not the shared one: the crate's take-over of an
+            // orphaned Lease relies on a server-side apply conflicting between replicas.
+            .with_field_manager(format!("{}/{identity}", crate::identity::FIELD_MANAGER))
             .with_duration(15)
             .with_grace(5)
             .build()

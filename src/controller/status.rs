@@ -256,11 +256,15 @@ impl Cluster {
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
             self.own_status
                 .expect(own_status_key(kind, ns, name), &body.data["status"]);
+            let based_on = body.metadata.resource_version.clone();
             match api
                 .replace_status(name, &PostParams::default(), &body)
                 .await
             {
-                Ok(_) => return Ok(()),
+                Ok(written) => {
+                    self.keep_written_route(rkey, based_on.as_deref(), written);
+                    return Ok(());
+                }
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
                 Err(e) => return Err(Error::kube(action, e)),
             }
@@ -269,6 +273,26 @@ impl Cluster {
             action,
             attempts: ROUTE_STATUS_ATTEMPTS,
         })
+    }
+
+    /// The snapshot holds the route as our status write left it at once (unless a watch
+    /// event brought a newer version meanwhile): a pass right behind this one (a child
+    /// became ready, another of its Gateways) compares with it, not with the version
+    /// before our write whose echo is still on its way, so it neither writes the same
+    /// status again nor sends a write bound to fail on that older resourceVersion.
+    fn keep_written_route(&self, rkey: &RouteKey, based_on: Option<&str>, written: DynamicObject) {
+        let Ok(mut json) = serde_json::to_value(written) else {
+            return;
+        };
+        if let Some(m) = json["metadata"].as_object_mut() {
+            m.remove("managedFields");
+        }
+        if let Ok(mut s) = self.snapshot.write()
+            && s.route(rkey)
+                .is_some_and(|r| r.json()["metadata"]["resourceVersion"].as_str() == based_on)
+        {
+            s.put_route_json(json);
+        }
     }
 
     /// Removes our stale entries from a route (parentRef gone, Gateway no longer ours).

@@ -767,10 +767,7 @@ pub async fn member_client(
     let mut config = client_config(p, kubeconfig)
         .await
         .map_err(|e| e.to_string())?;
-    let agent = format!("gatewright/{} ({identity})", env!("CARGO_PKG_VERSION"));
-    if let Ok(v) = http::HeaderValue::from_str(&agent) {
-        config.headers.push((http::header::USER_AGENT, v));
-    }
+    crate::identity::identify(&mut config, Some(identity));
     let key = p.key();
     tokio::task::spawn_blocking(move || kube::Client::try_from(config))
         .await

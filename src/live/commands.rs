@@ -301,7 +301,7 @@ async fn dry_run(
     } else {
         Api::namespaced_with(client.clone(), &key.namespace, &resource)
     };
-    let pp = PatchParams::apply(crate::controller::FIELD_MANAGER)
+    let pp = PatchParams::apply(crate::identity::FIELD_MANAGER)
         .force()
         .dry_run();
     let applied = api

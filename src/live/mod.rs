@@ -72,6 +72,7 @@ pub async fn connect(
             config.auth_info.impersonate_groups = Some(groups.to_vec());
         }
     }
+    crate::identity::identify(&mut config, None);
     let namespace = config.default_namespace.clone();
     let client = Client::try_from(config).context("failed to build a client")?;
     Ok((client, namespace))
@@ -324,7 +325,7 @@ pub async fn list(client: &Client, controller_namespace: &str) -> anyhow::Result
                 },
             }));
             for mut v in items {
-                crate::controller::fight::keep_what_fights_read(&mut v);
+                crate::identity::keep_what_fights_read(&mut v);
                 listed.objects.push(v);
             }
             listed.child_kinds.insert(key, resource);

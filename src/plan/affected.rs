@@ -62,6 +62,14 @@ impl Affected {
         );
     }
 
+    /// The routes naming Gateway `gw` (directly or through one of its ListenerSets), when
+    /// it stopped being ours (deleted, moved to another controller's class): each loses
+    /// its entries of ours for it (see [`crate::plan::status::next_route_parents`]).
+    fn routes_of_parent_gone(&mut self, snap: &Snapshot, gw: &Key) {
+        self.routes
+            .extend(snap.routes_referencing(gw).map(|(k, _)| k.clone()));
+    }
+
     /// `routes`, and the Gateways their parentRefs lead to.
     fn routes_and_parents(&mut self, snap: &Snapshot, routes: impl IntoIterator<Item = RouteKey>) {
         for k in routes {
@@ -102,13 +110,16 @@ fn certificate_namespaces(g: &Gateway) -> impl Iterator<Item = &str> {
 /// The work `change` makes, read from the snapshot after it.
 ///
 /// - a GatewayClass: its status, every policy (whether a class is ours decides which
-///   Gateways they affect), and its Gateways;
+///   Gateways they affect), and its Gateways; when it stopped being ours, the routes
+///   naming them;
 /// - a blueprint: its status (unless it went), the classes naming it and their Gateways;
 /// - a policy: the policies and Gateways of its namespace (a GatewayClassConfig of the
 ///   controller namespace: of every namespace);
-/// - a Gateway: itself, its class and the policies of its namespace;
+/// - a Gateway: itself, its class and the policies of its namespace; when it stopped
+///   being ours (deleted, moved to another controller's class), the routes naming it;
 /// - a route: itself (unless it went) and the Gateways it named before and names now;
-/// - a ListenerSet: the Gateways it named before and names now;
+/// - a ListenerSet: the Gateways it named before and names now; when it went or names
+///   another Gateway, the routes naming it;
 /// - a Namespace whose labels changed: the Gateways admitting routes by label;
 /// - a ReferenceGrant in N: the Gateways with certificateRefs into N from elsewhere, the
 ///   routes with backendRefs into N from elsewhere, and their Gateways;
@@ -119,10 +130,20 @@ fn certificate_namespaces(g: &Gateway) -> impl Iterator<Item = &str> {
 pub fn affected(snap: &Snapshot, change: &Change) -> Affected {
     let mut a = Affected::default();
     match change {
-        Change::GatewayClass { name } => {
+        Change::GatewayClass { name, was_ours } => {
             a.classes.insert(name.clone());
             a.policies(snap, None);
-            a.gateways_where(snap, |g| g.spec.gateway_class_name == *name);
+            let of_class: Vec<Key> = snap
+                .gateways()
+                .filter(|(_, g)| g.typed.spec.gateway_class_name == *name)
+                .map(|(k, _)| k.clone())
+                .collect();
+            if *was_ours && !snap.class_is_ours(name) {
+                for k in &of_class {
+                    a.routes_of_parent_gone(snap, k);
+                }
+            }
+            a.gateways.extend(of_class);
         }
         Change::Blueprint { name, deleted } => {
             if !deleted {
@@ -145,10 +166,18 @@ pub fn affected(snap: &Snapshot, change: &Change) -> Affected {
                 g.metadata.namespace.as_deref() == Some(key.namespace.as_str())
             });
         }
-        Change::Gateway { key, class, .. } => {
+        Change::Gateway {
+            key,
+            class,
+            was_ours,
+            ..
+        } => {
             a.policies(snap, Some(&key.namespace));
             a.gateways.insert(key.clone());
             a.classes.insert(class.clone());
+            if *was_ours && !snap.gateway_is_ours(key) {
+                a.routes_of_parent_gone(snap, key);
+            }
         }
         Change::Route {
             key,
@@ -161,8 +190,13 @@ pub fn affected(snap: &Snapshot, change: &Change) -> Affected {
             }
         }
         Change::ListenerSet { key, parent_before } => {
+            let parent = snap.listener_set_parent(key);
+            if *parent_before != parent {
+                // Gone or moved: its routes' entries of ours for it are no longer true.
+                a.routes.extend(snap.routes_naming_listener_set(key));
+            }
             a.gateways.extend(parent_before.iter().cloned());
-            a.gateways.extend(snap.listener_set_parent(key));
+            a.gateways.extend(parent);
         }
         Change::Namespace { labels_changed, .. } => {
             if *labels_changed {
@@ -513,6 +547,64 @@ mod tests {
         });
         let a = event(&mut s, Kind::ListenerSet, ls, false);
         assert_eq!(a.gateways, keys(&[("apps", "a"), ("apps", "b")]));
+        assert_eq!(a.routes, routes(&["r3"]), "its route's entry for a goes");
+    }
+
+    #[test]
+    fn a_parent_that_stops_being_ours_sends_the_routes_naming_it_to_lose_our_entries() {
+        let foreign = json!({
+            "apiVersion": GW, "kind": "GatewayClass", "metadata": {"name": "istio"},
+            "spec": {"controllerName": "istio.io/gateway-controller"}
+        });
+        let ls = json!({
+            "apiVersion": GW, "kind": "ListenerSet", "metadata": {"namespace": "apps", "name": "ls"},
+            "spec": {"parentRef": {"name": "a"}, "listeners": [{"name": "l", "port": 8080, "protocol": "HTTP"}]}
+        });
+        // A ListenerSet deleted: the routes naming it.
+        let mut s = world();
+        let a = event(&mut s, Kind::ListenerSet, ls.clone(), false);
+        assert!(
+            a.routes.is_empty(),
+            "a spec change: the Gateway writes them"
+        );
+        let a = event(&mut s, Kind::ListenerSet, ls, true);
+        assert_eq!(a.routes, routes(&["r3"]));
+        // A Gateway moved to another controller's class: the routes naming it, directly or
+        // through its ListenerSet.
+        let mut s = world();
+        put(&mut s, Kind::GatewayClass, foreign.clone());
+        let a = event(
+            &mut s,
+            Kind::Gateway,
+            gateway("apps", "a", "istio", json!({})),
+            false,
+        );
+        assert_eq!(a.routes, routes(&["r1", "r2", "r3"]));
+        // Anything of a Gateway that is not ours, then or now, makes no route work.
+        let a = event(
+            &mut s,
+            Kind::Gateway,
+            gateway("apps", "a", "istio", json!({})),
+            false,
+        );
+        assert!(a.routes.is_empty(), "{a:?}");
+        // A Gateway deleted.
+        let mut s = world();
+        let a = event(
+            &mut s,
+            Kind::Gateway,
+            gateway("apps", "a", "c", json!({})),
+            true,
+        );
+        assert_eq!(a.routes, routes(&["r1", "r2", "r3"]));
+        // A class that no longer names us.
+        let mut s = world();
+        let mut c = foreign;
+        c["metadata"]["name"] = json!("c");
+        let a = event(&mut s, Kind::GatewayClass, c.clone(), false);
+        assert_eq!(a.routes, routes(&["r1", "r2", "r3"]));
+        let a = event(&mut s, Kind::GatewayClass, c, false);
+        assert!(a.routes.is_empty(), "not ours before either");
     }
 
     #[test]

@@ -342,6 +342,8 @@ pub enum Change {
     GatewayClass {
         /// Its name.
         name: String,
+        /// Whether it named our controller before the change.
+        was_ours: bool,
     },
     /// A blueprint.
     Blueprint {
@@ -368,6 +370,9 @@ pub enum Change {
         class: String,
         /// Put, and the snapshot did not hold it.
         new: bool,
+        /// Whether it was ours before the change (it existed and its class named our
+        /// controller).
+        was_ours: bool,
     },
     /// A route.
     Route {
@@ -444,7 +449,10 @@ pub fn apply(snap: &mut Snapshot, kind: Kind, doc: Value, deleted: bool) -> Resu
     use crate::gateway::Lookup as _;
     let key = key_of(&doc);
     let change = match kind {
-        Kind::GatewayClass => Change::GatewayClass { name: key.name },
+        Kind::GatewayClass => Change::GatewayClass {
+            was_ours: snap.class_is_ours(&key.name),
+            name: key.name,
+        },
         Kind::Blueprint => Change::Blueprint {
             name: key.name,
             deleted,
@@ -457,6 +465,7 @@ pub fn apply(snap: &mut Snapshot, kind: Kind, doc: Value, deleted: bool) -> Resu
                 .unwrap_or_default()
                 .to_owned(),
             new: !deleted && snap.gateway(&key).is_none(),
+            was_ours: snap.gateway_is_ours(&key),
             key,
         },
         Kind::Route(row) => {

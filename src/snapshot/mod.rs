@@ -822,6 +822,18 @@ impl Snapshot {
     pub fn class(&self, name: &str) -> Option<&Arc<GatewayClass>> {
         self.classes.get(name)
     }
+    /// Whether GatewayClass `name` exists and names our controller.
+    #[must_use]
+    pub fn class_is_ours(&self, name: &str) -> bool {
+        self.class(name)
+            .is_some_and(|c| c.spec.controller_name == crate::gateway::CONTROLLER_NAME)
+    }
+    /// Whether Gateway `key` exists and its class names our controller.
+    #[must_use]
+    pub fn gateway_is_ours(&self, key: &Key) -> bool {
+        self.gateway(key)
+            .is_some_and(|g| self.class_is_ours(&g.typed.spec.gateway_class_name))
+    }
     /// Every GatewayClass.
     pub fn classes(&self) -> impl Iterator<Item = &Arc<GatewayClass>> {
         self.classes.values()
@@ -903,6 +915,14 @@ impl Snapshot {
     #[must_use]
     pub fn routes_naming_service(&self, key: &Key) -> Vec<RouteKey> {
         self.routes_by_service
+            .get(key)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+    /// Routes with a parentRef naming the ListenerSet `key`.
+    #[must_use]
+    pub fn routes_naming_listener_set(&self, key: &Key) -> Vec<RouteKey> {
+        self.routes_by_listener_set
             .get(key)
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default()

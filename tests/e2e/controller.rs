@@ -1158,7 +1158,7 @@ fn runs(ctl: &gatewright::controller::Runner, ns: &str, name: &str) -> u64 {
 pub(crate) const QUIET: Duration =
     Duration::from_secs(gatewright::controller::PROGRESS_HOLD.as_secs() + 1);
 
-async fn settled_key(ctl: &gatewright::controller::Runner, key: &Key) -> u64 {
+pub(crate) async fn settled_key(ctl: &gatewright::controller::Runner, key: &Key) -> u64 {
     let deadline = tokio::time::Instant::now() + T;
     let mut last = ctl.local().last_writes(key).0;
     loop {
