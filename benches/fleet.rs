@@ -217,7 +217,7 @@ where
 
 fn gateway(i: usize) -> String {
     format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw{i}, namespace: {MEMBER_NS}}}\nspec:\n  gatewayClassName: {CLASS}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r{i}, namespace: {MEMBER_NS}}}\nspec:\n  parentRefs: [{{name: gw{i}}}]\n  hostnames: [h{i}.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n"
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw{i}, namespace: {MEMBER_NS}}}\nspec:\n  gatewayClassName: {CLASS}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}}\n  - {{name: https, port: 443, protocol: HTTPS, hostname: \"*.example.com\", tls: {{options: {{gatewright.dev/certificate: generated}}}}}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r{i}, namespace: {MEMBER_NS}}}\nspec:\n  parentRefs: [{{name: gw{i}}}]\n  hostnames: [h{i}.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n"
     )
 }
 

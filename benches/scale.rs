@@ -134,7 +134,10 @@ async fn apply(client: &Client, ar: &ApiResource, ns: Option<&str>, obj: &Value,
 fn gateway(ns: &str, g: usize) -> Value {
     json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
         "metadata": {"name": format!("gw{g}"), "namespace": ns},
-        "spec": {"gatewayClassName": CLASS, "listeners": [{"name": "http", "port": 80, "protocol": "HTTP", "hostname": format!("*.g{g}.example.com")}]}})
+        "spec": {"gatewayClassName": CLASS, "listeners": [
+            {"name": "http", "port": 80, "protocol": "HTTP", "hostname": format!("*.g{g}.example.com")},
+            {"name": "https", "port": 443, "protocol": "HTTPS", "hostname": format!("*.g{g}.example.com"),
+             "tls": {"options": {"gatewright.dev/certificate": "generated"}}}]}})
 }
 
 fn route(ns: &str, g: usize, r: usize, canary: i64) -> Value {

@@ -376,7 +376,7 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         let text = common::fleet_class_yaml(&placing);
         apply_yaml(&main, &text).await;
         let pub_yaml = format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: pub, namespace: {ns}}}\nspec:\n  gatewayClassName: {placing}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: shop, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: pub}}]\n  hostnames: [shop.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n",
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: pub, namespace: {ns}}}\nspec:\n  gatewayClassName: {placing}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}}\n  - {{name: https, port: 443, protocol: HTTPS, hostname: \"*.example.com\", tls: {{options: {{gatewright.dev/certificate: generated}}}}}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: shop, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: pub}}]\n  hostnames: [shop.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n",
             ns = ns.name
         );
         apply_yaml(&main, &pub_yaml).await;

@@ -627,10 +627,17 @@ fn hostnames_tls_lists_only_names_served_with_a_generated_certificate() {
         json!({"name": name, "port": 443, "protocol": "TLS", "hostname": host,
             "allowedRoutes": {"namespaces": {"from": "All"}}, "tls": {"mode": "Passthrough"}})
     };
-    // Each case: listeners, routes as (kind, name, hostnames, sectionName), and the
+    // Each case: what, listeners, routes as (kind, name, hostnames, sectionName), and the
     // expected `precise` and `tls`.
     type Route<'a> = (&'a str, &'a str, &'a [&'a str], Option<&'a str>);
-    let cases: [(&str, Vec<Value>, Vec<Route>, &[&str], &[&str]); 7] = [
+    type Case<'a> = (
+        &'a str,
+        Vec<Value>,
+        Vec<Route<'a>>,
+        &'a [&'a str],
+        &'a [&'a str],
+    );
+    let cases: [Case; 7] = [
         (
             "HTTP only: no certificate",
             vec![http("http", Some("*.example.com"))],
