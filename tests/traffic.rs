@@ -1,0 +1,969 @@
+//! Real traffic through the whole datapath: the shipped class `istio-certmanager-externaldns`
+//! drives Traefik (tests/cluster/downstream runs it: a Gateway API dataplane as a process)
+//! with only a values override, a `GatewayClassConfig` setting `istio.gatewayClassName:
+//! traefik` and the real cert-manager's CA issuer. Nothing is simulated: Traefik programs the
+//! child Gateway and the shadow routes and writes their status, cert-manager issues the
+//! certificate Traefik serves, external-dns publishes the records.
+//!
+//! Backends are processes of our own (tests/traffic/echo.py: it answers with its name and
+//! the request as JSON), one per "pod", each on its own address in a network namespace the
+//! test creates (a veth pair, addresses from 198.18.0.0/15, the benchmarking range: the API
+//! server refuses loopback addresses in EndpointSlices), behind a Service without a
+//! selector and an EndpointSlice naming that address. Requests go to Traefik's entrypoints
+//! on 127.0.0.1 with the Host header (and SNI) set.
+//!
+//! What it proves, each figure printed: (a) requests reach the backend the route names by
+//! hostname, path and header; (b) weights 70/30 and a Flagger-like sequence of canary
+//! weights (0, 10, 30, 50, 100) give each backend its share of 400 requests within ±5
+//! points; (c) HTTPS shows the certificate cert-manager issued, with exactly the route's
+//! names; (d) a client sending HTTPS requests continuously while a hostname is added (the
+//! certificate replaced make-before-break through real issuance) sees no failed request and
+//! no failed handshake.
+//!
+//! Needs tests/cluster/downstream with Traefik (the default; `DOWNSTREAM_TRAEFIK=0` turns it
+//! off): on the harness's cluster the test runs `tests/cluster/downstream up` itself (a no-op
+//! while it runs); elsewhere, `GATEWRIGHT_DOWNSTREAM_ENV` names a file like its
+//! `downstream.env`. Creating the network namespace needs root (`ip netns`).
+#![cfg(feature = "cluster-tests")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code"
+)]
+
+#[allow(
+    dead_code,
+    reason = "shared with the e2e binary; not every helper is used here"
+)]
+#[path = "e2e/common.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+
+use common::{admin, apply_yaml, unique_name, wait_for};
+
+const T: Duration = Duration::from_secs(90);
+/// Requests per measured weight step.
+const REQUESTS: usize = 400;
+/// How far a backend's share may be from its weight, in percentage points.
+const TOLERANCE: f64 = 5.0;
+/// The port every backend listens on, in its own address.
+const BACKEND_PORT: u16 = 8080;
+
+/// What `tests/cluster/downstream up` wrote: where the real controllers act, and Traefik's
+/// entrypoints.
+struct Downstream {
+    namespace: String,
+    zone: String,
+    ca_issuer: (String, String),
+    traefik_class: String,
+    web_port: u16,
+    websecure_port: u16,
+    netns_dir: PathBuf,
+}
+
+/// Reads `downstream.env` (beside the kubeconfig of the harness's cluster, or
+/// `GATEWRIGHT_DOWNSTREAM_ENV`), starting the downstream first on the harness's cluster.
+fn downstream() -> Downstream {
+    let env_file = if let Some(f) = std::env::var_os("GATEWRIGHT_DOWNSTREAM_ENV") {
+        PathBuf::from(f)
+    } else {
+        let kubeconfig = PathBuf::from(
+            std::env::var_os("KUBECONFIG").expect("KUBECONFIG (scripts/test.sh sets it)"),
+        );
+        let dir = kubeconfig.parent().unwrap().to_owned();
+        assert!(
+            dir.join(".gatewright-cluster").exists(),
+            "KUBECONFIG is not a cluster of tests/cluster/up: run cert-manager, external-dns \
+             and Traefik as tests/cluster/downstream does and set GATEWRIGHT_DOWNSTREAM_ENV"
+        );
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cluster/downstream");
+        let status = Command::new(script)
+            .arg("up")
+            .env("GATEWRIGHT_CLUSTER_DIR", &dir)
+            .stdout(Stdio::null())
+            .status()
+            .expect("run tests/cluster/downstream");
+        assert!(status.success(), "tests/cluster/downstream up failed");
+        dir.join("downstream.env")
+    };
+    let text = std::fs::read_to_string(&env_file)
+        .unwrap_or_else(|e| panic!("read {}: {e}", env_file.display()));
+    let env: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
+    let traefik = |key: &str| {
+        *env.get(key).unwrap_or_else(|| {
+            panic!(
+                "{} names no Traefik ({key}): start tests/cluster/downstream without \
+                 DOWNSTREAM_TRAEFIK=0",
+                env_file.display()
+            )
+        })
+    };
+    Downstream {
+        namespace: env["namespace"].to_owned(),
+        zone: env["zones"].split_whitespace().next().unwrap().to_owned(),
+        ca_issuer: (
+            env["ca_issuer_kind"].to_owned(),
+            env["ca_issuer"].to_owned(),
+        ),
+        traefik_class: traefik("traefik_gateway_class").to_owned(),
+        web_port: traefik("traefik_web_port").parse().unwrap(),
+        websecure_port: traefik("traefik_websecure_port").parse().unwrap(),
+        netns_dir: PathBuf::from(traefik("netns_dir")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Backends: echo processes in a network namespace of the test's own.
+
+/// Runs `ip` with `args`; panics with its stderr when it fails.
+fn ip(args: &[&str]) -> String {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A network namespace with a veth pair to the host, a /24 of 198.18.0.0/15, and the echo
+/// backends running in it; all of it removed when dropped. Recorded in the downstream's
+/// `netns` directory while it exists, so that `tests/cluster/downstream down` removes it if
+/// the test could not.
+struct Backends {
+    name: String,
+    host_if: String,
+    ns_if: String,
+    /// The first three octets of the namespace's /24.
+    prefix: [u8; 3],
+    record: PathBuf,
+    children: Vec<Child>,
+}
+
+impl Backends {
+    fn create(netns_dir: &std::path::Path) -> Self {
+        let suffix = unique_name("n");
+        let suffix = suffix.trim_start_matches("n-");
+        let name = format!("gwt-{suffix}");
+        let host_if = format!("gwt{suffix}h");
+        let ns_if = format!("gwt{suffix}n");
+        // A /24 nobody on this host uses yet (another cluster's test may have one).
+        let used = ip(&["-4", "-o", "addr", "show"]) + &ip(&["-4", "route", "show"]);
+        let seed = u32::from_str_radix(suffix, 16).unwrap();
+        let prefix = (0..512)
+            .map(|i| (seed + i) % 512)
+            .map(|n| [198, 18 + u8::try_from(n / 256).unwrap(), (n % 256) as u8])
+            .find(|p| !used.contains(&format!(" {}.{}.{}.", p[0], p[1], p[2])))
+            .expect("a free /24 in 198.18.0.0/15");
+        std::fs::create_dir_all(netns_dir).unwrap();
+        let record = netns_dir.join(&name);
+        std::fs::write(&record, &host_if).unwrap();
+        let this = Self {
+            name,
+            host_if,
+            ns_if,
+            prefix,
+            record,
+            children: Vec::new(),
+        };
+        let [a, b, c] = prefix;
+        ip(&["netns", "add", &this.name]);
+        ip(&[
+            "link",
+            "add",
+            &this.host_if,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &this.ns_if,
+        ]);
+        ip(&["link", "set", &this.ns_if, "netns", &this.name]);
+        ip(&[
+            "addr",
+            "add",
+            &format!("{a}.{b}.{c}.1/24"),
+            "dev",
+            &this.host_if,
+        ]);
+        ip(&["link", "set", &this.host_if, "up"]);
+        ip(&["-n", &this.name, "link", "set", "lo", "up"]);
+        ip(&["-n", &this.name, "link", "set", &this.ns_if, "up"]);
+        this
+    }
+
+    /// Starts the echo backend `name` on the namespace's address `.<10 + index>`, port
+    /// [`BACKEND_PORT`]; returns that address once it listens.
+    fn start(&mut self, name: &str, index: u8) -> Ipv4Addr {
+        let [a, b, c] = self.prefix;
+        let addr = Ipv4Addr::new(a, b, c, 10 + index);
+        ip(&[
+            "-n",
+            &self.name,
+            "addr",
+            "add",
+            &format!("{addr}/24"),
+            "dev",
+            &self.ns_if,
+        ]);
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/traffic/echo.py");
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.name, "python3", script, name])
+            .arg(addr.to_string())
+            .arg(BACKEND_PORT.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the echo backend");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        self.children.push(child);
+        assert_eq!(line.trim(), "ready", "echo backend {name} on {addr}");
+        addr
+    }
+}
+
+impl Drop for Backends {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &self.name])
+            .status();
+        let _ = Command::new("ip")
+            .args(["link", "delete", &self.host_if])
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_file(&self.record);
+    }
+}
+
+/// A Service without a selector and the EndpointSlice of its one endpoint, `addr`: what the
+/// cluster's EndpointSlice controller would write for a ready Pod there.
+fn backend_yaml(ns: &str, svc: &str, addr: Ipv4Addr) -> String {
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: {svc}, namespace: {ns}}}\nspec:\n  ports: [{{name: http, port: {BACKEND_PORT}, targetPort: {BACKEND_PORT}, protocol: TCP}}]\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {svc}-1\n  namespace: {ns}\n  labels: {{kubernetes.io/service-name: {svc}}}\naddressType: IPv4\nports: [{{name: http, port: {BACKEND_PORT}, protocol: TCP}}]\nendpoints: [{{addresses: [\"{addr}\"], conditions: {{ready: true, serving: true, terminating: false}}}}]\n"
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Requests.
+
+/// One request's outcome: the status code and, for a 200, the backend's JSON answer.
+#[derive(Debug)]
+struct Answer {
+    code: u16,
+    body: Value,
+}
+
+impl Answer {
+    /// The name of the backend that answered, if one did.
+    fn backend(&self) -> Option<&str> {
+        (self.code == 200).then(|| self.body["name"].as_str())?
+    }
+}
+
+/// Sends `GET path` with `Host: host` and `headers` over `stream` (HTTP/1.1, then closed),
+/// and reads the answer.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<Answer, String> {
+    let mut req = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream
+        .write_all(req.as_bytes())
+        .await
+        .map_err(|e| format!("write: {e}"))?;
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 8192];
+    // Until the head and `content-length` bytes of body are in (a TLS peer may close
+    // without close_notify), or the end of the stream.
+    loop {
+        let n = match stream.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if !raw.is_empty() && e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(format!("read: {e}")),
+        };
+        raw.extend_from_slice(&buf[..n]);
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let length = head.lines().find_map(|l| {
+                l.strip_prefix("content-length:")
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+            });
+            if length.is_some_and(|len| raw.len() >= end + 4 + len) {
+                break;
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("no HTTP answer: {text:?}"))?;
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("no status code: {head:?}"))?;
+    let body = if code == 200 {
+        serde_json::from_str(body.trim()).map_err(|e| format!("body {body:?}: {e}"))?
+    } else {
+        Value::Null
+    };
+    Ok(Answer { code, body })
+}
+
+/// A plain HTTP request to Traefik's `web` entrypoint.
+async fn http(
+    port: u16,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<Answer, String> {
+    let mut s = tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port))
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    exchange(&mut s, host, path, headers).await
+}
+
+/// How an HTTPS request failed.
+#[derive(Debug)]
+enum TlsFailure {
+    Connect(String),
+    Handshake(String),
+    Request(String),
+}
+
+impl std::fmt::Display for TlsFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Connect(e) => write!(f, "connect: {e}"),
+            Self::Handshake(e) => write!(f, "handshake: {e}"),
+            Self::Request(e) => write!(f, "request: {e}"),
+        }
+    }
+}
+
+/// A TLS client trusting only `ca_pem` (the CA issuer's certificate): a handshake succeeds
+/// only with a certificate it issued for the name asked for.
+fn tls_client(ca_pem: &[u8]) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    for der in pem_certificates(ca_pem) {
+        roots.add(der).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// An HTTPS request to Traefik's `websecure` entrypoint, SNI and Host `host`, on a new
+/// connection (so a new handshake): the answer and the leaf certificate Traefik showed.
+async fn https(
+    tls: &tokio_rustls::TlsConnector,
+    port: u16,
+    host: &str,
+    path: &str,
+) -> Result<(Answer, CertificateDer<'static>), TlsFailure> {
+    let tcp = tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port))
+        .await
+        .map_err(|e| TlsFailure::Connect(e.to_string()))?;
+    let name = ServerName::try_from(host.to_owned()).unwrap();
+    let mut s = tls
+        .connect(name, tcp)
+        .await
+        .map_err(|e| TlsFailure::Handshake(e.to_string()))?;
+    let leaf = s.get_ref().1.peer_certificates().unwrap()[0]
+        .clone()
+        .into_owned();
+    let answer = exchange(&mut s, host, path, &[])
+        .await
+        .map_err(TlsFailure::Request)?;
+    Ok((answer, leaf))
+}
+
+/// The certificates of a PEM bundle, as DER.
+fn pem_certificates(pem: &[u8]) -> Vec<CertificateDer<'static>> {
+    let text = String::from_utf8_lossy(pem);
+    let mut out = Vec::new();
+    let mut b64: Option<String> = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if line == "-----BEGIN CERTIFICATE-----" {
+            b64 = Some(String::new());
+        } else if line == "-----END CERTIFICATE-----" {
+            let der = base64::engine::general_purpose::STANDARD
+                .decode(b64.take().unwrap())
+                .unwrap();
+            out.push(CertificateDer::from(der));
+        } else if let Some(b) = &mut b64 {
+            b.push_str(line);
+        }
+    }
+    out
+}
+
+/// `n` requests for `/` to `host` on the `web` entrypoint: how many each backend answered,
+/// and how many failed (no answer, or not a 200).
+async fn tally(port: u16, host: &str, n: usize) -> (BTreeMap<String, usize>, usize) {
+    let mut counts = BTreeMap::new();
+    let mut failed = 0;
+    for _ in 0..n {
+        match http(port, host, "/", &[]).await {
+            Ok(a) => match a.backend() {
+                Some(b) => *counts.entry(b.to_owned()).or_insert(0) += 1,
+                None => failed += 1,
+            },
+            Err(_) => failed += 1,
+        }
+    }
+    (counts, failed)
+}
+
+// ---------------------------------------------------------------------------------------
+// The cluster side.
+
+fn resource(group: &str, version: &str, kind: &str) -> ApiResource {
+    let kind_lower = kind.to_ascii_lowercase();
+    let plural = if kind_lower.ends_with('s') {
+        format!("{kind_lower}es")
+    } else {
+        format!("{kind_lower}s")
+    };
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural)
+}
+
+fn dynamic(
+    client: &Client,
+    ns: &str,
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &resource(group, version, kind))
+}
+
+fn cond<'a>(obj: &'a Value, t: &str) -> Option<&'a Value> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+}
+
+/// The children of kind `kind` of the Gateway with `uid`, as JSON (deleted ones left out).
+async fn children(api: &Api<DynamicObject>, uid: &str) -> Vec<Value> {
+    let selector = format!("{}={uid}", gatewright::render::labels::GATEWAY_UID);
+    api.list(&ListParams::default().labels(&selector))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|o| o.metadata.deletion_timestamp.is_none())
+        .map(|o| serde_json::to_value(o).unwrap())
+        .collect()
+}
+
+/// The issued Secret of `cert`: its `tls.crt` and `ca.crt`.
+async fn issued(client: &Client, ns: &str, cert: &Value) -> (Vec<u8>, Vec<u8>) {
+    let secret_name = cert["spec"]["secretName"].as_str().unwrap();
+    let s = Api::<Secret>::namespaced(client.clone(), ns)
+        .get(secret_name)
+        .await
+        .unwrap_or_else(|e| panic!("Secret {secret_name}: {e}"));
+    let data = s.data.unwrap_or_default();
+    (
+        data.get("tls.crt").expect("tls.crt").0.clone(),
+        data.get("ca.crt").expect("ca.crt").0.clone(),
+    )
+}
+
+/// The subjectAltName entries of a PEM certificate, sorted (`DNS:name`), read by openssl.
+fn sans(pem: &[u8]) -> Vec<String> {
+    let mut child = Command::new("openssl")
+        .args(["x509", "-noout", "-ext", "subjectAltName"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("openssl");
+    child.stdin.take().unwrap().write_all(pem).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "openssl x509");
+    let mut out: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .flat_map(|l| {
+            l.split(',')
+                .map(|s| s.trim().to_owned())
+                .collect::<Vec<_>>()
+        })
+        .filter(|s| !s.is_empty())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The one Certificate of the Gateway `uid`, once cert-manager reports it Ready for exactly
+/// `hosts` (sorted) and no other Certificate of the Gateway is left.
+async fn issued_for(client: &Client, ns: &str, uid: &str, hosts: &[&str]) -> Value {
+    let certs = dynamic(client, ns, "cert-manager.io", "v1", "Certificate");
+    wait_for(
+        &format!("cert-manager to issue the one Certificate for {hosts:?}"),
+        T,
+        || async {
+            let all = children(&certs, uid).await;
+            let [c] = all.as_slice() else {
+                return None;
+            };
+            (c["spec"]["dnsNames"] == json!(hosts) && cond(c, "Ready")?["status"] == "True")
+                .then(|| c.clone())
+        },
+    )
+    .await
+}
+
+/// The route's copy on the child Gateway, once Traefik has accepted its current generation
+/// and its rules carry `weights` (stable, canary) on their last rule.
+async fn traefik_took(client: &Client, ns: &str, uid: &str, weights: (u32, u32)) {
+    let routes = dynamic(client, ns, "gateway.networking.k8s.io", "v1", "HTTPRoute");
+    wait_for(
+        &format!("Traefik to accept the route copy with weights {weights:?}"),
+        T,
+        || async {
+            let copies = children(&routes, uid).await;
+            let [copy] = copies.as_slice() else {
+                return None;
+            };
+            let refs = copy["spec"]["rules"].as_array()?.last()?["backendRefs"].clone();
+            let w = |i: usize| refs[i]["weight"].as_u64();
+            if (w(0)?, w(1)?) != (u64::from(weights.0), u64::from(weights.1)) {
+                return None;
+            }
+            let generation = &copy["metadata"]["generation"];
+            copy["status"]["parents"]
+                .as_array()?
+                .iter()
+                .any(|p| {
+                    p["controllerName"] == "traefik.io/gateway-controller"
+                        && p["conditions"].as_array().is_some_and(|cs| {
+                            cs.iter().any(|c| {
+                                c["type"] == "Accepted"
+                                    && c["status"] == "True"
+                                    && c["observedGeneration"] == *generation
+                            })
+                        })
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    // Traefik writes route status while it builds a configuration, and applies that
+    // configuration after its providers' throttle (2 s by default).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+}
+
+/// The names as `&str`s.
+fn host_refs(hosts: &[String]) -> Vec<&str> {
+    hosts.iter().map(String::as_str).collect()
+}
+
+/// Names of this run's backends: `<run>-<role>`.
+struct Names {
+    stable: String,
+    canary: String,
+    api: String,
+    beta: String,
+}
+
+/// The user's route: `/api` to the api backend, header `x-variant: beta` to the beta
+/// backend, everything else split between stable and canary by `weights`.
+fn route_yaml(ns: &str, gw: &str, hosts: &[&str], n: &Names, weights: (u32, u32)) -> String {
+    let (ws, wc) = weights;
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {gw}, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: {gw}}}]\n  hostnames: {hosts:?}\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /api}}}}]\n    backendRefs: [{{name: {api}, port: {BACKEND_PORT}}}]\n  - matches: [{{path: {{type: PathPrefix, value: /}}, headers: [{{name: x-variant, value: beta}}]}}]\n    backendRefs: [{{name: {beta}, port: {BACKEND_PORT}}}]\n  - backendRefs:\n    - {{name: {stable}, port: {BACKEND_PORT}, weight: {ws}}}\n    - {{name: {canary}, port: {BACKEND_PORT}, weight: {wc}}}\n",
+        api = n.api,
+        beta = n.beta,
+        stable = n.stable,
+        canary = n.canary,
+    )
+}
+
+/// The parent Gateway: an HTTP and an HTTPS listener for `*.<zone>` on the ports of
+/// Traefik's `web` and `websecure` entrypoints (Traefik serves a listener on the entrypoint
+/// of its port), the HTTPS one's certificate generated by the class.
+fn gateway_yaml(ns: &str, gw: &str, class: &str, zone: &str, d: &Downstream) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {gw}, namespace: {ns}}}\nspec:\n  gatewayClassName: {class}\n  listeners:\n  - name: http\n    port: {web}\n    protocol: HTTP\n    hostname: \"*.{zone}\"\n  - name: https\n    port: {websecure}\n    protocol: HTTPS\n    hostname: \"*.{zone}\"\n    tls:\n      mode: Terminate\n      options: {{gatewright.dev/certificate: generated}}\n",
+        web = d.web_port,
+        websecure = d.websecure_port,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn traffic_through_traefik() {
+    let began = Instant::now();
+    let d = downstream();
+    let ns = d.namespace.as_str();
+    let zone = d.zone.as_str();
+    let client = admin().await;
+
+    // The backends: one process per "pod" in a network namespace of our own.
+    let mut backends = Backends::create(&d.netns_dir);
+    let run = unique_name("tr");
+    let names = Names {
+        stable: format!("{run}-stable"),
+        canary: format!("{run}-canary"),
+        api: format!("{run}-api"),
+        beta: format!("{run}-beta"),
+    };
+    for (i, svc) in [&names.stable, &names.canary, &names.api, &names.beta]
+        .into_iter()
+        .enumerate()
+    {
+        let addr = backends.start(svc, u8::try_from(i).unwrap());
+        apply_yaml(&client, &backend_yaml(ns, svc, addr)).await;
+    }
+
+    // The shipped class, its child Gateway's class set to Traefik's and its issuer to the
+    // real cert-manager's CA issuer, by a GatewayClassConfig (the platform team's way).
+    let ctl = gatewright::controller::start(
+        client.clone(),
+        gatewright::controller::Options {
+            controller_namespace: ns.to_owned(),
+            resync: Duration::from_secs(3600),
+            workers: gatewright::controller::default_workers(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let class = unique_name("traffic");
+    apply_yaml(
+        &client,
+        &common::shipped_class_yaml("istio-certmanager-externaldns", &class),
+    )
+    .await;
+    apply_yaml(
+        &client,
+        &format!(
+            "apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassConfig\nmetadata: {{name: {class}, namespace: {ns}}}\nspec:\n  targetRef: {{group: gateway.networking.k8s.io, kind: GatewayClass, name: {class}}}\n  default:\n    istio: {{gatewayClassName: {traefik}}}\n    certificate:\n      issuerRef: {{group: cert-manager.io, kind: {kind}, name: {ca}}}\n",
+            traefik = d.traefik_class,
+            kind = d.ca_issuer.0,
+            ca = d.ca_issuer.1,
+        ),
+    )
+    .await;
+
+    let gw = unique_name("gw");
+    let web = format!("{}.{zone}", unique_name("web"));
+    let shop = format!("{}.{zone}", unique_name("shop"));
+    let mut hosts = vec![web.clone(), shop.clone()];
+    hosts.sort();
+    let t = Instant::now();
+    apply_yaml(&client, &gateway_yaml(ns, &gw, &class, zone, &d)).await;
+    apply_yaml(
+        &client,
+        &route_yaml(ns, &gw, &host_refs(&hosts), &names, (100, 0)),
+    )
+    .await;
+    let gateways = dynamic(&client, ns, "gateway.networking.k8s.io", "v1", "Gateway");
+    let uid = gateways.get(&gw).await.unwrap().metadata.uid.unwrap();
+    let setup = began.elapsed();
+
+    // Traefik programs the child Gateway itself; gatewright's parent turns Programmed.
+    wait_for(
+        "the Gateway Programmed (Traefik's child programmed)",
+        T,
+        || async {
+            let g = serde_json::to_value(gateways.get(&gw).await.unwrap()).unwrap();
+            (cond(&g, "Programmed")?["status"] == "True").then_some(())
+        },
+    )
+    .await;
+    let programmed_after = t.elapsed();
+    let child = serde_json::to_value(gateways.get(&format!("{gw}-istio")).await.unwrap()).unwrap();
+    assert_eq!(child["spec"]["gatewayClassName"], d.traefik_class.as_str());
+    assert_eq!(
+        cond(&child, "Programmed").unwrap()["status"],
+        "True",
+        "Traefik's own status on the child: {child}"
+    );
+    let first = wait_for("the first request answered through Traefik", T, || async {
+        let a = http(d.web_port, &web, "/", &[]).await.ok()?;
+        (a.backend() == Some(names.stable.as_str())).then_some(a)
+    })
+    .await;
+    let answered_after = t.elapsed();
+    assert_eq!(first.body["host"], web.as_str());
+
+    // (a) Hostname, path and header matches.
+    let p = d.web_port;
+    let backend = |a: Result<Answer, String>| a.unwrap().backend().map(str::to_owned);
+    assert_eq!(
+        backend(http(p, &shop, "/", &[]).await).as_deref(),
+        Some(names.stable.as_str())
+    );
+    let api = http(p, &web, "/api/orders?id=7", &[]).await.unwrap();
+    assert_eq!(api.backend(), Some(names.api.as_str()), "{api:?}");
+    assert_eq!(api.body["path"], "/api/orders?id=7");
+    let beta = http(p, &web, "/", &[("x-variant", "beta")]).await.unwrap();
+    assert_eq!(beta.backend(), Some(names.beta.as_str()), "{beta:?}");
+    assert_eq!(beta.body["headers"]["x-variant"], "beta");
+    assert_eq!(
+        backend(http(p, &web, "/api", &[("x-variant", "beta")]).await).as_deref(),
+        Some(names.api.as_str()),
+        "the longer path match wins over the header match"
+    );
+    assert_eq!(
+        backend(http(p, &web, "/", &[("x-variant", "alpha")]).await).as_deref(),
+        Some(names.stable.as_str())
+    );
+    let stranger = format!("{}.{zone}", unique_name("nobody"));
+    let other = http(p, &stranger, "/", &[]).await.unwrap();
+    assert_eq!(
+        other.code, 404,
+        "a hostname of the listener but not the route: {other:?}"
+    );
+    eprintln!(
+        "traffic (a): {} -> {}, {shop} -> stable, /api -> {}, x-variant: beta -> {}, {stranger} -> 404",
+        web, names.stable, names.api, names.beta
+    );
+
+    // (b) Weights: 70/30, then a Flagger-like progression of the canary's weight.
+    let mut shares = Vec::new();
+    let mut total_failed = 0;
+    for canary in [30, 0, 10, 30, 50, 100] {
+        let weights = (100 - canary, canary);
+        apply_yaml(
+            &client,
+            &route_yaml(ns, &gw, &host_refs(&hosts), &names, weights),
+        )
+        .await;
+        traefik_took(&client, ns, &uid, weights).await;
+        let (counts, failed) = tally(p, &web, REQUESTS).await;
+        total_failed += failed;
+        let got = counts.get(&names.canary).copied().unwrap_or(0);
+        let stable = counts.get(&names.stable).copied().unwrap_or(0);
+        #[allow(clippy::cast_precision_loss, reason = "a few hundred requests")]
+        let share = 100.0 * got as f64 / REQUESTS as f64;
+        eprintln!(
+            "traffic (b): weights {}/{}: canary {got}/{REQUESTS} = {share:.1} %, stable {stable}, failed {failed}",
+            weights.0, weights.1
+        );
+        assert_eq!(failed, 0, "failed requests at canary weight {canary}");
+        assert_eq!(
+            got + stable,
+            REQUESTS,
+            "only stable and canary answer: {counts:?}"
+        );
+        assert!(
+            (share - f64::from(canary)).abs() <= TOLERANCE,
+            "canary share {share:.1} % at weight {canary} (±{TOLERANCE})"
+        );
+        shares.push(format!("{canary}: {share:.1} %"));
+    }
+
+    // (c) HTTPS: the certificate Traefik shows is the one cert-manager issued, for exactly
+    // the route's names; a handshake verifies against the CA issuer alone.
+    let t = Instant::now();
+    let cert = issued_for(&client, ns, &uid, &host_refs(&hosts)).await;
+    let (pem, ca) = issued(&client, ns, &cert).await;
+    let want: Vec<String> = hosts.iter().map(|h| format!("DNS:{h}")).collect();
+    assert_eq!(
+        sans(&pem),
+        want,
+        "the issued certificate names exactly the route's hostnames"
+    );
+    let issued_leaf = pem_certificates(&pem)[0].clone();
+    let tls = tls_client(&ca);
+    let ps = d.websecure_port;
+    for h in &hosts {
+        let (answer, leaf) = wait_for(&format!("an HTTPS answer for {h}"), T, || async {
+            https(&tls, ps, h, "/").await.ok()
+        })
+        .await;
+        assert_eq!(
+            leaf, issued_leaf,
+            "Traefik shows the certificate cert-manager issued for {h}"
+        );
+        assert_eq!(answer.backend(), Some(names.canary.as_str()), "{answer:?}");
+    }
+    let https_after = t.elapsed();
+    eprintln!(
+        "traffic (c): HTTPS for {hosts:?} shows Certificate {} (SANs {want:?})",
+        cert["metadata"]["name"].as_str().unwrap()
+    );
+
+    // (d) Make-before-break under load: HTTPS requests on new connections, continuously,
+    // while a hostname is added to the route.
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let (stop, tls, web) = (stop.clone(), tls.clone(), web.clone());
+        tokio::spawn(async move {
+            let mut seen: Vec<(CertificateDer<'static>, usize)> = Vec::new();
+            let (mut ok, mut handshakes_failed, mut failed) = (0usize, 0usize, Vec::new());
+            while !stop.load(Ordering::Relaxed) {
+                match https(&tls, ps, &web, "/").await {
+                    Ok((a, leaf)) if a.code == 200 => {
+                        ok += 1;
+                        match seen.iter_mut().find(|(c, _)| *c == leaf) {
+                            Some((_, n)) => *n += 1,
+                            None => seen.push((leaf, 1)),
+                        }
+                    }
+                    Ok((a, _)) => failed.push(format!("status {}", a.code)),
+                    Err(e) => {
+                        if matches!(e, TlsFailure::Handshake(_)) {
+                            handshakes_failed += 1;
+                        }
+                        failed.push(e.to_string());
+                    }
+                }
+            }
+            (ok, handshakes_failed, failed, seen)
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let t = Instant::now();
+    let added = format!("{}.{zone}", unique_name("new"));
+    let mut hosts2 = vec![web.clone(), shop.clone(), added.clone()];
+    hosts2.sort();
+    apply_yaml(
+        &client,
+        &route_yaml(ns, &gw, &host_refs(&hosts2), &names, (0, 100)),
+    )
+    .await;
+    let cert2 = issued_for(&client, ns, &uid, &host_refs(&hosts2)).await;
+    let (pem2, _) = issued(&client, ns, &cert2).await;
+    let new_leaf = pem_certificates(&pem2)[0].clone();
+    wait_for(&format!("{added} answered over HTTPS"), T, || async {
+        let (a, leaf) = https(&tls, ps, &added, "/").await.ok()?;
+        (a.code == 200 && leaf == new_leaf).then_some(())
+    })
+    .await;
+    let rotated_after = t.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (ok, handshakes_failed, failed, seen) = load.await.unwrap();
+    let elapsed = t.elapsed() + Duration::from_secs(2);
+    let old_served = seen
+        .iter()
+        .find(|(c, _)| *c == issued_leaf)
+        .map_or(0, |(_, n)| *n);
+    let new_served = seen
+        .iter()
+        .find(|(c, _)| *c == new_leaf)
+        .map_or(0, |(_, n)| *n);
+    eprintln!(
+        "traffic (d): {} HTTPS requests while {added} was added: {ok} answered ({old_served} with \
+         the old certificate, {new_served} with the new), {} failed, {handshakes_failed} failed \
+         handshakes, {:.0} requests/s; the new name served over HTTPS {rotated_after:.1?} after \
+         the route changed",
+        ok + failed.len(),
+        failed.len(),
+        (ok + failed.len()) as f64 / elapsed.as_secs_f64(),
+    );
+    assert!(
+        failed.is_empty(),
+        "failed requests during the rotation: {failed:?}"
+    );
+    assert_eq!(handshakes_failed, 0);
+    assert_eq!(
+        old_served + new_served,
+        ok,
+        "only the two issued certificates were shown"
+    );
+    assert!(new_served > 0, "the new certificate was served to the load");
+    assert_eq!(
+        sans(&pem2),
+        hosts2
+            .iter()
+            .map(|h| format!("DNS:{h}"))
+            .collect::<Vec<_>>()
+    );
+
+    // Teardown: the Gateway, its children (DNS drained first), the class, the backends.
+    let t = Instant::now();
+    dynamic(&client, ns, "gateway.networking.k8s.io", "v1", "HTTPRoute")
+        .delete(&gw, &DeleteParams::default())
+        .await
+        .unwrap();
+    gateways
+        .delete(&gw, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the Gateway gone", T, || async {
+        gateways.get_opt(&gw).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    let _ = dynamic(
+        &client,
+        ns,
+        "gatewright.dev",
+        "v1alpha1",
+        "GatewayClassConfig",
+    )
+    .delete(&class, &DeleteParams::default())
+    .await;
+    for (group, version, kind) in [
+        ("gateway.networking.k8s.io", "v1", "GatewayClass"),
+        ("gatewright.dev", "v1alpha1", "GatewayClassBlueprint"),
+    ] {
+        let _ = Api::<DynamicObject>::all_with(client.clone(), &resource(group, version, kind))
+            .delete(&class, &DeleteParams::default())
+            .await;
+    }
+    common::wait_class_gone(&client, &class, T).await;
+    ctl.shutdown(Duration::from_secs(10)).await;
+    for svc in [&names.stable, &names.canary, &names.api, &names.beta] {
+        let _ = dynamic(&client, ns, "", "v1", "Service")
+            .delete(svc, &DeleteParams::default())
+            .await;
+        let _ = dynamic(&client, ns, "discovery.k8s.io", "v1", "EndpointSlice")
+            .delete(&format!("{svc}-1"), &DeleteParams::default())
+            .await;
+    }
+    drop(backends);
+    let torn_down_after = t.elapsed();
+    eprintln!(
+        "traffic: set up {setup:.1?}; Gateway Programmed by Traefik {programmed_after:.1?}, first \
+         request answered {answered_after:.1?}; canary shares {}; {total_failed} failed of {} \
+         plain requests; HTTPS with the issued certificate {https_after:.1?}; torn down \
+         {torn_down_after:.1?}; in all {:.1?}",
+        shares.join(", "),
+        6 * REQUESTS,
+        began.elapsed()
+    );
+}
