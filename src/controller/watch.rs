@@ -133,18 +133,32 @@ async fn watch_names(ctl: Arc<Cluster>, resource: ApiResource) {
     let mut stream = metadata_events(ctl.client.clone(), &resource, listed_in_pages());
     let mut listing: Option<std::collections::HashSet<Key>> = None;
     let mut failing = false;
+    // A member's failures are said once for the member (see `FailureLog`).
+    let step = format!("watch the names of child kind {kind} ({group})");
+    let _forget = ForgetFailures(ctl.clone(), step.clone());
     while let Some(ev) = stream.next().await {
         let ev = match ev {
             Ok(ev) => ev,
             Err(e) => {
-                if !failing {
+                let reason = super::startup::watch_failure_kind(&e);
+                if !failing && !ctl.is_member() {
                     tracing::warn!(%kind, %group, error = %e, "failed to watch the names of a child kind; creates read first meanwhile");
+                } else if !failing && ctl.watch_failures.failed(&step, reason) {
+                    tracing::warn!(cluster = %ctl.id(), %reason, error = %e, first = %step, "the member cluster's watches fail; retrying with backoff until they work");
                 }
                 failing = true;
                 continue;
             }
         };
-        failing = false;
+        // `Init` only announces a list about to be requested: not a sign that it works.
+        if failing && !matches!(ev, Event::Init) {
+            if ctl.is_member() {
+                for reason in ctl.watch_failures.works(&step) {
+                    tracing::info!(cluster = %ctl.id(), %reason, "the member cluster's watches work again");
+                }
+            }
+            failing = false;
+        }
         match ev {
             Event::Init => listing = Some(std::collections::HashSet::new()),
             Event::InitApply(v) => {

@@ -5,7 +5,8 @@
 //! thing the controller learns from its watches: a member whose API server does not answer
 //! is not served. Placed templates then render over the members served, and each placed
 //! child is read in its member, so that `status` and `trace` show it with its cluster and
-//! its own readiness. Reads only.
+//! its own readiness, and the hub's own children that only placement renders (a DNS
+//! record listing the members' addresses) are read in the hub. Reads only.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -127,19 +128,10 @@ pub async fn read(
     }
     // What the plans place, read in each member; each kind looked up once per member
     // (by the member's own discovery).
-    let mut placed: Vec<ObjectKey> = Vec::new();
-    for k in gateways {
-        if let Ok(plan) = crate::plan::plan(snap, k) {
-            placed.extend(
-                plan.gateway
-                    .states
-                    .iter()
-                    .chain(plan.routes.iter().flat_map(|r| r.states.iter()))
-                    .map(|s| s.key.clone())
-                    .filter(|key| !key.cluster.is_empty()),
-            );
-        }
-    }
+    let placed: Vec<ObjectKey> = planned(snap, gateways)
+        .into_iter()
+        .filter(|key| !key.cluster.is_empty())
+        .collect();
     let mut kinds: BTreeMap<(String, String, String), Served> = BTreeMap::new();
     for key in placed {
         // Placed templates render only for the members served, each with its client.
@@ -166,8 +158,58 @@ pub async fn read(
             }
         }
     }
+    // The hub's own children that only placement brings (a DNS record listing the
+    // members' addresses renders once their gateways are read): the hub's list, planned
+    // without the members, did not look for their kinds, so they are read here.
+    let mut hub_kinds: BTreeMap<(String, String), Served> = BTreeMap::new();
+    let missing: Vec<ObjectKey> = planned(snap, gateways)
+        .into_iter()
+        .filter(|key| key.cluster.is_empty() && !snap.has_child(key))
+        .collect();
+    for key in missing {
+        let kind = (key.api_version.clone(), key.kind.clone());
+        if !hub_kinds.contains_key(&kind) {
+            hub_kinds.insert(kind.clone(), discover(hub, &key).await);
+        }
+        // A kind the hub does not serve: the child is missing, as the report says.
+        let Ok((resource, scope)) = &hub_kinds[&kind] else {
+            continue;
+        };
+        match get(hub, &key, resource, scope).await {
+            Ok(Some(obj)) => snap.put_child(obj),
+            Ok(None) => {}
+            Err(why) => {
+                found.unread.insert(key, why);
+            }
+        }
+    }
     found.clients = clients;
     Ok(found)
+}
+
+/// Every child the plans of `gateways` name, placed or not.
+fn planned(snap: &Snapshot, gateways: &[crate::snapshot::Key]) -> Vec<ObjectKey> {
+    gateways
+        .iter()
+        .filter_map(|k| crate::plan::plan(snap, k).ok())
+        .flat_map(|plan| {
+            plan.gateway
+                .states
+                .iter()
+                .chain(plan.routes.iter().flat_map(|r| r.states.iter()))
+                .map(|s| s.key.clone())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Where `key` lives, in words: its member, or the hub.
+fn place(key: &ObjectKey) -> String {
+    if key.cluster.is_empty() {
+        "the hub".to_owned()
+    } else {
+        format!("member {}", key.cluster)
+    }
 }
 
 /// A member judged as the controller judges it, then reached: its client, or why it is
@@ -205,7 +247,7 @@ pub(super) async fn discover(client: &Client, key: &ObjectKey) -> Served {
     kube::discovery::pinned_kind(client, &gvk)
         .await
         .map(|(resource, caps)| (resource, caps.scope))
-        .map_err(|e| format!("member {}: {} is not served: {e}", key.cluster, key.kind))
+        .map_err(|e| format!("{}: {} is not served: {e}", place(key), key.kind))
 }
 
 /// `key` as its member holds it (`None`: not there).
@@ -222,7 +264,7 @@ async fn get(
     let obj = api
         .get_opt(&key.name)
         .await
-        .map_err(|e| format!("member {}: reading it failed: {e}", key.cluster))?;
+        .map_err(|e| format!("{}: reading it failed: {e}", place(key)))?;
     obj.map(|o| serde_json::to_value(o).map_err(|e| e.to_string()))
         .transpose()
 }
