@@ -354,7 +354,17 @@ async fn server_form(
             let name = obj.metadata.name.clone().unwrap_or_default();
             api.replace(&name, &pp, &obj).await?
         }
-        None => api.create(&pp, &obj).await?,
+        None => match api.create(&pp, &obj).await {
+            // A kind the live list does not hold (a ClusterProfile of the fleet's
+            // inventory) that is there: a dry-run replace of it.
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                let live = api.get(&name).await?;
+                obj.metadata.resource_version = live.metadata.resource_version;
+                api.replace(&name, &pp, &obj).await?
+            }
+            other => other?,
+        },
     };
     let mut v = serde_json::to_value(&stored).map_err(kube::Error::SerdeError)?;
     v["apiVersion"] = object["apiVersion"].clone();
