@@ -90,6 +90,7 @@ spec:
   gatewayClassName: {class}
   listeners:
   - {{name: http, port: 80, protocol: HTTP, hostname: "*.example.com"}}
+  - {{name: https, port: 443, protocol: HTTPS, hostname: "*.example.com", tls: {{options: {{gatewright.dev/certificate: generated}}}}}}
 "#
     )
 }

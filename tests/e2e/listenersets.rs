@@ -60,6 +60,7 @@ spec:
   allowedListeners: {{namespaces: {{from: Same}}}}
   listeners:
   - {{name: http, port: 80, protocol: HTTP, hostname: "*.example.com"}}
+  - {{name: https, port: 443, protocol: HTTPS, hostname: "*.example.com", tls: {{options: {{gatewright.dev/certificate: generated}}}}}}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -86,7 +87,7 @@ metadata: {{name: team, namespace: {n}}}
 spec:
   parentRef: {{name: gw}}
   listeners:
-  - {{name: web, port: 8080, protocol: HTTP, hostname: team.example.org}}
+  - {{name: web, port: 8443, protocol: HTTPS, hostname: team.example.org, tls: {{options: {{gatewright.dev/certificate: generated}}}}}}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -136,7 +137,7 @@ spec:
         (g["status"]["attachedListenerSets"] == 1).then_some(g)
     })
     .await;
-    assert_eq!(g["status"]["listeners"].as_array().unwrap().len(), 1);
+    assert_eq!(g["status"]["listeners"].as_array().unwrap().len(), 2);
     // The route's entry names the ListenerSet as its parent.
     let routes = dynamic(
         &client,
@@ -186,7 +187,7 @@ spec:
                 .any(|l| {
                     l["name"] == "team-web"
                         && l["hostname"] == "team.example.org"
-                        && l["port"] == 8080
+                        && l["port"] == 8443
                 })
                 .then_some(())
         }
