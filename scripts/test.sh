@@ -9,7 +9,8 @@
 # (tests/tools/promtool), the CEL evaluator (tests/tools/celeval), cert-manager and
 # external-dns (tests/tools/cert-manager, tests/tools/external-dns: the real downstream
 # controllers tests/real_downstream.rs runs against; external-dns also reads, and so drains,
-# every other test's DNSEndpoints) come from the Go module proxy on first
+# every other test's DNSEndpoints), Traefik (tests/tools/traefik: the dataplane
+# tests/traffic.rs sends requests through) come from the Go module proxy on first
 # use (tests/cluster/README.md); lua5.1 from Debian's packages (installed by
 # tests/health/run when missing and run as root).
 set -euo pipefail
@@ -28,9 +29,10 @@ cargo clippy --all-targets --features cluster-tests -- -D warnings
 step "test cluster binaries (tests/cluster/build)"
 tests/cluster/build
 
-step "real downstream controllers: cert-manager v1.11.5, external-dns v0.20.0 (tests/tools/{cert-manager,external-dns}/build)"
+step "real downstream controllers and dataplane: cert-manager v1.11.5, external-dns v0.20.0, Traefik v3.6.12 (tests/tools/{cert-manager,external-dns,traefik}/build)"
 tests/tools/cert-manager/build
 tests/tools/external-dns/build
+tests/tools/traefik/build
 
 step "alert rules and dashboard queries (tests/monitoring/check: promtool check rules, test rules)"
 tests/monitoring/check
@@ -57,7 +59,7 @@ eval "$env_line"
 export KUBECONFIG
 echo "KUBECONFIG=$KUBECONFIG"
 
-step "real cert-manager (namespace gatewright-real) and external-dns (every namespace) beside the cluster (tests/cluster/downstream up)"
+step "real cert-manager (namespace gatewright-real), external-dns (every namespace) and Traefik (GatewayClass traefik) beside the cluster (tests/cluster/downstream up)"
 tests/cluster/downstream up
 
 step "cargo test --features cluster-tests"
