@@ -18,7 +18,8 @@
 //! points; (c) HTTPS shows the certificate cert-manager issued, with exactly the route's
 //! names; (d) a client sending HTTPS requests continuously while a hostname is added (the
 //! certificate replaced make-before-break through real issuance) sees no failed request and
-//! no failed handshake.
+//! no failed handshake; (e) a hostname removed from the route is answered until
+//! external-dns has deleted its record, and only then answered 404.
 //!
 //! Needs tests/cluster/downstream with Traefik (the default; `DOWNSTREAM_TRAEFIK=0` turns it
 //! off): on the harness's cluster the test runs `tests/cluster/downstream up` itself (a no-op
@@ -76,6 +77,7 @@ struct Downstream {
     web_port: u16,
     websecure_port: u16,
     netns_dir: PathBuf,
+    external_dns_log: PathBuf,
 }
 
 /// Reads `downstream.env` (beside the kubeconfig of the harness's cluster, or
@@ -126,6 +128,7 @@ fn downstream() -> Downstream {
         web_port: traefik("traefik_web_port").parse().unwrap(),
         websecure_port: traefik("traefik_websecure_port").parse().unwrap(),
         netns_dir: PathBuf::from(traefik("netns_dir")),
+        external_dns_log: PathBuf::from(env["external_dns_log"]),
     }
 }
 
@@ -535,6 +538,16 @@ fn sans(pem: &[u8]) -> Vec<String> {
     out
 }
 
+/// Whether external-dns has logged the deletion of the A record of `host`
+/// (`msg="DELETE: web.example.com 300 IN A  127.0.0.1 []"`).
+fn record_deleted(log: &std::path::Path, host: &str) -> bool {
+    let needle = format!("DELETE: {host} ");
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.contains(&needle) && l.contains(" IN A "))
+}
+
 /// The one Certificate of the Gateway `uid`, once cert-manager reports it Ready for exactly
 /// `hosts` (sorted) and no other Certificate of the Gateway is left.
 async fn issued_for(client: &Client, ns: &str, uid: &str, hosts: &[&str]) -> Value {
@@ -912,6 +925,56 @@ async fn traffic_through_traefik() {
             .iter()
             .map(|h| format!("DNS:{h}"))
             .collect::<Vec<_>>()
+    );
+
+    // (e) A hostname leaves the route: it is answered until external-dns has deleted its
+    // record (the class drains DNS first), then Traefik stops serving it (404).
+    let t = Instant::now();
+    let hosts3 = vec![added.clone(), web.clone()];
+    apply_yaml(
+        &client,
+        &route_yaml(ns, &gw, &host_refs(&hosts3), &names, (0, 100)),
+    )
+    .await;
+    let (mut answered, mut answered_after_delete, mut others_failed) = (0usize, 0usize, 0usize);
+    let deleted_after = loop {
+        assert!(
+            t.elapsed() < T,
+            "{shop} still answered {T:?} after leaving the route"
+        );
+        // Read the log first: a deletion logged now was logged before the request below.
+        let deleted = record_deleted(&d.external_dns_log, &shop);
+        let a = http(p, &shop, "/", &[]).await.unwrap();
+        match a.code {
+            200 => {
+                answered += 1;
+                answered_after_delete += usize::from(deleted);
+            }
+            404 => {
+                assert!(
+                    deleted,
+                    "{shop} answered 404 before external-dns deleted its record"
+                );
+                break t.elapsed();
+            }
+            code => panic!("{shop}: status {code} while leaving the route"),
+        }
+        // The names that stay are answered throughout.
+        if http(p, &web, "/", &[])
+            .await
+            .ok()
+            .and_then(|a| a.backend().map(str::to_owned))
+            != Some(names.canary.clone())
+        {
+            others_failed += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(others_failed, 0, "{web} failed while {shop} left the route");
+    eprintln!(
+        "traffic (e): {shop} left the route: answered {answered} times ({answered_after_delete} \
+         after external-dns had deleted its record), then 404 {deleted_after:.1?} after the change; \
+         {web} answered throughout"
     );
 
     // Teardown: the Gateway, its children (DNS drained first), the class, the backends.
