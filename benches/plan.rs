@@ -3,7 +3,8 @@
 //! one core), so they hold while other work shares the machine.
 //!
 //! - `plan_gateway` of the istio-certmanager-externaldns class for a Gateway with 10
-//!   listeners and 50 attached routes (plans per second on one core), before any child
+//!   HTTPS listeners (generated certificate, so the class renders its Certificate) and 50
+//!   attached routes (`PLAN_BENCH_ROUTES` sets another number, for a shared Gateway) (plans per second on one core), before any child
 //!   exists and once all are ready; `plan_route` per route; `plan` (the Gateway, its 50
 //!   routes and every status); `plan_with` a memo of the route plans (see
 //!   `gatewright::plan::memo`), converged, unchanged and after one route's weights changed;
@@ -37,7 +38,7 @@ fn gateway(ns: &str, name: &str, listeners: usize) -> String {
     for i in 0..listeners {
         let _ = writeln!(
             s,
-            "  - {{name: l{i}, port: {}, protocol: HTTP, hostname: \"*.d{i}.example.com\", allowedRoutes: {{namespaces: {{from: All}}}}}}",
+            "  - {{name: l{i}, port: {}, protocol: HTTPS, hostname: \"*.d{i}.example.com\", allowedRoutes: {{namespaces: {{from: All}}}}, tls: {{mode: Terminate, options: {{gatewright.dev/certificate: generated}}}}}}",
             8000 + i
         );
     }
@@ -89,8 +90,12 @@ fn wanted(name: &str) -> bool {
 
 fn bench_plan() {
     let dir = tempfile::tempdir().unwrap();
+    let n_routes: usize = std::env::var("PLAN_BENCH_ROUTES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(50);
     let mut input = gateway("infra", "big", 10);
-    for r in 0..50 {
+    for r in 0..n_routes {
         input.push_str(&route(
             &format!("team{}", r % 5),
             &format!("r{r}"),
@@ -104,7 +109,7 @@ fn bench_plan() {
         files::load(&[class_dir(), dir.path().to_owned()], "gatewright-system").unwrap();
     let key = gatewright::snapshot::Key::new("infra", "big");
     let plan = gatewright::plan::plan_gateway(&loaded.snapshot, &key).unwrap();
-    assert_eq!(plan.context.routes.len(), 50);
+    assert_eq!(plan.context.routes.len(), n_routes);
 
     // A Gateway seen for the first time: no child exists yet.
     let snap = &loaded.snapshot;
@@ -113,7 +118,7 @@ fn bench_plan() {
             std::hint::black_box(gatewright::plan::plan_gateway(snap, &key).unwrap());
         });
         println!(
-            "plan_gateway (istio-certmanager-externaldns, 10 listeners, 50 routes, no child yet): {per:?} per plan, {:.0} plans/s on one core",
+            "plan_gateway (istio-certmanager-externaldns, 10 listeners, {n_routes} routes, no child yet): {per:?} per plan, {:.0} plans/s on one core",
             1.0 / per.as_secs_f64()
         );
     }
@@ -122,7 +127,7 @@ fn bench_plan() {
             for rkey in &plan.context.routes {
                 std::hint::black_box(gatewright::plan::plan_route(snap, &plan, rkey));
             }
-        }) / 50;
+        }) / u32::try_from(n_routes).unwrap();
         println!("plan_route (same Gateway, per route): {per_route:?}");
     }
 
@@ -167,7 +172,7 @@ fn bench_plan() {
             );
         });
         println!(
-            "plan with remembered route plans (same, converged, nothing changed): {per:?} per plan, {:.0} plans/s on one core ({} of 50 route plans reused)",
+            "plan with remembered route plans (same, converged, nothing changed): {per:?} per plan, {:.0} plans/s on one core ({} of {n_routes} route plans reused)",
             1.0 / per.as_secs_f64(),
             memo.last.reused
         );
@@ -195,7 +200,7 @@ fn bench_plan() {
             std::hint::black_box(p);
         }
         println!(
-            "plan with remembered route plans (same, converged, one route's weights changed): {:?} per plan ({} of 50 route plans made)",
+            "plan with remembered route plans (same, converged, one route's weights changed): {:?} per plan ({} of {n_routes} route plans made)",
             changed / n,
             memo.last.planned
         );
@@ -206,7 +211,7 @@ fn bench_plan() {
             std::hint::black_box(gatewright::plan::plan(snap, &key).unwrap());
         });
         println!(
-            "plan (same, converged, with its 50 route plans and every status): {per:?} per plan, {:.0} plans/s on one core",
+            "plan (same, converged, with its {n_routes} route plans and every status): {per:?} per plan, {:.0} plans/s on one core",
             1.0 / per.as_secs_f64()
         );
     }

@@ -41,13 +41,35 @@ pub struct GatewayContext {
     pub routes: Vec<RouteKey>,
     /// Accepted hostnames.
     pub hostnames: HostnamesVar,
-    /// All of the above as the template context (without `resources`), built once.
-    pub base: minijinja::Value,
+    /// The accepted routes as template values (each parsed only if a template reads it).
+    pub route_values: Vec<minijinja::Value>,
+    /// All of the above as the template context (without `resources`), built on first
+    /// use ([`GatewayContext::base`]): a plan whose renders all come from its memo never
+    /// builds it.
+    base: std::sync::OnceLock<minijinja::Value>,
     /// The labels and annotations every child of the Gateway carries, built once.
     pub decoration: GatewayDecoration,
 }
 
 impl GatewayContext {
+    /// The template context every template of the Gateway sees (without `resources`),
+    /// built once, when a template first renders.
+    pub fn base(&self) -> &minijinja::Value {
+        self.base.get_or_init(|| {
+            let gateway_value = minijinja::Value::from(minijinja::value::Serde(&*self.gateway));
+            TemplateContext {
+                gateway: &gateway_value,
+                class: &self.class,
+                values: &self.values,
+                listeners: &self.listeners,
+                routes: &self.route_values,
+                hostnames: &self.hostnames,
+                cluster: super::placement::own_cluster(),
+            }
+            .to_value()
+        })
+    }
+
     /// Whether the Gateway accepted `route`.
     #[must_use]
     pub fn accepts(&self, route: &RouteKey) -> bool {
@@ -264,20 +286,7 @@ pub(crate) fn plan_gateway_with(
     };
 
     if let (true, Some(prepared)) = (accepted, blueprint.as_ref()) {
-        let route_values: Vec<minijinja::Value> =
-            accepted_routes.iter().map(|r| r.lazy_value()).collect();
-        let gateway_value = minijinja::Value::from(minijinja::value::Serde(&*gateway_json));
-        let base = TemplateContext {
-            gateway: &gateway_value,
-            class: &plan.context.class,
-            values: &plan.context.values,
-            listeners: &plan.context.listeners,
-            routes: &route_values,
-            hostnames: &plan.context.hostnames,
-            cluster: super::placement::own_cluster(),
-        }
-        .to_value();
-        plan.context.base = base.clone();
+        plan.context.route_values = accepted_routes.iter().map(|r| r.lazy_value()).collect();
         // A placed template's render also depends on the fleet, which the memo does not
         // key on: such blueprints are rendered afresh.
         let reuse = !prepared.places();
@@ -306,7 +315,7 @@ pub(crate) fn plan_gateway_with(
                     places: snap.places(),
                     route_kind: None,
                 };
-                let r = render_gateway(&input, &base, gw);
+                let r = render_gateway(&input, plan.context.base(), gw);
                 if let Some(memo) = memo.as_deref_mut().filter(|_| reuse) {
                     let inputs = super::gateway_memo::GatewayInputs::of(
                         &context_ref(&plan),
@@ -691,7 +700,8 @@ fn build_context<'a>(
             precise,
             tls,
         },
-        base: minijinja::Value::UNDEFINED,
+        route_values: Vec::new(),
+        base: std::sync::OnceLock::new(),
         decoration: GatewayDecoration::default(),
     };
     (context, entries)

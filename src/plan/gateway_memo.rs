@@ -52,7 +52,8 @@ pub(crate) struct ContextRef<'a> {
 /// The live children of a Gateway as a plan read them, with their stamps.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LiveChildren {
-    stamps: Vec<u64>,
+    /// [`Snapshot::children_stamp`] when they were read.
+    stamp: u64,
     /// Parsed.
     pub objects: Vec<Arc<Value>>,
 }
@@ -62,12 +63,12 @@ impl LiveChildren {
     /// else parsed from the snapshot.
     pub(crate) fn read(snap: &Snapshot, uid: &str, before: Option<&Self>) -> Self {
         if let Some(b) = before
-            && snap.child_stamps_of(uid).eq(b.stamps.iter().copied())
+            && snap.children_stamp(uid) == b.stamp
         {
             return b.clone();
         }
         Self {
-            stamps: snap.child_stamps_of(uid).collect(),
+            stamp: snap.children_stamp(uid),
             objects: snap.children_of(uid).collect(),
         }
     }
@@ -86,7 +87,7 @@ pub(crate) struct GatewayInputs {
     values: Value,
     listeners: Vec<ListenerVar>,
     hostnames: HostnamesVar,
-    live: Vec<u64>,
+    live: u64,
     scopes: u64,
 }
 
@@ -101,7 +102,7 @@ impl GatewayInputs {
     ) -> bool {
         self.blueprint == Arc::as_ptr(prepared) as usize
             && self.scopes == snap.scopes_stamp()
-            && self.live == live.stamps
+            && self.live == live.stamp
             && self.uid == ctx.uid
             && (Arc::ptr_eq(&self.gateway, ctx.gateway) || *self.gateway == **ctx.gateway)
             && self.class == *ctx.class
@@ -130,7 +131,7 @@ impl GatewayInputs {
             values: ctx.values.clone(),
             listeners: ctx.listeners.to_vec(),
             hostnames: ctx.hostnames.clone(),
-            live: live.stamps.clone(),
+            live: live.stamp,
             scopes: snap.scopes_stamp(),
         })
     }

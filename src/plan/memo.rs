@@ -86,7 +86,7 @@ struct Entry {
     blueprint: Weak<Prepared>,
     context: Arc<RouteContext>,
     accepted: bool,
-    live: Vec<u64>,
+    live: u64,
     holders: Vec<Option<u64>>,
     plan: Arc<RoutePlan>,
 }
@@ -177,7 +177,7 @@ impl PlanMemo {
                         blueprint: Arc::downgrade(prepared),
                         context: Arc::clone(&context),
                         accepted: gw.accepted && gw.context.accepts(rkey),
-                        live: snap.child_stamps_under(&entry.uid, &gw.uid).collect(),
+                        live: snap.children_stamp(&entry.uid),
                         holders: held_keys(&plan).map(|k| snap.holder_stamp(k)).collect(),
                         plan: Arc::clone(&plan),
                     },
@@ -216,9 +216,7 @@ impl Entry {
                 .is_some_and(|b| std::ptr::eq(self.blueprint.as_ptr(), Arc::as_ptr(b)))
             && Arc::ptr_eq(&self.context, context)
             && self.accepted == (gw.accepted && gw.context.accepts(&self.plan.route))
-            && snap
-                .child_stamps_under(&route.uid, &gw.uid)
-                .eq(self.live.iter().copied())
+            && snap.children_stamp(&route.uid) == self.live
             && held_keys(&self.plan)
                 .map(|k| snap.holder_stamp(k))
                 .eq(self.holders.iter().copied())

@@ -88,7 +88,7 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
         return plan;
     }
     let accepted = gw.context.accepts(route);
-    let base = gw.context.base.clone();
+    let base = gw.context.base().clone();
     // Parsed once: the template value is made from the same JSON.
     let route_json = entry.json();
     let route_value = minijinja::Value::from(minijinja::value::Serde(&route_json));

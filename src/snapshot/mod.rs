@@ -252,6 +252,9 @@ pub struct Snapshot {
     services: Option<BTreeSet<Key>>,
     children: BTreeMap<ObjectKey, ChildEntry>,
     children_by_parent: BTreeMap<String, BTreeSet<ObjectKey>>,
+    /// Per parent uid, a stamp renewed whenever one of its children is put or removed
+    /// ([`Snapshot::children_stamp`]).
+    children_stamps: std::collections::HashMap<String, u64>,
     children_by_gateway: BTreeMap<String, BTreeSet<ObjectKey>>,
     scopes: crate::render::scope::KindScopes,
     /// Changes whenever `scopes` does (see [`next_stamp`]).
@@ -649,6 +652,7 @@ impl Snapshot {
         self.remove_child(&key);
         let entry = ChildEntry::new(&obj);
         if let Some(uid) = &entry.parent_uid {
+            self.children_stamps.insert(uid.clone(), entry.stamp);
             self.children_by_parent
                 .entry(uid.clone())
                 .or_default()
@@ -690,6 +694,9 @@ impl Snapshot {
                 set.remove(key);
                 if set.is_empty() {
                     self.children_by_parent.remove(uid);
+                    self.children_stamps.remove(uid);
+                } else if let Some(stamp) = self.children_stamps.get_mut(uid) {
+                    *stamp = next_stamp();
                 }
             }
             if let Some(uid) = old.gateway_uid.as_deref()
@@ -968,10 +975,12 @@ impl Snapshot {
         self.entries_of(parent_uid)
             .filter(move |c| c.gateway_uid.as_deref() == Some(gateway_uid))
     }
-    /// The stamps of [`Snapshot::children_of`]'s objects, in the same order: equal
-    /// stamps, the same objects.
-    pub fn child_stamps_of<'a>(&'a self, parent_uid: &str) -> impl Iterator<Item = u64> + 'a {
-        self.entries_of(parent_uid).map(|c| c.stamp)
+    /// One stamp for every live child of `parent_uid` (0 for none): it changes whenever
+    /// one of them is put (a new version) or removed, so equal stamps mean the same
+    /// children, and a memo compares one number instead of looking each child up.
+    #[must_use]
+    pub fn children_stamp(&self, parent_uid: &str) -> u64 {
+        self.children_stamps.get(parent_uid).copied().unwrap_or(0)
     }
     /// Live children labelled with this parent uid and this Gateway uid (a route's
     /// children under one of its Gateways), parsed.
@@ -982,15 +991,6 @@ impl Snapshot {
     ) -> impl Iterator<Item = Arc<Value>> + 'a {
         self.entries_under(parent_uid, gateway_uid)
             .map(ChildEntry::object)
-    }
-    /// The stamps of [`Snapshot::children_of_under`]'s objects, in the same order: equal
-    /// stamps, the same objects.
-    pub fn child_stamps_under<'a>(
-        &'a self,
-        parent_uid: &str,
-        gateway_uid: &'a str,
-    ) -> impl Iterator<Item = u64> + 'a {
-        self.entries_under(parent_uid, gateway_uid).map(|c| c.stamp)
     }
     /// Live children labelled with this Gateway uid (its own and its routes'), parsed.
     pub fn children_by_gateway<'a>(
