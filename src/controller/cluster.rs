@@ -66,7 +66,7 @@ pub struct Cluster {
     siblings: std::sync::OnceLock<Siblings>,
     /// Which of its watches fail, by kind of failure: a member's are logged once per
     /// kind of failure, not once per watch.
-    pub(super) watch_failures: super::watch::FailureLog,
+    pub(super) watch_failures: super::startup::FailureLog,
     /// Since when its watches find the API server unreachable, and the last error.
     unreachable_since: Mutex<Option<(std::time::Instant, String)>>,
     /// The hub: the fleet as the inventory gives it, whether its members are shared
@@ -164,7 +164,7 @@ impl Cluster {
             child_waiters: Mutex::new(BTreeMap::new()),
             tasks: Mutex::new(Vec::new()),
             siblings: std::sync::OnceLock::new(),
-            watch_failures: super::watch::FailureLog::default(),
+            watch_failures: super::startup::FailureLog::default(),
             unreachable_since: Mutex::new(None),
             fleet: Mutex::new(FleetView::default()),
             left: super::left::Left::default(),

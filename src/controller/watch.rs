@@ -511,51 +511,6 @@ async fn run_watch<F>(
     }
 }
 
-/// Which watches of one cluster fail, by kind of failure (`Unreachable`, `Forbidden`,
-/// ...), so that a member whose API server is down, which fails every watch at once, is
-/// said once per kind of failure, not once per watch, and once more when that kind of
-/// failure is over (its last watch works again). Pure bookkeeping.
-#[derive(Default)]
-pub(super) struct FailureLog(
-    std::sync::Mutex<std::collections::BTreeMap<&'static str, std::collections::BTreeSet<String>>>,
-);
-
-impl FailureLog {
-    /// `watch` failed with `kind` (a watch fails one way at a time): true when no other
-    /// watch was failing so, and it is to be said.
-    pub(super) fn failed(&self, watch: &str, kind: &'static str) -> bool {
-        let Ok(mut f) = self.0.lock() else {
-            return true;
-        };
-        for (k, set) in f.iter_mut() {
-            if *k != kind {
-                set.remove(watch);
-            }
-        }
-        f.retain(|_, set| !set.is_empty());
-        let set = f.entry(kind).or_default();
-        let first = set.is_empty();
-        set.insert(watch.to_owned());
-        first
-    }
-
-    /// `watch` works (or is stopped): the kinds of failure no watch has any more, to be
-    /// said over.
-    pub(super) fn works(&self, watch: &str) -> Vec<&'static str> {
-        let Ok(mut f) = self.0.lock() else {
-            return Vec::new();
-        };
-        let mut over = Vec::new();
-        for (k, set) in f.iter_mut() {
-            if set.remove(watch) && set.is_empty() {
-                over.push(*k);
-            }
-        }
-        f.retain(|_, set| !set.is_empty());
-        over
-    }
-}
-
 /// Forgets a watch's failures when it stops.
 struct ForgetFailures(Arc<Cluster>, String);
 
@@ -1055,31 +1010,4 @@ fn on_child(ctl: &Arc<Cluster>, v: Value, deleted: bool) {
         }
     }
     enqueue_affected(ctl, &change);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::FailureLog;
-
-    #[test]
-    fn failures_are_said_once_per_kind_until_every_watch_works_again() {
-        let log = FailureLog::default();
-        // The member's API server goes down: every watch fails, said once.
-        assert!(log.failed("watch Gateway", "Unreachable"));
-        assert!(!log.failed("watch GatewayClass", "Unreachable"));
-        assert!(!log.failed("watch Gateway", "Unreachable"));
-        // Another kind of failure is said too.
-        assert!(log.failed("watch ListenerSet", "Forbidden"));
-        // Back: said over once its last watch works.
-        assert!(log.works("watch Gateway").is_empty());
-        assert_eq!(log.works("watch GatewayClass"), vec!["Unreachable"]);
-        assert!(log.works("watch GatewayClass").is_empty());
-        // Down again: said again.
-        assert!(log.failed("watch Gateway", "Unreachable"));
-        // A watch that fails another way no longer counts for the first.
-        assert!(!log.failed("watch Gateway", "Forbidden"));
-        assert_eq!(log.works("watch ListenerSet"), Vec::<&str>::new());
-        assert_eq!(log.works("watch Gateway"), vec!["Forbidden"]);
-        assert!(log.failed("watch Gateway", "Unreachable"));
-    }
 }
