@@ -13,7 +13,6 @@ use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
-use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use serde_json::{Value, json};
 
@@ -65,11 +64,9 @@ fn left_behind(children: &[Value], snap: &crate::snapshot::Snapshot) -> Vec<(Str
     by_member
         .into_iter()
         .map(|(member, objects)| {
-            let why = snap
-                .fleet()
-                .get(&member)
-                .and_then(|m| m.unserved.clone())
-                .unwrap_or_else(|| "it is no longer in the fleet".to_owned());
+            let why = crate::plan::placement::served(&member, snap.fleet())
+                .err()
+                .unwrap_or_default();
             let words = format!(
                 "left in member {member}, which is not served ({why}): {}; delete them there once it is back",
                 objects.join(", ")
@@ -162,14 +159,7 @@ impl Cluster {
             let (children, left): (Vec<Value>, Vec<Value>) = snap
                 .children_by_gateway(&uid)
                 .map(Arc::unwrap_or_clone)
-                .partition(|c| {
-                    let cluster = ObjectKey::of(c).cluster;
-                    cluster.is_empty()
-                        || snap
-                            .fleet()
-                            .get(&cluster)
-                            .is_some_and(|m| m.unserved.is_none())
-                });
+                .partition(|c| crate::plan::placement::deletable(&ObjectKey::of(c), snap.fleet()));
             for c in &left {
                 self.left.add(ObjectKey::of(c), &uid);
             }
@@ -454,7 +444,7 @@ impl Cluster {
                 let served = hub
                     .snapshot
                     .read()
-                    .is_ok_and(|s| s.fleet().get(&member).is_some_and(|m| m.unserved.is_none()));
+                    .is_ok_and(|s| crate::plan::placement::served(&member, s.fleet()).is_ok());
                 if !served {
                     continue;
                 }
@@ -479,18 +469,14 @@ impl Cluster {
     /// A member: deletes `key` if it is still the object placed for the Gateway of
     /// `gateway_uid` (its label, and the UID it has now as a precondition).
     async fn delete_left(&self, key: &ObjectKey, gateway_uid: &str) -> Result<Swept, String> {
-        let (group, version) = key
-            .api_version
-            .split_once('/')
-            .unwrap_or(("", key.api_version.as_str()));
-        let gvk = GroupVersionKind::gvk(group, version, &key.kind);
-        let (resource, caps) = match kube::discovery::pinned_kind(&self.client, &gvk).await {
-            Ok(r) => r,
-            // The kind is gone from the member, and its objects with it.
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Swept::Gone),
-            Err(e) => return Err(format!("{} is not discovered: {e}", key.kind)),
-        };
-        let api: Api<DynamicObject> = match caps.scope {
+        let (resource, scope) =
+            match crate::discovery::lookup_kind(&self.client, &key.api_version, &key.kind).await {
+                Ok(r) => r,
+                // The kind is gone from the member, and its objects with it.
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Swept::Gone),
+                Err(e) => return Err(format!("{} is not discovered: {e}", key.kind)),
+            };
+        let api: Api<DynamicObject> = match scope {
             Scope::Namespaced => {
                 Api::namespaced_with(self.client.clone(), &key.namespace, &resource)
             }

@@ -68,13 +68,32 @@ pub fn cluster_value(member: &FleetMember) -> minijinja::Value {
     minijinja::Value::from(minijinja::value::Serde(member))
 }
 
-/// Whether a child can be deleted where it lives: in the parent's own cluster, or in a
-/// member that is served. What is placed in a member not served now (unreachable,
-/// unhealthy) is left there: it cannot be deleted, and it is found again when the member
-/// is back.
+/// Whether objects of `cluster` (a member's name; empty for the parent's own cluster) may
+/// be written and deleted now: the one rule that teardown, prune, the sweep of what was
+/// left behind and the writers follow. `Err` says why not: the member is not served now
+/// (unreachable, unhealthy), or it is no longer in the fleet.
+///
+/// # Errors
+/// The member is not served, with why.
+pub fn served(cluster: &str, fleet: &BTreeMap<String, FleetMember>) -> Result<(), String> {
+    if cluster.is_empty() {
+        return Ok(());
+    }
+    match fleet.get(cluster) {
+        Some(m) => m.unserved.clone().map_or(Ok(()), Err),
+        None => Err(NOT_IN_FLEET.to_owned()),
+    }
+}
+
+/// Why a member that left the fleet is not served.
+pub const NOT_IN_FLEET: &str = "it is no longer in the fleet";
+
+/// Whether a child can be deleted where it lives ([`served`]). What is placed in a member
+/// not served now (unreachable, unhealthy, gone from the fleet) is left there: it cannot
+/// be deleted from here, and it is found again when the member is back.
 #[must_use]
 pub fn deletable(key: &crate::snapshot::ObjectKey, fleet: &BTreeMap<String, FleetMember>) -> bool {
-    key.cluster.is_empty() || fleet.get(&key.cluster).is_none_or(|m| m.unserved.is_none())
+    served(&key.cluster, fleet).is_ok()
 }
 
 /// Marks a rendered object as going to `member`.
@@ -210,6 +229,34 @@ mod tests {
                 match_labels: None,
             },
         }
+    }
+
+    #[test]
+    fn one_rule_says_whether_a_member_is_served_and_what_may_be_deleted_there() {
+        let f = fleet(vec![
+            member("fleet/a", "eu", None),
+            member("fleet/d", "eu", Some("ControlPlaneHealthy is False")),
+        ]);
+        assert_eq!(served("", &f), Ok(()), "the parent's own cluster");
+        assert_eq!(served("fleet/a", &f), Ok(()));
+        assert_eq!(
+            served("fleet/d", &f),
+            Err("ControlPlaneHealthy is False".to_owned())
+        );
+        // A member missing from the fleet is not served either (it was counted
+        // deletable, and its prune then failed where it was to be written).
+        assert_eq!(served("fleet/gone", &f), Err(NOT_IN_FLEET.to_owned()));
+        let key = |cluster: &str| crate::snapshot::ObjectKey {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "ns".into(),
+            name: "c".into(),
+            cluster: cluster.to_owned(),
+        };
+        assert!(deletable(&key(""), &f));
+        assert!(deletable(&key("fleet/a"), &f));
+        assert!(!deletable(&key("fleet/d"), &f));
+        assert!(!deletable(&key("fleet/gone"), &f));
     }
 
     #[test]
