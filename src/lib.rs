@@ -8,10 +8,12 @@
 pub mod api;
 pub mod cli;
 pub mod controller;
+pub mod discovery;
 pub mod fleet;
 pub mod gateway;
 pub mod health;
 pub mod identity;
+pub mod kinds;
 pub mod live;
 pub mod plan;
 pub mod render;

@@ -104,7 +104,7 @@ impl Cluster {
             {
                 self.kinds.forget(&key.api_version, &key.kind);
                 if let Ok(mut s) = self.snapshot.write() {
-                    let group = key.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+                    let group = crate::kinds::group_of(&key.api_version);
                     s.names_mut().forget(group, &key.kind);
                 }
                 return Err(Error::KindNotServed(format!(

@@ -59,7 +59,7 @@ impl Cluster {
     /// Gateway uses any more are dropped from the snapshot.
     pub(super) fn use_kinds(&self, gateway: &Key, kinds: std::collections::BTreeSet<KindKey>) {
         for (api_version, kind) in self.kinds.use_kinds(gateway, kinds) {
-            let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            let group = crate::kinds::group_of(&api_version);
             with_snapshot(self, |s| {
                 s.retain_listed(&kind, &api_version, &std::collections::BTreeSet::new());
                 s.names_mut().forget(group, &kind);
@@ -194,23 +194,18 @@ fn name_taken(ctl: &Cluster, group: &str, kind: &str, key: &Key) -> Option<bool>
     ctl.snapshot.read().ok()?.names().taken(group, kind, key)
 }
 
-fn gvk_of(api_version: &str, kind: &str) -> GroupVersionKind {
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    GroupVersionKind::gvk(group, version, kind)
-}
-
 /// Looks a child kind up; once served, watches it. While not served, looks again every
 /// 10 seconds (the only polling we do: it waits for a CRD to be installed). A lookup that
 /// fails for another reason (403, 5xx, no connection) is retried with backoff and leaves
 /// the kind pending: it is not reported missing.
 async fn discover_and_watch(ctl: Arc<Cluster>, key: (String, String)) {
-    let gvk = gvk_of(&key.0, &key.1);
+    let gvk = crate::kinds::gvk(&key.0, &key.1);
     let mut failures = 0u32;
     let mut last: Option<&'static str> = None;
     loop {
-        match kube::discovery::pinned_kind(&ctl.client, &gvk).await {
-            Ok((resource, caps)) => {
-                let namespaced = caps.scope == Scope::Namespaced;
+        match crate::discovery::lookup(&ctl.client, &gvk).await {
+            Ok((resource, scope)) => {
+                let namespaced = scope == Scope::Namespaced;
                 learn_scope(&ctl, &resource.group, &resource.kind, namespaced);
                 ctl.kinds.set(
                     &key,
@@ -733,7 +728,7 @@ async fn watch_primary(ctl: Arc<Cluster>, source: ingest::Source, first: Role) {
     let mut last: Option<&'static str> = None;
     let mut missing = false;
     loop {
-        match kube::discovery::pinned_kind(&ctl.client, &gvk).await {
+        match crate::discovery::lookup(&ctl.client, &gvk).await {
             Ok(_) => {
                 let role = if missing {
                     tracing::info!(%kind, "kind is served now; watching it");

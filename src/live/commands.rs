@@ -268,12 +268,7 @@ async fn resource_of(
     {
         return Ok(r.clone());
     }
-    let (group, version) = key
-        .api_version
-        .rsplit_once('/')
-        .unwrap_or(("", &key.api_version));
-    let gvk = kube::core::GroupVersionKind::gvk(group, version, &key.kind);
-    kube::discovery::pinned_kind(client, &gvk)
+    crate::discovery::lookup_kind(client, &key.api_version, &key.kind)
         .await
         .map(|(r, _)| r)
         .map_err(|e| format!("kind {} ({}) is not served: {e}", key.kind, key.api_version))
@@ -313,9 +308,10 @@ async fn dry_run(
 
 /// `object` as the API server would store it: a dry-run replace of the live object of the
 /// same identity in `live` (with its resourceVersion), else a dry-run create. Objects of
-/// kinds the planner does not read, and our children, are returned as they are.
+/// kinds the planner does not read, and our children, are returned as they are. `kinds`
+/// keeps the kinds found, for the next objects.
 async fn server_form(
-    client: &Client,
+    kinds: &crate::discovery::Cached,
     live: &[Value],
     object: &Value,
 ) -> Result<Value, kube::Error> {
@@ -326,16 +322,15 @@ async fn server_form(
     ) {
         return Ok(object.clone());
     }
-    let api_version = object["apiVersion"].as_str().unwrap_or_default();
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let gvk = kube::core::GroupVersionKind::gvk(
-        group,
-        version,
-        object["kind"].as_str().unwrap_or_default(),
-    );
-    let (resource, caps) = kube::discovery::pinned_kind(client, &gvk).await?;
+    let client = kinds.client();
+    let (resource, scope) = kinds
+        .lookup_kind(
+            object["apiVersion"].as_str().unwrap_or_default(),
+            object["kind"].as_str().unwrap_or_default(),
+        )
+        .await?;
     let ns = object["metadata"]["namespace"].as_str().unwrap_or_default();
-    let api: Api<DynamicObject> = if caps.scope == kube::discovery::Scope::Namespaced {
+    let api: Api<DynamicObject> = if scope == kube::discovery::Scope::Namespaced {
         Api::namespaced_with(client.clone(), ns, &resource)
     } else {
         Api::all_with(client.clone(), &resource)
@@ -393,13 +388,14 @@ pub async fn diff(
     // validated, generation bumped when the spec changes): a dry-run replace of the live
     // object, or a dry-run create.
     let mut objects = Vec::with_capacity(files.len());
+    let kinds = crate::discovery::Cached::new(client.clone());
     for d in files {
         let what = format!(
             "{} {}",
             d.object["kind"].as_str().unwrap_or_default(),
             d.object["metadata"]["name"].as_str().unwrap_or_default()
         );
-        match server_form(client, &listed.objects, &d.object).await {
+        match server_form(&kinds, &listed.objects, &d.object).await {
             Ok(v) => objects.push(v),
             Err(e) => {
                 let at = format!("{} (document {})", d.path.display(), d.index);

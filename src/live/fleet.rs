@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
-use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use kube::{Client, ResourceExt};
 
@@ -239,14 +238,8 @@ type Served = Result<(ApiResource, Scope), String>;
 
 /// Where the member serves `key`'s kind.
 pub(super) async fn discover(client: &Client, key: &ObjectKey) -> Served {
-    let (group, version) = key
-        .api_version
-        .split_once('/')
-        .unwrap_or(("", key.api_version.as_str()));
-    let gvk = GroupVersionKind::gvk(group, version, &key.kind);
-    kube::discovery::pinned_kind(client, &gvk)
+    crate::discovery::lookup_kind(client, &key.api_version, &key.kind)
         .await
-        .map(|(resource, caps)| (resource, caps.scope))
         .map_err(|e| format!("{}: {} is not served: {e}", place(key), key.kind))
 }
 

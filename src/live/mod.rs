@@ -23,7 +23,6 @@ use std::time::Duration;
 use anyhow::Context as _;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
-use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use serde_json::Value;
 
@@ -290,18 +289,17 @@ pub async fn list(client: &Client, controller_namespace: &str) -> anyhow::Result
         }
         for key in wanted {
             tried.insert(key.clone());
-            let (group, version) = key.0.rsplit_once('/').unwrap_or(("", &key.0));
-            let gvk = GroupVersionKind::gvk(group, version, &key.1);
-            let (resource, caps) = match kube::discovery::pinned_kind(client, &gvk).await {
-                Ok(r) => r,
-                Err(e) => {
-                    listed.notes.push(format!(
-                        "kind {} ({}) is not served by the API server: {e}",
-                        key.1, key.0
-                    ));
-                    continue;
-                }
-            };
+            let (resource, scope) =
+                match crate::discovery::lookup_kind(client, &key.0, &key.1).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        listed.notes.push(format!(
+                            "kind {} ({}) is not served by the API server: {e}",
+                            key.1, key.0
+                        ));
+                        continue;
+                    }
+                };
             let selector = format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE);
             let items = list_all(
                 client,
@@ -321,7 +319,7 @@ pub async fn list(client: &Client, controller_namespace: &str) -> anyhow::Result
                 "spec": {
                     "group": resource.group,
                     "names": {"kind": resource.kind},
-                    "scope": if caps.scope == Scope::Namespaced { "Namespaced" } else { "Cluster" },
+                    "scope": if scope == Scope::Namespaced { "Namespaced" } else { "Cluster" },
                 },
             }));
             for mut v in items {

@@ -31,10 +31,10 @@ pub struct Placement<'a> {
     pub cluster_scoped: &'a [GroupKind],
 }
 
-/// Group of an `apiVersion` (`""` for `v1`).
+/// Group of an `apiVersion` (`""` for `v1`): [`crate::kinds::group_of`].
 #[must_use]
 pub fn api_group(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+    crate::kinds::group_of(api_version)
 }
 
 /// Parses YAML documents from text. Empty and null documents are dropped.

@@ -42,7 +42,7 @@ impl Play {
 #[must_use]
 pub fn runs_for_real(obj: &Value) -> bool {
     let api_version = obj["apiVersion"].as_str().unwrap_or_default();
-    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let group = crate::kinds::group_of(api_version);
     matches!(
         (group, obj["kind"].as_str().unwrap_or_default()),
         ("cert-manager.io", "Certificate") | ("externaldns.k8s.io", "DNSEndpoint")
@@ -83,7 +83,7 @@ fn member_of(obj: &Value) -> &str {
 #[must_use]
 pub fn ready_status(obj: &Value) -> Option<Value> {
     let api_version = obj["apiVersion"].as_str().unwrap_or_default();
-    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let group = crate::kinds::group_of(api_version);
     let kind = obj["kind"].as_str().unwrap_or_default();
     let generation = obj["metadata"]["generation"].as_i64().unwrap_or(1);
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();

@@ -1071,7 +1071,7 @@ impl Snapshot {
     /// Whether an object of `key`'s kind holds its name, from the names of the kind
     /// ([`names::Names`]); `None` while they are not listed.
     fn names_taken(&self, key: &ObjectKey) -> Option<bool> {
-        let group = key.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let group = crate::kinds::group_of(&key.api_version);
         self.names.taken(
             group,
             &key.kind,
