@@ -11,8 +11,8 @@
 //! - `gatewright render` of a folder with 1,000 Gateways.
 //!
 //! `cargo bench --bench plan -- FILTER` prints only the figures whose name (`plan_gateway_new`,
-//! `plan_route`, `plan_gateway_converged`, `plan_memo`, `plan_converged`, `render`) contains
-//! FILTER.
+//! `plan_route`, `plan_gateway_converged`, `plan_memo_unchanged`, `plan_memo_changed`,
+//! `plan_converged`, `render`) contains FILTER.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -161,27 +161,30 @@ fn bench_plan() {
             1.0 / per.as_secs_f64()
         );
     }
-    if wanted("plan_memo") {
+    if wanted("plan_memo_unchanged") || wanted("plan_memo_changed") {
         // The converged Gateway planned again with its remembered route plans: unchanged,
         // then after one route's weights changed (as Flagger does), alternating routes.
         let mut memo = gatewright::plan::PlanMemo::default();
         gatewright::plan::plan_with(&loaded.snapshot, &key, &mut memo).unwrap();
-        let per = per_call(5, || {
-            std::hint::black_box(
-                gatewright::plan::plan_with(&loaded.snapshot, &key, &mut memo).unwrap(),
+        if wanted("plan_memo_unchanged") {
+            let per = per_call(5, || {
+                std::hint::black_box(
+                    gatewright::plan::plan_with(&loaded.snapshot, &key, &mut memo).unwrap(),
+                );
+            });
+            println!(
+                "plan with remembered route plans (same, converged, nothing changed): {per:?} per plan, {:.0} plans/s on one core ({} of {n_routes} route plans reused)",
+                1.0 / per.as_secs_f64(),
+                memo.last.reused
             );
-        });
-        println!(
-            "plan with remembered route plans (same, converged, nothing changed): {per:?} per plan, {:.0} plans/s on one core ({} of {n_routes} route plans reused)",
-            1.0 / per.as_secs_f64(),
-            memo.last.reused
-        );
+        }
         let routes: Vec<_> = full.gateway.context.routes.clone();
+        let changed_wanted = wanted("plan_memo_changed");
         let mut i = 0usize;
         let mut changed = Duration::ZERO;
         let mut n = 0u32;
         let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(5) {
+        while changed_wanted && start.elapsed() < Duration::from_secs(5) {
             let rkey = &routes[i % routes.len()];
             let mut r = loaded.snapshot.route(rkey).unwrap().json();
             let w = (i % 90) as i64;
@@ -199,11 +202,13 @@ fn bench_plan() {
             n += 1;
             std::hint::black_box(p);
         }
-        println!(
-            "plan with remembered route plans (same, converged, one route's weights changed): {:?} per plan ({} of {n_routes} route plans made)",
-            changed / n,
-            memo.last.planned
-        );
+        if changed_wanted {
+            println!(
+                "plan with remembered route plans (same, converged, one route's weights changed): {:?} per plan ({} of {n_routes} route plans made)",
+                changed / n,
+                memo.last.planned
+            );
+        }
     }
     if wanted("plan_converged") {
         let snap = &loaded.snapshot;
