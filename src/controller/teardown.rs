@@ -435,7 +435,7 @@ impl Cluster {
     /// The hub: starts deleting what teardowns left in members that are served again,
     /// unless a sweep is under way. Returns at once.
     pub(super) fn sweep_left(self: &Arc<Self>) {
-        let Some(pending) = self.left.to_sweep() else {
+        let Some(pending) = self.left.to_sweep(std::time::Instant::now()) else {
             return;
         };
         let hub = self.clone();
@@ -457,7 +457,11 @@ impl Cluster {
                         }
                         Ok(Swept::Gone) => hub.left.done(&key),
                         Err(e) => {
-                            tracing::warn!(child = %key, error = %e, "could not delete what a teardown left in the member; trying again");
+                            if hub.left.failed(&key, std::time::Instant::now()) {
+                                tracing::warn!(child = %key, error = %e, "could not delete what a teardown left in the member; trying again, less and less often");
+                            } else {
+                                tracing::debug!(child = %key, error = %e, "could not delete what a teardown left in the member");
+                            }
                         }
                     }
                 }
