@@ -25,7 +25,7 @@
 //! over random sequences of changes, that a plan made with the memo equals one made
 //! without it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
 use serde_json::Value;
@@ -34,7 +34,6 @@ use super::gateway::GatewayPlan;
 use super::route::RoutePlan;
 use crate::render::context::{HostnamesVar, ListenerVar};
 use crate::render::prepared::Prepared;
-use crate::snapshot::fleet::FleetMember;
 use crate::snapshot::{RouteEntry, RouteKey, Snapshot};
 
 /// What route templates read of a Gateway's plan (see the module docs).
@@ -47,9 +46,10 @@ pub(crate) struct RouteContext {
     listeners: Option<Vec<ListenerVar>>,
     hostnames: Option<HostnamesVar>,
     scopes: u64,
-    /// The members, served or not, when a route template is placed: where its objects go
-    /// and what they read of `cluster` change with them.
-    fleet: Option<(bool, BTreeMap<String, FleetMember>)>,
+    /// The fleet's stamp ([`Snapshot::fleet_stamp`]: its members, served or not, and
+    /// whether placement renders here) when a route template is placed: where its objects
+    /// go and what they read of `cluster` change with them.
+    fleet: Option<u64>,
 }
 
 impl RouteContext {
@@ -74,7 +74,7 @@ impl RouteContext {
                 .route_templates
                 .iter()
                 .any(|t| t.placement.is_some())
-                .then(|| (snap.places(), snap.fleet().clone())),
+                .then(|| snap.fleet_stamp()),
         })
     }
 }

@@ -270,6 +270,8 @@ pub struct Snapshot {
     fleet: BTreeMap<String, fleet::FleetMember>,
     /// Whether placed templates render (see [`Snapshot::places`]).
     places: bool,
+    /// Changes whenever the fleet or `places` does (see [`next_stamp`]).
+    fleet_stamp: u64,
     /// Why they do not, when there is more to say than "not in fleet mode".
     placement_off: Option<String>,
 }
@@ -1142,17 +1144,34 @@ impl Lookup for Snapshot {
 impl Snapshot {
     /// Sets the whole fleet (the controller's inventory after each change).
     pub fn set_fleet(&mut self, members: Vec<fleet::FleetMember>) {
-        self.fleet = members.into_iter().map(|m| (m.name.clone(), m)).collect();
+        let fleet: BTreeMap<String, fleet::FleetMember> =
+            members.into_iter().map(|m| (m.name.clone(), m)).collect();
+        if fleet != self.fleet {
+            self.fleet = fleet;
+            self.fleet_stamp = next_stamp();
+        }
     }
 
     /// Adds or replaces one member.
     pub fn put_fleet_member(&mut self, m: fleet::FleetMember) {
-        self.fleet.insert(m.name.clone(), m);
+        if self.fleet.get(&m.name) != Some(&m) {
+            self.fleet.insert(m.name.clone(), m);
+            self.fleet_stamp = next_stamp();
+        }
     }
 
     /// Removes one member.
     pub fn remove_fleet_member(&mut self, name: &str) {
-        self.fleet.remove(name);
+        if self.fleet.remove(name).is_some() {
+            self.fleet_stamp = next_stamp();
+        }
+    }
+
+    /// A number that changes whenever the fleet's members (or whether placed templates
+    /// render here) change: equal stamps, the same fleet, without comparing it.
+    #[must_use]
+    pub fn fleet_stamp(&self) -> u64 {
+        self.fleet_stamp
     }
 
     /// The members, by name.
@@ -1207,12 +1226,14 @@ impl Snapshot {
     /// Lets placed templates render (see [`Snapshot::places`]).
     pub fn allow_placement(&mut self) {
         self.places = true;
+        self.fleet_stamp = next_stamp();
         self.placement_off = None;
     }
 
     /// Keeps placed templates from rendering, saying why.
     pub fn refuse_placement(&mut self, why: &str) {
         self.places = false;
+        self.fleet_stamp = next_stamp();
         self.placement_off = Some(why.to_owned());
     }
 
@@ -1331,6 +1352,32 @@ mod tests {
         assert_eq!(s.retain_listed("ConfigMap", "v1", &seen), 1);
         assert_eq!(s.children_of("u").count(), 1);
         assert_eq!(s.children_by_gateway("u").count(), 1);
+    }
+
+    #[test]
+    fn the_fleet_stamp_moves_with_the_fleet_and_only_with_it() {
+        let member = |name: &str, unserved: Option<&str>| fleet::FleetMember {
+            name: name.to_owned(),
+            display_name: name.to_owned(),
+            labels: BTreeMap::new(),
+            properties: BTreeMap::new(),
+            unserved: unserved.map(str::to_owned),
+        };
+        let mut s = Snapshot::new("sys");
+        s.set_fleet(vec![member("fleet/a", None)]);
+        let first = s.fleet_stamp();
+        s.set_fleet(vec![member("fleet/a", None)]);
+        s.put_fleet_member(member("fleet/a", None));
+        s.remove_fleet_member("fleet/none");
+        assert_eq!(s.fleet_stamp(), first, "the same fleet");
+        s.put_fleet_member(member("fleet/a", Some("unreachable")));
+        let second = s.fleet_stamp();
+        assert_ne!(second, first, "a member no longer served");
+        s.remove_fleet_member("fleet/a");
+        assert_ne!(s.fleet_stamp(), second, "a member gone");
+        let third = s.fleet_stamp();
+        s.allow_placement();
+        assert_ne!(s.fleet_stamp(), third, "placement turned on");
     }
 
     #[test]
