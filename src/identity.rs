@@ -6,10 +6,11 @@
 //!   request it sends through [`attributed`]: a write (`POST`, `PUT`, `PATCH`) without a
 //!   `fieldManager` gets `fieldManager=gatewright`, so `managedFields` name us for status
 //!   writes, finalizers, Events and Leases as they already did for server-side applies; a
-//!   request without a `User-Agent` gets `gatewright/<version>`, which the API server's
-//!   audit log records (a `DELETE` carries no field manager: its user agent names us).
-//! - A client built from a kubeconfig here ([`identify`]) sends the user agent from the
-//!   start; a fleet member's also names the replica (`gatewright/<version> (<identity>)`).
+//!   request without a `User-Agent` gets `gatewright/<version> (<replica>)` ([`agent_of`]),
+//!   which the API server's audit log records, in its own cluster and in fleet members
+//!   alike (a `DELETE` carries no field manager: its user agent names us).
+//! - A client the CLI builds from a kubeconfig ([`identify`]) sends `gatewright/<version>`
+//!   (or `(cli)` after it, for a fleet member) from the start.
 //!
 //! - What the controller keeps of a child's `managedFields` is told apart by the same name
 //!   ([`keep_what_fights_read`]).
@@ -29,13 +30,17 @@ pub fn user_agent() -> String {
     format!("{FIELD_MANAGER}/{}", env!("CARGO_PKG_VERSION"))
 }
 
+/// The `User-Agent` of a replica's requests: [`user_agent`] followed by `(<who>)`, so a
+/// cluster's audit log tells the replicas apart (a fleet member served by several).
+#[must_use]
+pub fn agent_of(who: &str) -> String {
+    format!("{} ({who})", user_agent())
+}
+
 /// Sets the `User-Agent` of a client `config` builds: [`user_agent`], followed by
-/// `(<who>)` when given (a fleet member's client names the replica that writes there).
+/// `(<who>)` when given ([`agent_of`]).
 pub fn identify(config: &mut kube::Config, who: Option<&str>) {
-    let agent = match who {
-        Some(w) => format!("{} ({w})", user_agent()),
-        None => user_agent(),
-    };
+    let agent = who.map_or_else(user_agent, agent_of);
     if let Ok(v) = HeaderValue::from_str(&agent) {
         config.headers.retain(|(k, _)| *k != USER_AGENT);
         config.headers.push((USER_AGENT, v));
@@ -75,12 +80,10 @@ fn takes_field_manager(method: &Method) -> bool {
 }
 
 /// Names us on `req` where it does not already say who sends it: a `fieldManager` query
-/// parameter on a write without one, a `User-Agent` header on a request without one.
-pub fn attribute(req: &mut Request<Body>) {
-    if !req.headers().contains_key(USER_AGENT)
-        && let Ok(v) = HeaderValue::from_str(&user_agent())
-    {
-        req.headers_mut().insert(USER_AGENT, v);
+/// parameter on a write without one, `agent` as the `User-Agent` of a request without one.
+pub fn attribute(req: &mut Request<Body>, agent: &HeaderValue) {
+    if !req.headers().contains_key(USER_AGENT) {
+        req.headers_mut().insert(USER_AGENT, agent.clone());
     }
     if !takes_field_manager(req.method()) {
         return;
@@ -101,12 +104,16 @@ pub fn attribute(req: &mut Request<Body>) {
     }
 }
 
-/// `client`, with every request [`attribute`]d.
+/// `client`, with every request [`attribute`]d, `agent` its user agent. A client must not
+/// also carry a user agent of its own config (kube adds those beneath this layer, so the
+/// request would carry two): the controller's clients are built without one.
 #[must_use]
-pub fn attributed(client: kube::Client) -> kube::Client {
+pub fn attributed(client: kube::Client, agent: &str) -> kube::Client {
     let ns = client.default_namespace().to_owned();
+    let agent =
+        HeaderValue::from_str(agent).unwrap_or_else(|_| HeaderValue::from_static(FIELD_MANAGER));
     let svc = tower::service_fn(move |mut req: Request<Body>| {
-        attribute(&mut req);
+        attribute(&mut req, &agent);
         let client = client.clone();
         async move { client.send(req).await }
     });
@@ -116,6 +123,10 @@ pub fn attributed(client: kube::Client) -> kube::Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ours() -> HeaderValue {
+        HeaderValue::from_str(&agent_of("pod-1")).expect("header")
+    }
 
     fn req(method: Method, uri: &str) -> Request<Body> {
         let mut r = Request::new(Body::empty());
@@ -144,9 +155,9 @@ mod tests {
             ),
         ] {
             let mut r = req(method, uri);
-            attribute(&mut r);
+            attribute(&mut r, &ours());
             assert_eq!(r.uri().to_string(), want);
-            assert_eq!(r.headers()[USER_AGENT], user_agent().as_str());
+            assert_eq!(r.headers()[USER_AGENT], agent_of("pod-1").as_str());
         }
     }
 
@@ -161,7 +172,7 @@ mod tests {
             USER_AGENT,
             HeaderValue::from_static("gatewright/1.0 (pod-1)"),
         );
-        attribute(&mut r);
+        attribute(&mut r, &ours());
         assert_eq!(
             r.uri().query(),
             Some("fieldManager=gatewright%2Fpod-1"),
@@ -174,9 +185,9 @@ mod tests {
     fn reads_and_deletes_carry_no_field_manager_but_the_user_agent() {
         for method in [Method::GET, Method::DELETE] {
             let mut r = req(method, "/api/v1/namespaces/a/configmaps/c");
-            attribute(&mut r);
+            attribute(&mut r, &ours());
             assert_eq!(r.uri().query(), None);
-            assert_eq!(r.headers()[USER_AGENT], user_agent().as_str());
+            assert_eq!(r.headers()[USER_AGENT], agent_of("pod-1").as_str());
         }
     }
 
@@ -187,6 +198,6 @@ mod tests {
         identify(&mut c, Some("pod-2"));
         let agents: Vec<_> = c.headers.iter().filter(|(k, _)| *k == USER_AGENT).collect();
         assert_eq!(agents.len(), 1, "one user agent");
-        assert_eq!(agents[0].1, format!("{} (pod-2)", user_agent()).as_str());
+        assert_eq!(agents[0].1, agent_of("pod-2").as_str());
     }
 }

@@ -383,7 +383,8 @@ fn run() -> anyhow::Result<ExitCode> {
                 // controller's client layer (a read timeout here would cut watches).
                 config.connect_timeout = Some(std::time::Duration::from_secs(10));
                 config.write_timeout = Some(std::time::Duration::from_secs(30));
-                gatewright::identity::identify(&mut config, None);
+                // No user agent here: the controller's client stack names this replica on
+                // every request (gatewright::identity::attributed).
                 let client = kube::Client::try_from(config)
                     .context("failed to build a client from the kubeconfig")?;
                 let opts = gatewright::controller::Options {

@@ -240,7 +240,8 @@ impl LeaseFence {
 }
 
 /// The whole client stack of one cluster, built in one place. Outermost first: who sends
-/// each request (its field manager and user agent, [`crate::identity::attributed`]); deadlines,
+/// each request (its field manager, and `agent` as its user agent,
+/// [`crate::identity::attributed`]); deadlines,
 /// retries with Retry-After and (with `fence`) write fencing ([`resilient_client`]); the
 /// count of write requests per reconcile ([`count_writes`]); the request metrics. Each
 /// attempt is counted, in the reconcile's own task too (the retry layer sits outside the
@@ -251,9 +252,10 @@ pub fn stack(
     metrics: &std::sync::Arc<crate::telemetry::Metrics>,
     policy: Resilience,
     fence: Option<std::sync::Arc<LeaseFence>>,
+    agent: &str,
 ) -> kube::Client {
     let counted = write_counting_client(crate::telemetry::counting_client(client, metrics.clone()));
-    crate::identity::attributed(resilient_client(counted, policy, fence))
+    crate::identity::attributed(resilient_client(counted, policy, fence), agent)
 }
 
 tokio::task_local! {

@@ -134,8 +134,9 @@ impl Cluster {
         metrics: Arc<Metrics>,
         queue: Arc<queue::Queue>,
         fence: Option<Arc<LeaseFence>>,
+        agent: &str,
     ) -> Self {
-        let client = client::stack(client, &metrics, opts.api.clone(), fence);
+        let client = client::stack(client, &metrics, opts.api.clone(), fence, agent);
         Self {
             id,
             recorder: events::Events::new(

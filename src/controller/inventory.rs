@@ -63,13 +63,13 @@ struct Inventory {
 
 /// Watches the hub's inventory through `hub` and engages members in `runner` until the
 /// runner is dropped; with `share`, only the members whose Leases this replica holds.
-/// Members' clients name `identity` in their user agent.
+/// Members' clients are built without a user agent: the runner's client stack names the
+/// replica on each of their requests.
 pub(super) async fn run<R: Members + 'static>(
     runner: Weak<R>,
     hub: Client,
     fleet: FleetOptions,
     share: Option<Arc<Share>>,
-    identity: String,
 ) {
     let file = fleet.providers.clone().unwrap_or_default();
     let profiles: Api<DynamicObject> = match &fleet.namespace {
@@ -109,7 +109,6 @@ pub(super) async fn run<R: Members + 'static>(
         file: &file,
         consumer: &fleet.consumer,
         share: share.as_deref(),
-        identity: &identity,
     };
     let mut last_error: Option<String> = None;
     while let Some(change) = changes.next().await {
@@ -233,8 +232,7 @@ impl Inventory {
                             "elsewhere"
                         }
                         Some(fp) if self.engaged.get(key) == Some(&fp) => "engaged",
-                        Some(fp) => match access::member_client(p, *kubeconfig, ctx.identity).await
-                        {
+                        Some(fp) => match access::member_client(p, *kubeconfig, None).await {
                             Ok(client) => {
                                 runner.engage(ClusterId::new(key), client, fence.flatten());
                                 tracing::info!(cluster = %key, "serving the member cluster");
@@ -332,5 +330,4 @@ struct Context<'a> {
     file: &'a ProviderFile,
     consumer: &'a str,
     share: Option<&'a Share>,
-    identity: &'a str,
 }

@@ -5,7 +5,7 @@
 //! after a restart, the Warning Event `PlacedChildrenLeft` is the record. The teardown
 //! fills it and sweeps it (`Cluster::sweep_left` in `teardown.rs`). An object whose delete
 //! fails (the member refuses it: RBAC, a webhook) is tried again after a delay that
-//! doubles from 1 s to 5 min, and its failure is said once, not on every try.
+//! doubles from 1 s to 1 min, and its failure is said once, not on every try.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -17,7 +17,7 @@ use crate::snapshot::ObjectKey;
 /// The first delay after a failed delete; it doubles up to [`RETRY_CAP`].
 const RETRY_BASE: Duration = Duration::from_secs(1);
 /// The longest delay between two tries of a delete.
-const RETRY_CAP: Duration = Duration::from_secs(300);
+const RETRY_CAP: Duration = Duration::from_secs(60);
 
 /// One object left in a member.
 #[derive(Clone, Debug)]

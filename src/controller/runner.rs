@@ -88,6 +88,7 @@ impl Runner {
             self.metrics.clone(),
             self.queue.clone(),
             fence,
+            &crate::identity::agent_of(&self.identity),
         ));
         cluster.link(self.siblings());
         if let Ok(mut c) = self.clusters.write() {
@@ -310,7 +311,13 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
     let share = match (&opts.fleet, &opts.leader_election) {
         (Some(_), Some((ns, name))) => Some((
             Arc::new(super::share::Share::new(ns, name, &identity)),
-            client::stack(client.clone(), &metrics, opts.api.clone(), None),
+            client::stack(
+                client.clone(),
+                &metrics,
+                opts.api.clone(),
+                None,
+                &crate::identity::agent_of(&identity),
+            ),
         )),
         _ => None,
     };
@@ -321,6 +328,7 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
         metrics.clone(),
         queue.clone(),
         fence.clone(),
+        &crate::identity::agent_of(&identity),
     ));
     let runner = Arc::new(Runner {
         opts,
@@ -359,7 +367,6 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
             local.client().clone(),
             fleet,
             share.as_ref().map(|(s, _)| s.clone()),
-            identity.clone(),
         ));
         if let Some((share, hub)) = share {
             tokio::spawn(super::share::run(share, hub, runner.stop.subscribe()));

@@ -751,8 +751,9 @@ pub async fn client_config(
         })
 }
 
-/// A client for a member from its kubeconfig, whose requests name this replica in their
-/// user agent (what the member's audit log records of each write). An exec plugin runs
+/// A client for a member from its kubeconfig; with `who`, its requests name it in their
+/// user agent (the CLI); without, the caller's client stack does (the controller's names
+/// the replica: what the member's audit log records of each write). An exec plugin runs
 /// while the client is built (synchronously, in kube), so that happens on a blocking
 /// thread.
 ///
@@ -762,12 +763,14 @@ pub async fn client_config(
 pub async fn member_client(
     p: &ClusterProfile,
     kubeconfig: Kubeconfig,
-    identity: &str,
+    who: Option<&str>,
 ) -> Result<kube::Client, String> {
     let mut config = client_config(p, kubeconfig)
         .await
         .map_err(|e| e.to_string())?;
-    crate::identity::identify(&mut config, Some(identity));
+    if let Some(who) = who {
+        crate::identity::identify(&mut config, Some(who));
+    }
     let key = p.key();
     tokio::task::spawn_blocking(move || kube::Client::try_from(config))
         .await

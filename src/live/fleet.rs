@@ -222,7 +222,7 @@ async fn reach(
         Verdict::Engage(kc) => kc,
         Verdict::Wait(why) | Verdict::Failed(why) => return Err(why),
     };
-    let client = access::member_client(p, *kubeconfig, "cli").await?;
+    let client = access::member_client(p, *kubeconfig, Some("cli")).await?;
     match tokio::time::timeout(REACH, client.apiserver_version()).await {
         Ok(Ok(_)) => Ok(client),
         Ok(Err(e)) => Err(format!("its API server is unreachable: {e}")),
