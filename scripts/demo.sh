@@ -33,7 +33,9 @@ export KUBECONFIG
 export PATH="$root/tests/cluster/bin:$PATH"
 # cert-manager (with a CA Issuer `gatewright-ca`) and external-dns (zone example.com), both
 # in the quickstart Gateway's namespace, where its Certificate and DNSEndpoint are made.
-DOWNSTREAM_NAMESPACE=infra DOWNSTREAM_ZONES=example.com tests/cluster/downstream up
+# Not Traefik (DOWNSTREAM_TRAEFIK=0): the quickstart's class plays Istio's part here, and
+# Traefik's first build would add about 10 minutes to a fresh machine's first demo.
+DOWNSTREAM_TRAEFIK=0 DOWNSTREAM_NAMESPACE=infra DOWNSTREAM_ZONES=example.com tests/cluster/downstream up
 kubectl create namespace gatewright-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply --server-side -f gatewayclasses/istio-certmanager-externaldns/ -f gatewayclasses/contour-istio/ -f gatewayclasses/aws-alb-crossplane/ >/dev/null
 # The platform team's setting: the class's Certificates come from that CA Issuer.
