@@ -118,6 +118,8 @@ pub struct Metrics {
     pub prunes: AtomicU64,
     /// Status writes sent.
     pub status_writes: AtomicU64,
+    /// Blueprint rollouts that halted (or rolled back) because a wave's gate did not hold.
+    pub rollouts_halted: AtomicU64,
     /// Route plans a Gateway's plan reused from its memo (see [`crate::plan::memo`]).
     pub route_plans_reused: AtomicU64,
     /// Route plans made (rendered).
@@ -166,6 +168,7 @@ impl Default for Metrics {
             applies_skipped: AtomicU64::new(0),
             prunes: AtomicU64::new(0),
             status_writes: AtomicU64::new(0),
+            rollouts_halted: AtomicU64::new(0),
             route_plans_reused: AtomicU64::new(0),
             route_plans_made: AtomicU64::new(0),
             queue_depth: AtomicU64::new(0),
@@ -372,6 +375,7 @@ impl Metrics {
                 self.status_only_events.load(Ordering::Relaxed),
                 self.route_plans_reused.load(Ordering::Relaxed),
                 self.route_plans_made.load(Ordering::Relaxed),
+                self.rollouts_halted.load(Ordering::Relaxed),
             ],
             queue_depth: self.queue_depth.load(Ordering::Relaxed),
             ready: self.ready.load(Ordering::Relaxed),
@@ -398,7 +402,7 @@ struct Scrape {
     fleet_members: BTreeMap<String, &'static str>,
     startup_waiting: u64,
     /// applies, prunes, status writes, applies skipped, status-only events.
-    counters: [u64; 7],
+    counters: [u64; 8],
     queue_depth: u64,
     ready: bool,
     leader: bool,
@@ -454,6 +458,7 @@ impl Collector for Scrape {
             status_only,
             plans_reused,
             plans_made,
+            halted,
         ] = self.counters;
         counter_family(
             &mut encoder,
@@ -541,6 +546,12 @@ impl Collector for Scrape {
             "gatewright_applies_skipped",
             "Applies not sent because the live child already held what the plan renders",
             skipped,
+        )?;
+        counter(
+            &mut encoder,
+            "gatewright_rollouts_halted",
+            "Blueprint rollouts halted (or rolled back) because a wave's gate did not hold: a revision that does not render, or a wave not Programmed within its progress deadline",
+            halted,
         )?;
         counter(
             &mut encoder,

@@ -13,6 +13,9 @@ use kube::core::CustomResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod revision;
+pub use revision::*;
+
 /// API group of our CRDs.
 pub const GROUP: &str = "gatewright.dev";
 /// API version of our CRDs.
@@ -329,6 +332,11 @@ pub struct GatewayClassBlueprintSpec {
     #[serde(default)]
     #[schemars(length(max = 64))]
     pub cluster_scoped_kinds: Vec<GroupKind>,
+    /// How a change of this spec reaches the Gateways of its classes: in waves gated on
+    /// their health (see [`RolloutPolicy`]). Without it, every Gateway renders the newest
+    /// revision at once. Not part of a revision: changing it changes no Gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_policy: Option<RolloutPolicy>,
 }
 
 /// Status of a blueprint: whether its templates compile, and which fail.
@@ -341,6 +349,15 @@ pub struct BlueprintStatus {
     /// Generation of the blueprint the status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The revision the spec is (the newest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_revision: Option<String>,
+    /// Per revision some Gateway renders: how many do, and how many of those are ready.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub revisions: Vec<RevisionCount>,
+    /// The rollout of the newest revision (with a `rolloutPolicy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
 }
 
 /// What a policy applies to.
@@ -424,6 +441,12 @@ pub struct GatewayConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "override")]
     #[schemars(schema_with = "free_form_opt")]
     pub override_: Option<serde_json::Value>,
+    /// Pins the Gateways this policy applies to on a revision of their class's blueprint
+    /// (`<blueprint>-<n>`, a `GatewayClassBlueprintRevision`): they render it whatever a
+    /// rollout does, until the pin is removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub revision: Option<String>,
 }
 
 /// The status of a policy (GEP-713 `PolicyAncestorStatus`): one entry per object it
@@ -478,13 +501,14 @@ pub struct AncestorRef {
 pub fn crds() -> Vec<CustomResourceDefinition> {
     let mut out = vec![
         GatewayClassBlueprint::crd(),
+        GatewayClassBlueprintRevision::crd(),
         GatewayClassConfig::crd(),
         GatewayConfig::crd(),
     ];
     for crd in &mut out {
         let labels = crd.metadata.labels.get_or_insert_with(BTreeMap::new);
         labels.insert("app.kubernetes.io/part-of".into(), "gatewright".into());
-        if crd.spec.names.kind != "GatewayClassBlueprint" {
+        if !crd.spec.names.kind.starts_with("GatewayClassBlueprint") {
             // GEP-713 discovery convention for policy CRDs.
             labels.insert(
                 "gateway.networking.k8s.io/policy".into(),

@@ -38,25 +38,32 @@ fn blueprint_conditions(accepted: &Cond) -> Vec<Cond> {
 }
 
 impl Cluster {
-    /// Writes a blueprint's status: `Accepted` (and `Ready`) True when every template
-    /// compiles, reads only known variables and has no cycle; else False naming each
-    /// template and line, with `Stalled` True.
+    /// A blueprint's pass: its revisions and the rollout of the newest
+    /// ([`super::revisions`]), then its status: `Accepted` (and `Ready`) True when every
+    /// template compiles, reads only known variables and has no cycle, else False naming
+    /// each template and line, with `Stalled` True; the newest revision, how many Gateways
+    /// run each, and where the rollout stands (`Progressing`; a halted rollout is not
+    /// `Ready` and is `Stalled`).
     pub(crate) async fn reconcile_blueprint(
         self: &Arc<Self>,
         name: &str,
     ) -> Result<Option<Duration>, Error> {
-        let Some((object, errors)) = self.snapshot.read().ok().and_then(|s| {
-            s.blueprint(name).map(|b| {
+        // A fleet member's blueprints are the hub's business once its watches listed.
+        if !self.rest_watches_listed() {
+            return Ok(None);
+        }
+        let Some((read, errors)) = self.snapshot.read().ok().and_then(|s| {
+            let errors = s.blueprint(name).map(|b| {
                 let errors = crate::plan::class::blueprint_errors(&s, b);
-                (
-                    b.object.clone(),
-                    (!errors.is_empty())
-                        .then(|| errors.iter().map(ToString::to_string).collect::<Vec<_>>()),
-                )
-            })
+                (!errors.is_empty())
+                    .then(|| errors.iter().map(ToString::to_string).collect::<Vec<_>>())
+            })?;
+            super::revisions::read(&s, name).map(|r| (r, errors))
         }) else {
             return Ok(None);
         };
+        let outcome = self.revisions_pass(&read).await?;
+        let object = &read.object;
         let accepted = match &errors {
             None => Cond::t(
                 types::ACCEPTED,
@@ -66,50 +73,99 @@ impl Cluster {
             Some(errs) => Cond::f(types::ACCEPTED, "InvalidTemplate", &errs.join("; ")),
         };
         let existing = object.status.clone().unwrap_or_default();
+        let mut conds = blueprint_conditions(&accepted);
+        if let Some(r) = &outcome.rollout {
+            let p = super::revisions::progressing(r);
+            if !p.status.is_true() {
+                conds[1] = Cond::f(READY, &p.reason, &p.message);
+                if conds.len() < 3 {
+                    conds.push(Cond::t(STALLED, &p.reason, &p.message));
+                }
+            }
+            conds.push(p);
+        }
         let status = crate::api::BlueprintStatus {
             conditions: merge_conditions(
                 &existing.conditions,
-                &blueprint_conditions(&accepted),
-                &[types::ACCEPTED, READY, STALLED],
+                &conds,
+                &[types::ACCEPTED, READY, STALLED, "Progressing"],
                 object.metadata.generation,
                 &now(),
             ),
             observed_generation: object.metadata.generation,
+            current_revision: Some(outcome.current.clone()),
+            revisions: outcome.counts.clone(),
+            rollout: outcome.rollout.clone(),
         };
-        let desired = serde_json::to_value(&status).unwrap_or(Value::Null);
-        if strip_times(&desired)
-            == strip_times(&serde_json::to_value(&existing).unwrap_or(Value::Null))
+        let mut desired = serde_json::to_value(&status).unwrap_or(Value::Null);
+        // A merge patch removes a field only when it names it.
+        if let (Some(d), Ok(Value::Object(e))) =
+            (desired.as_object_mut(), serde_json::to_value(&existing))
         {
-            return Ok(None);
+            for k in e.keys() {
+                d.entry(k.clone()).or_insert(Value::Null);
+            }
         }
-        let api: Api<crate::api::GatewayClassBlueprint> = Api::all(self.client.clone());
-        self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-        self.own_status
-            .expect(own_status_key("GatewayClassBlueprint", "", name), &desired);
-        api.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "status": desired })),
-        )
-        .await
-        .map_err(|e| Error::kube("write the blueprint status", e))?;
-        if errors.is_some()
-            && existing
-                .conditions
-                .iter()
-                .find(|c| c.type_ == types::ACCEPTED)
-                .is_none_or(|c| c.status != "False")
+        if strip_times(&status_view(&desired))
+            != strip_times(&serde_json::to_value(&existing).unwrap_or(Value::Null))
         {
-            self.event(
-                &object,
-                true,
-                "InvalidTemplate",
-                "Compile",
-                &accepted.message,
-            )
-            .await;
+            let api: Api<crate::api::GatewayClassBlueprint> = Api::all(self.client.clone());
+            self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+            self.own_status.expect(
+                own_status_key("GatewayClassBlueprint", "", name),
+                &status_view(&desired),
+            );
+            let mut written = api
+                .patch_status(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&json!({ "status": desired })),
+                )
+                .await
+                .map_err(|e| Error::kube("write the blueprint status", e))?;
+            // The Gateways moved read the rollout from the snapshot: it holds what we
+            // wrote at once (unless a watch event brought a newer version meanwhile).
+            written.metadata.managed_fields = None;
+            if let Ok(mut s) = self.snapshot.write()
+                && s.blueprint(name).is_some_and(|b| {
+                    b.object.metadata.resource_version == object.metadata.resource_version
+                })
+            {
+                s.put_blueprint(written);
+            }
+            if errors.is_some()
+                && existing
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == types::ACCEPTED)
+                    .is_none_or(|c| c.status != "False")
+            {
+                self.event(
+                    object,
+                    true,
+                    "InvalidTemplate",
+                    "Compile",
+                    &accepted.message,
+                )
+                .await;
+            }
         }
-        Ok(None)
+        for (warning, reason, message) in &outcome.notes {
+            if *warning {
+                tracing::warn!(blueprint = %name, %reason, %message, "rollout");
+            } else {
+                tracing::info!(blueprint = %name, %reason, %message, "rollout");
+            }
+            if *reason == "RolloutHalted" || *reason == "RolledBack" {
+                self.metrics.rollouts_halted.fetch_add(1, Ordering::Relaxed);
+            }
+            self.event(object, *warning, reason, "Rollout", message)
+                .await;
+        }
+        for k in &outcome.moved {
+            self.enqueue(super::common::Work::Gateway(k.clone()));
+        }
+        Ok(outcome.again)
     }
 
     /// Writes a GatewayClass's status and gateway-exists finalizer.
@@ -208,5 +264,18 @@ impl Cluster {
             }
         }
         Ok(None)
+    }
+}
+
+/// A status as written, without the nulls that remove fields (what the server keeps).
+fn status_view(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }

@@ -37,6 +37,7 @@ pub mod policy;
 mod queue;
 mod reconcile;
 mod registrar;
+mod revisions;
 mod runner;
 mod settle;
 mod share;

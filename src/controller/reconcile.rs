@@ -200,6 +200,8 @@ impl Cluster {
         let status_wait = self
             .write_gateway_status(key, &p.gateway, &outcome.status)
             .await?;
+        // A rollout of its blueprint under way reads how the Gateway stands.
+        super::revisions::on_gateway_reported(self, key);
         for set in &outcome.status.listener_sets {
             self.write_listener_set_status(set).await?;
         }

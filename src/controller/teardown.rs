@@ -164,11 +164,15 @@ impl Cluster {
                 self.left.add(ObjectKey::of(c), &uid);
             }
             let left = left_behind(&left, &snap);
-            let prepared = crate::plan::class::resolve_blueprint(
+            // The revision the Gateway renders: its drains and order.
+            let prepared = crate::plan::class::resolve_for_gateway(
                 &snap,
                 snap.class(&gw.spec.gateway_class_name)
                     .map_or(&GatewayClass::default(), |c| c.as_ref()),
+                gw,
+                key,
             )
+            .0
             .ok();
             let order = prepared
                 .as_ref()

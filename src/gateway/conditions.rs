@@ -110,6 +110,9 @@ pub mod types {
     pub const PARTIALLY_INVALID: &str = "PartiallyInvalid";
     /// `SupportedVersion`.
     pub const SUPPORTED_VERSION: &str = "SupportedVersion";
+    /// `gatewright.dev/Revision`: the revision of its blueprint a Gateway renders (the
+    /// message starts with its name); True when it is the newest.
+    pub const REVISION: &str = "gatewright.dev/Revision";
     /// `gatewright.dev/Rollout`: True once every make-before-break template's latest
     /// version serves and the old versions are gone; False while a replacement is under way
     /// (reason `Progressing`) or past its timeout (reason `Stuck`).

@@ -230,6 +230,7 @@ const GATEWAY_OWNED: &[&str] = &[
     types::ACCEPTED,
     types::PROGRAMMED,
     types::ROLLOUT,
+    types::REVISION,
     types::TEARDOWN,
     types::FIELD_CONFLICT,
 ];

@@ -153,6 +153,12 @@ pub fn affected(snap: &Snapshot, change: &Change) -> Affected {
             a.gateways_where(snap, |g| classes.contains(&g.spec.gateway_class_name));
             a.classes.extend(classes);
         }
+        Change::Revision { blueprint } => {
+            // The Gateways rendering it (or waiting for it) and the blueprint's status.
+            a.blueprints.insert(blueprint.clone());
+            let classes = crate::plan::class::classes_using_blueprint(snap, blueprint);
+            a.gateways_where(snap, |g| classes.contains(&g.spec.gateway_class_name));
+        }
         Change::ClassConfig { key } => {
             let global = key.namespace == snap.controller_namespace();
             a.policies(snap, (!global).then_some(key.namespace.as_str()));

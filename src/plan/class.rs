@@ -160,11 +160,14 @@ pub fn blueprint_errors(
     }
 }
 
-/// The prepared blueprint of a class, or why there is none.
+/// The blueprint a class names, or why there is none.
 ///
 /// # Errors
 /// A message for `Accepted=False/InvalidParameters`.
-pub fn resolve_blueprint(snap: &Snapshot, class: &GatewayClass) -> Result<Arc<Prepared>, String> {
+pub fn blueprint_of<'a>(
+    snap: &'a Snapshot,
+    class: &GatewayClass,
+) -> Result<&'a Arc<crate::snapshot::BlueprintEntry>, String> {
     let Some(p) = &class.spec.parameters_ref else {
         return Err(format!(
             "spec.parametersRef must name a {}/{BLUEPRINT_KIND}",
@@ -184,9 +187,17 @@ pub fn resolve_blueprint(snap: &Snapshot, class: &GatewayClass) -> Result<Arc<Pr
             "spec.parametersRef: {BLUEPRINT_KIND} is cluster-scoped; remove the namespace"
         ));
     }
-    let Some(entry) = snap.blueprint(&p.name) else {
-        return Err(format!("{BLUEPRINT_KIND} {} not found", p.name));
-    };
+    snap.blueprint(&p.name)
+        .ok_or_else(|| format!("{BLUEPRINT_KIND} {} not found", p.name))
+}
+
+/// The prepared blueprint of a class (its newest spec), or why there is none.
+///
+/// # Errors
+/// A message for `Accepted=False/InvalidParameters`.
+pub fn resolve_blueprint(snap: &Snapshot, class: &GatewayClass) -> Result<Arc<Prepared>, String> {
+    let entry = blueprint_of(snap, class)?;
+    let name = entry.object.metadata.name.as_deref().unwrap_or_default();
     let errors = blueprint_errors(snap, entry);
     match &entry.prepared {
         Ok(prep) if errors.is_empty() => Ok(prep.clone()),
@@ -198,10 +209,29 @@ pub fn resolve_blueprint(snap: &Snapshot, class: &GatewayClass) -> Result<Arc<Pr
                 String::new()
             };
             Err(format!(
-                "{BLUEPRINT_KIND} {} is invalid: {}{more}",
-                p.name,
+                "{BLUEPRINT_KIND} {name} is invalid: {}{more}",
                 shown.join("; ")
             ))
         }
     }
+}
+
+/// What a Gateway of `class` renders: the revision of the class's blueprint
+/// [`super::revisions::choose`] picks for it (`None` without a blueprint), and its
+/// prepared templates or why there are none.
+pub fn resolve_for_gateway(
+    snap: &Snapshot,
+    class: &GatewayClass,
+    gw: &gateway_api::apis::standard::gateways::Gateway,
+    key: &crate::snapshot::Key,
+) -> (
+    Result<Arc<Prepared>, String>,
+    Option<super::revisions::Chosen>,
+) {
+    let entry = match blueprint_of(snap, class) {
+        Ok(e) => e,
+        Err(e) => return (Err(e), None),
+    };
+    let chosen = super::revisions::choose(snap, entry, gw, key);
+    (chosen.prepared.clone(), Some(chosen))
 }

@@ -88,6 +88,8 @@ pub struct GatewayPlan {
     pub generation: Option<i64>,
     /// The blueprint used, when the class resolved to one.
     pub blueprint: Option<Arc<Prepared>>,
+    /// The revision of the blueprint it renders, and why that one.
+    pub revision: Option<super::revisions::Chosen>,
     /// Children to apply, in dependency order (shared with the memo that may reuse them).
     pub children: Arc<Vec<DesiredChild>>,
     /// Templates held back waiting for a dependency.
@@ -197,7 +199,7 @@ pub(crate) fn plan_gateway_with(
     let uid = entry.uid.clone();
 
     let class_json = serde_json::to_value(class.as_ref()).unwrap_or(Value::Null);
-    let blueprint = super::class::resolve_blueprint(snap, class);
+    let (blueprint, revision) = super::class::resolve_for_gateway(snap, class, gw, key);
     let kinds = blueprint.as_ref().map_or_else(
         |_| ClassKinds::all(),
         |p| super::class::class_kinds(class_name, p),
@@ -219,7 +221,7 @@ pub(crate) fn plan_gateway_with(
     count_attached_routes(&mut eval, attachments.iter().map(|(_, a)| a));
 
     let mut accepted_cond = eval.accepted.clone();
-    let params = infrastructure_values(snap, gw);
+    let params = infrastructure_values(snap, gw, blueprint.as_ref().ok());
     if let Err(msg) = &params {
         accepted_cond = Cond::f(types::ACCEPTED, reasons::INVALID_PARAMETERS, msg);
     }
@@ -257,6 +259,7 @@ pub(crate) fn plan_gateway_with(
         uid: uid.clone(),
         generation,
         blueprint: blueprint.clone(),
+        revision,
         children: Arc::default(),
         held: Vec::new(),
         errors: Vec::new(),
@@ -433,15 +436,13 @@ fn render_gateway(
 fn infrastructure_values(
     snap: &Snapshot,
     gw: &gateway_api::apis::standard::gateways::Gateway,
+    prepared: Option<&Arc<Prepared>>,
 ) -> Result<Value, String> {
     let ns = gw.metadata.namespace.clone().unwrap_or_default();
     let name = gw.metadata.name.clone().unwrap_or_default();
     let class_name = &gw.spec.gateway_class_name;
     let mut layers = Vec::new();
-    if let Some(prepared) = snap
-        .class(class_name)
-        .and_then(|c| super::class::resolve_blueprint(snap, c).ok())
-    {
+    if let Some(prepared) = prepared {
         layers.push(Layer {
             source: format!("GatewayClassBlueprint {}", prepared.name),
             default: prepared.spec.values.default.clone(),

@@ -19,12 +19,14 @@ pub mod placement;
 pub mod policy;
 pub mod progress;
 pub mod readiness;
+pub mod revisions;
 pub mod rollout;
 pub mod route;
 mod set;
 pub mod status;
 mod templates;
 mod versions;
+pub mod waves;
 
 pub use class::{ClassPlan, plan_class};
 pub use gateway::{GatewayPlan, plan_gateway};

@@ -250,6 +250,9 @@ impl Plan {
 fn gateway_status(gw: &GatewayPlan, routes: &[std::sync::Arc<RoutePlan>]) -> GatewayStatusPlan {
     let programmed = programmed_cond(gw, routes);
     let mut conditions = vec![gw.accepted_condition.clone(), programmed.clone()];
+    if let Some(chosen) = &gw.revision {
+        conditions.push(chosen.condition());
+    }
     if gw.accepted
         && let Some(prepared) = gw.blueprint.as_deref()
         && prepared.has_make_before_break()

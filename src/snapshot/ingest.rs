@@ -24,6 +24,8 @@ pub enum Kind {
     GatewayClass,
     /// A GatewayClassBlueprint.
     Blueprint,
+    /// A GatewayClassBlueprintRevision.
+    Revision,
     /// A GatewayClassConfig.
     ClassConfig,
     /// A GatewayConfig.
@@ -73,6 +75,7 @@ pub fn kind_of(doc: &Value) -> Option<Kind> {
         (GATEWAY_API, crate::gateway::listenersets::KIND) => Kind::ListenerSet,
         (GATEWAY_API, k) => Kind::Route(route_kinds::by_kind(k)?),
         (OURS, "GatewayClassBlueprint") => Kind::Blueprint,
+        (OURS, crate::api::REVISION_KIND) => Kind::Revision,
         (OURS, "GatewayClassConfig") => Kind::ClassConfig,
         (OURS, "GatewayConfig") => Kind::GatewayConfig,
         ("", "Namespace") => Kind::Namespace,
@@ -140,6 +143,7 @@ pub fn put_as(snap: &mut Snapshot, kind: Kind, doc: Value) -> Result<(), String>
         Kind::Child => snap.put_child(doc),
         Kind::GatewayClass => snap.put_class(de(doc)?),
         Kind::Blueprint => snap.put_blueprint(de(doc)?),
+        Kind::Revision => snap.put_revision(de(doc)?),
         Kind::ClassConfig => snap.put_class_config(de(doc)?),
         Kind::GatewayConfig => snap.put_gateway_config(de(doc)?),
         Kind::Gateway => {
@@ -205,6 +209,7 @@ pub fn remove_as(snap: &mut Snapshot, kind: Kind, doc: &Value) {
         Some(Kind::Child) => snap.remove_child(&super::ObjectKey::of(doc)),
         Some(Kind::GatewayClass) => snap.remove_class(&key.name),
         Some(Kind::Blueprint) => snap.remove_blueprint(&key.name),
+        Some(Kind::Revision) => snap.remove_revision(&key.name),
         Some(Kind::ClassConfig) => snap.remove_class_config(&key),
         Some(Kind::GatewayConfig) => snap.remove_gateway_config(&key),
         Some(Kind::Gateway) => snap.remove_gateway(&key),
@@ -292,6 +297,10 @@ pub fn sources() -> Vec<Source> {
     let mut out = vec![
         Source::of::<GatewayClass>(Kind::GatewayClass),
         Source::of::<crate::api::GatewayClassBlueprint>(Kind::Blueprint),
+        Source {
+            optional: true,
+            ..Source::of::<crate::api::GatewayClassBlueprintRevision>(Kind::Revision)
+        },
         Source::of::<crate::api::GatewayClassConfig>(Kind::ClassConfig),
         Source::of::<crate::api::GatewayConfig>(Kind::GatewayConfig),
         Source::of::<Gateway>(Kind::Gateway),
@@ -351,6 +360,11 @@ pub enum Change {
         name: String,
         /// Removed.
         deleted: bool,
+    },
+    /// A blueprint revision.
+    Revision {
+        /// The blueprint it is a revision of.
+        blueprint: String,
     },
     /// A GatewayClassConfig.
     ClassConfig {
@@ -456,6 +470,12 @@ pub fn apply(snap: &mut Snapshot, kind: Kind, doc: Value, deleted: bool) -> Resu
         Kind::Blueprint => Change::Blueprint {
             name: key.name,
             deleted,
+        },
+        Kind::Revision => Change::Revision {
+            blueprint: doc["spec"]["blueprint"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
         },
         Kind::ClassConfig => Change::ClassConfig { key },
         Kind::GatewayConfig => Change::GatewayConfig { key },

@@ -90,6 +90,24 @@ pub struct BlueprintEntry {
     pub prepared: Result<Arc<Prepared>, Vec<RenderError>>,
 }
 
+/// A blueprint revision and what compiling its template gave (under its blueprint's name,
+/// so what it renders reads the same as what the blueprint renders).
+#[derive(Debug)]
+pub struct RevisionEntry {
+    /// The object.
+    pub object: crate::api::GatewayClassBlueprintRevision,
+    /// Compiled templates and graphs, or every error found.
+    pub prepared: Result<Arc<Prepared>, Vec<RenderError>>,
+}
+
+impl RevisionEntry {
+    /// Its name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        self.object.metadata.name.as_deref().unwrap_or_default()
+    }
+}
+
 /// A Gateway, typed and as JSON text (templates read the JSON; a plan parses it once:
 /// see [`ChildEntry`] for why text).
 #[derive(Debug)]
@@ -226,6 +244,8 @@ pub struct Snapshot {
     controller_namespace: String,
     classes: BTreeMap<String, Arc<GatewayClass>>,
     blueprints: BTreeMap<String, Arc<BlueprintEntry>>,
+    /// Blueprint revisions, by name.
+    revisions: BTreeMap<String, Arc<RevisionEntry>>,
     class_configs: BTreeMap<Key, Arc<GatewayClassConfig>>,
     gateway_configs: BTreeMap<Key, Arc<GatewayConfig>>,
     gateways: BTreeMap<Key, Arc<GatewayEntry>>,
@@ -374,7 +394,12 @@ impl Snapshot {
     /// Inserts or replaces a blueprint, compiling it.
     pub fn put_blueprint(&mut self, b: GatewayClassBlueprint) {
         let name = b.metadata.name.clone().unwrap_or_default();
-        let prepared = Prepared::new(&name, &b.spec).map(Arc::new);
+        // A status write changes no template: what compiled is kept (and the memos that
+        // know it by identity stay good).
+        let prepared = match self.blueprints.get(&name) {
+            Some(held) if held.object.spec == b.spec => held.prepared.clone(),
+            _ => Prepared::new(&name, &b.spec).map(Arc::new),
+        };
         self.blueprints.insert(
             name,
             Arc::new(BlueprintEntry {
@@ -386,6 +411,29 @@ impl Snapshot {
     /// Removes a blueprint.
     pub fn remove_blueprint(&mut self, name: &str) {
         self.blueprints.remove(name);
+    }
+    /// Inserts or replaces a blueprint revision, compiling its template (unless the same
+    /// revision, unchanged, is held: a revision never changes).
+    pub fn put_revision(&mut self, r: crate::api::GatewayClassBlueprintRevision) {
+        let name = r.metadata.name.clone().unwrap_or_default();
+        if let Some(held) = self.revisions.get(&name)
+            && held.object.spec.hash == r.spec.hash
+            && held.object.metadata.uid == r.metadata.uid
+        {
+            return;
+        }
+        let prepared = Prepared::new(&r.spec.blueprint, &r.spec.template).map(Arc::new);
+        self.revisions.insert(
+            name,
+            Arc::new(RevisionEntry {
+                object: r,
+                prepared,
+            }),
+        );
+    }
+    /// Removes a blueprint revision.
+    pub fn remove_revision(&mut self, name: &str) {
+        self.revisions.remove(name);
     }
     /// Inserts or replaces a GatewayClassConfig.
     pub fn put_class_config(&mut self, c: GatewayClassConfig) {
@@ -725,6 +773,9 @@ impl Snapshot {
             "GatewayClassBlueprint" => self
                 .blueprints
                 .retain(|n, _| keep(&Key::new(String::new(), n.clone()))),
+            crate::api::REVISION_KIND => self
+                .revisions
+                .retain(|n, _| keep(&Key::new(String::new(), n.clone()))),
             "GatewayClassConfig" => self.class_configs.retain(|k, _| keep(k)),
             "GatewayConfig" => self.gateway_configs.retain(|k, _| keep(k)),
             "Gateway" if api_version.is_empty() => self.gateways.retain(|k, _| keep(k)),
@@ -802,6 +853,7 @@ impl Snapshot {
         match kind {
             "GatewayClass" => self.classes.len(),
             "GatewayClassBlueprint" => self.blueprints.len(),
+            crate::api::REVISION_KIND => self.revisions.len(),
             "GatewayClassConfig" => self.class_configs.len(),
             "GatewayConfig" => self.gateway_configs.len(),
             "Gateway" if api_version.is_empty() => self.gateways.len(),
@@ -855,6 +907,22 @@ impl Snapshot {
     /// Every blueprint.
     pub fn blueprints(&self) -> impl Iterator<Item = &Arc<BlueprintEntry>> {
         self.blueprints.values()
+    }
+    /// A blueprint revision by name.
+    #[must_use]
+    pub fn revision(&self, name: &str) -> Option<&Arc<RevisionEntry>> {
+        self.revisions.get(name)
+    }
+    /// The revisions of blueprint `blueprint`, oldest first.
+    #[must_use]
+    pub fn revisions_of(&self, blueprint: &str) -> Vec<&Arc<RevisionEntry>> {
+        let mut out: Vec<&Arc<RevisionEntry>> = self
+            .revisions
+            .values()
+            .filter(|r| r.object.spec.blueprint == blueprint)
+            .collect();
+        out.sort_by_key(|r| r.object.spec.revision);
+        out
     }
     /// Every GatewayClassConfig, by key.
     pub fn all_class_configs(&self) -> impl Iterator<Item = (&Key, &Arc<GatewayClassConfig>)> {

@@ -1,0 +1,210 @@
+//! Blueprint revisions and how a change of a blueprint reaches its Gateways: the
+//! immutable `GatewayClassBlueprintRevision` every change of a blueprint's templates and
+//! values makes, the blueprint's `rolloutPolicy` (waves gated on health) and the status
+//! that says where a rollout stands.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::GatewayClassBlueprintSpec;
+
+/// The kind of a blueprint revision.
+pub const REVISION_KIND: &str = "GatewayClassBlueprintRevision";
+
+/// One version of a blueprint's templates and values, as it was when it was made. The
+/// controller makes one for every change of the blueprint's spec (its `rolloutPolicy`
+/// aside) and never changes it; Gateways render from revisions.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "gatewright.dev",
+    version = "v1alpha1",
+    kind = "GatewayClassBlueprintRevision",
+    plural = "gatewayclassblueprintrevisions",
+    shortname = "gcbprev",
+    category = "gatewright",
+    printcolumn = r#"{"name":"Blueprint","type":"string","jsonPath":".spec.blueprint"}"#,
+    printcolumn = r#"{"name":"Revision","type":"integer","jsonPath":".spec.revision"}"#,
+    printcolumn = r#"{"name":"Hash","type":"string","jsonPath":".spec.hash"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.hash == oldSelf.hash && self.revision == oldSelf.revision && self.blueprint == oldSelf.blueprint",
+    "message": "a revision is immutable: change the blueprint instead"
+}]))]
+pub struct GatewayClassBlueprintRevisionSpec {
+    /// The blueprint this is a revision of.
+    #[schemars(length(min = 1, max = 253))]
+    pub blueprint: String,
+    /// Its number: 1 for the first, one more for each change.
+    #[schemars(range(min = 1))]
+    pub revision: i64,
+    /// The hash of `template` (sha256, hex, 16 characters): the same spec makes the same
+    /// hash, so a blueprint changed back reuses its earlier revision.
+    #[schemars(length(min = 1, max = 64))]
+    pub hash: String,
+    /// The blueprint's spec as it was, without its `rolloutPolicy`.
+    pub template: GatewayClassBlueprintSpec,
+}
+
+/// How a change of a blueprint reaches the Gateways of its classes. Without a policy every
+/// Gateway renders the newest revision at once.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutPolicy {
+    /// The waves, in order. Each takes Gateways that do not run the new revision yet;
+    /// once every Gateway of a wave is `Programmed` on the new revision for its
+    /// `bakeSeconds`, the next wave starts. The Gateways no wave takes form a last wave.
+    #[serde(default)]
+    #[schemars(length(max = 32))]
+    pub waves: Vec<Wave>,
+    /// What a wave whose gate does not hold does: `Halt` (the default: stop, the wave's
+    /// Gateways stay on the new revision, the others on theirs) or `Rollback` (the wave's
+    /// Gateways go back to the revision the rollout started from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<OnFailure>,
+    /// Pauses the rollout: no further Gateway is moved, and no deadline runs, until it is
+    /// false again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    /// How many revisions to keep (besides those a Gateway runs or is pinned to).
+    /// Default 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub history_limit: Option<u32>,
+}
+
+/// One wave of a rollout.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!(has(self.count) && has(self.percent))",
+    "message": "a wave takes a count or a percent, not both"
+}]))]
+pub struct Wave {
+    /// A name for status and Events. Default `wave-<n>` (from 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub name: Option<String>,
+    /// How many Gateways the wave takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub count: Option<u32>,
+    /// The share of the class's Gateways the wave takes (rounded up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub percent: Option<u32>,
+    /// Only Gateways with these labels. With neither count nor percent: every one of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// Only Gateways in Namespaces with these labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+    /// At most this many Gateways of the wave moved and not yet `Programmed` at a time.
+    /// Default: the whole wave at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_unavailable: Option<u32>,
+    /// Seconds every Gateway of the wave must stay `Programmed` on the new revision before
+    /// the next wave starts. Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub bake_seconds: Option<u64>,
+    /// Seconds the wave may take to pass its gate before the rollout halts. Default 600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub progress_deadline_seconds: Option<u64>,
+}
+
+impl Wave {
+    /// The bake time.
+    #[must_use]
+    pub fn bake(&self) -> u64 {
+        self.bake_seconds.unwrap_or(0)
+    }
+
+    /// The progress deadline.
+    #[must_use]
+    pub fn deadline(&self) -> u64 {
+        self.progress_deadline_seconds.unwrap_or(600)
+    }
+}
+
+/// What a failed wave does.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum OnFailure {
+    /// Stop where it is.
+    #[default]
+    Halt,
+    /// Return the moved Gateways to the revision the rollout started from.
+    Rollback,
+}
+
+/// Where a rollout stands.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RolloutPhase {
+    /// Waves are being released.
+    #[default]
+    Progressing,
+    /// `rolloutPolicy.paused`.
+    Paused,
+    /// A wave's gate did not hold; nothing more is moved.
+    Halted,
+    /// A wave's gate did not hold and its Gateways went back to the previous revision.
+    RolledBack,
+    /// Every Gateway runs the new revision.
+    Complete,
+}
+
+/// How many Gateways run a revision.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionCount {
+    /// The revision's name.
+    pub name: String,
+    /// Gateways rendering it.
+    pub gateways: u32,
+    /// Of those, how many are `Programmed`.
+    pub ready: u32,
+}
+
+/// One wave of a rollout, as released.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaveStatus {
+    /// Its name.
+    pub name: String,
+    /// Its Gateways (`namespace/name`), in the order they are moved.
+    #[serde(default)]
+    pub gateways: Vec<String>,
+    /// How many of them have been moved (the first ones).
+    #[serde(default)]
+    pub released: u32,
+    /// When it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// Since when every Gateway of the wave is `Programmed` on the new revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_since: Option<Time>,
+}
+
+/// A rollout of one revision to the Gateways of a blueprint's classes.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// The revision rolled out.
+    pub revision: String,
+    /// The revision it started from (what a rollback returns to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Where it stands.
+    pub phase: RolloutPhase,
+    /// The waves released so far (the last one is the current one).
+    #[serde(default)]
+    pub waves: Vec<WaveStatus>,
+    /// Why it halted, or what it waits for.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}

@@ -1,0 +1,312 @@
+//! A blueprint's revisions and the rollout of its newest one: the revision object made for
+//! each change of its spec, old ones pruned past the history limit (never one a Gateway
+//! renders or is pinned to), and one step of [`crate::plan::waves`] per pass, its
+//! decisions written to the blueprint's status and its Gateways planned again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+
+use super::cluster::Cluster;
+use super::common::{Error, Work};
+use crate::api::{
+    GatewayClassBlueprint, GatewayClassBlueprintRevision, GatewayClassBlueprintRevisionSpec,
+    RevisionCount, RolloutPhase, RolloutStatus,
+};
+use crate::gateway::conditions::{Cond, types};
+use crate::plan::revisions;
+use crate::plan::waves::{Health, Member, Note};
+use crate::snapshot::{Key, Snapshot};
+
+/// The label naming the blueprint a revision belongs to.
+pub const BLUEPRINT_LABEL: &str = "gatewright.dev/blueprint";
+
+/// Revisions kept without a `rolloutPolicy.historyLimit`.
+const HISTORY: usize = 10;
+
+/// What the pass reads of a blueprint, under one snapshot lock.
+pub(super) struct Read {
+    /// The blueprint.
+    pub object: GatewayClassBlueprint,
+    /// Its newest revision: name, number, hash, and whether its object exists.
+    newest: (String, i64, String, bool),
+    /// Its revisions' names, oldest first.
+    revisions: Vec<String>,
+    /// The Gateways of its classes, in key order.
+    members: Vec<Member>,
+    /// Revisions a Gateway renders or is pinned to.
+    in_use: BTreeSet<String>,
+}
+
+/// How a Gateway stands on the revision its status names.
+fn health(gw: &gateway_api::apis::standard::gateways::Gateway) -> Health {
+    let generation = gw.metadata.generation;
+    let conds = gw
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    let find = |t: &str| {
+        conds
+            .iter()
+            .find(|c| c.type_ == t && c.observed_generation == generation)
+    };
+    if let Some(a) = find(types::ACCEPTED).filter(|c| c.status == "False")
+        && a.message.contains("revision")
+    {
+        return Health::Failed(a.message.clone());
+    }
+    match find(types::PROGRAMMED) {
+        None => Health::NotReady("Programmed not reported yet".into()),
+        Some(p) if p.status == "True" => match find(types::ROLLOUT) {
+            Some(r) if r.status != "True" => Health::NotReady(r.message.clone()),
+            _ => Health::Ready,
+        },
+        Some(p) if p.reason == "Invalid" && p.message.starts_with("template ") => {
+            Health::Failed(p.message.clone())
+        }
+        Some(p) => Health::NotReady(format!("{}: {}", p.reason, p.message)),
+    }
+}
+
+/// Reads blueprint `name` and the Gateways of its classes.
+pub(super) fn read(s: &Snapshot, name: &str) -> Option<Read> {
+    let bp = s.blueprint(name)?;
+    let newest = revisions::newest(s, bp);
+    let classes = crate::plan::class::classes_using_blueprint(s, name);
+    let mut in_use = BTreeSet::new();
+    let members: Vec<Member> = s
+        .gateways()
+        .filter(|(_, g)| classes.contains(&g.typed.spec.gateway_class_name))
+        .filter(|(k, _)| crate::plan::gateway::in_scope(s, k).is_ok())
+        .map(|(k, g)| {
+            let gw = &g.typed;
+            let pin = revisions::pin(s, gw);
+            let revision = revisions::recorded(gw).map(str::to_owned);
+            in_use.extend(revision.clone());
+            in_use.extend(pin.as_ref().map(|p| p.1.clone()));
+            Member {
+                key: k.to_string(),
+                labels: gw.metadata.labels.clone().unwrap_or_default(),
+                namespace_labels: crate::gateway::Lookup::namespace_labels(s, &k.namespace)
+                    .cloned()
+                    .unwrap_or_default(),
+                pinned: pin.is_some(),
+                revision,
+                health: health(gw),
+            }
+        })
+        .collect();
+    if let Some(r) = bp.object.status.as_ref().and_then(|s| s.rollout.as_ref()) {
+        in_use.insert(r.revision.clone());
+        in_use.extend(r.from.clone());
+    }
+    Some(Read {
+        object: bp.object.clone(),
+        newest: (
+            newest.name,
+            newest.number,
+            newest.hash,
+            newest.object.is_some(),
+        ),
+        revisions: s
+            .revisions_of(name)
+            .iter()
+            .map(|r| r.name().to_owned())
+            .collect(),
+        members,
+        in_use,
+    })
+}
+
+/// Per revision some Gateway renders: how many do and how many are ready.
+fn counts(members: &[Member], newest: &str) -> Vec<RevisionCount> {
+    let mut by: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+    for m in members {
+        let e = by
+            .entry(m.revision.clone().unwrap_or_else(|| newest.to_owned()))
+            .or_default();
+        e.0 += 1;
+        if m.health == Health::Ready {
+            e.1 += 1;
+        }
+    }
+    by.into_iter()
+        .map(|(name, (gateways, ready))| RevisionCount {
+            name,
+            gateways,
+            ready,
+        })
+        .collect()
+}
+
+/// The blueprint's `Progressing` condition for a rollout.
+pub(super) fn progressing(r: &RolloutStatus) -> Cond {
+    let t = "Progressing";
+    match r.phase {
+        RolloutPhase::Progressing => Cond::t(t, "WaveProgressing", &r.message),
+        RolloutPhase::Paused => Cond::t(t, "Paused", &r.message),
+        RolloutPhase::Complete => Cond::t(t, "RolloutComplete", &r.message),
+        RolloutPhase::Halted => Cond::f(t, "RolloutHalted", &r.message),
+        RolloutPhase::RolledBack => Cond::f(t, "RolledBack", &r.message),
+    }
+}
+
+/// What one pass decided.
+pub(super) struct Outcome {
+    /// The revision the spec is.
+    pub current: String,
+    /// Per revision counts.
+    pub counts: Vec<RevisionCount>,
+    /// The rollout status.
+    pub rollout: Option<RolloutStatus>,
+    /// Events.
+    pub notes: Vec<Note>,
+    /// Gateways to plan again.
+    pub moved: Vec<Key>,
+    /// When to pass again.
+    pub again: Option<Duration>,
+}
+
+impl Cluster {
+    /// Makes the newest revision's object, prunes revisions past the history limit, and
+    /// steps the rollout. Called from the blueprint's pass with what [`read`] gave.
+    pub(super) async fn revisions_pass(self: &Arc<Self>, r: &Read) -> Result<Outcome, Error> {
+        let name = r.object.metadata.name.clone().unwrap_or_default();
+        let (newest, number, hash, exists) = r.newest.clone();
+        let api: Api<GatewayClassBlueprintRevision> = Api::all(self.client.clone());
+        if !exists {
+            let mut template = r.object.spec.clone();
+            template.rollout_policy = None;
+            let rev = GatewayClassBlueprintRevision {
+                metadata: ObjectMeta {
+                    name: Some(newest.clone()),
+                    labels: Some(BTreeMap::from([(BLUEPRINT_LABEL.into(), name.clone())])),
+                    owner_references: Some(vec![
+                        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                            api_version: crate::api::API_VERSION.into(),
+                            kind: crate::api::BLUEPRINT_KIND.into(),
+                            name: name.clone(),
+                            uid: r.object.metadata.uid.clone().unwrap_or_default(),
+                            controller: Some(true),
+                            block_owner_deletion: None,
+                        },
+                    ]),
+                    ..ObjectMeta::default()
+                },
+                spec: GatewayClassBlueprintRevisionSpec {
+                    blueprint: name.clone(),
+                    revision: number,
+                    hash,
+                    template,
+                },
+            };
+            match api.create(&PostParams::default(), &rev).await {
+                Ok(made) => {
+                    tracing::info!(blueprint = %name, revision = %newest, "made a revision");
+                    if let Ok(mut s) = self.snapshot.write() {
+                        s.put_revision(made);
+                    }
+                }
+                // Made meanwhile (its watch event brings it), or the CRD is not installed
+                // (Gateways render the blueprint's spec, named as its revision will be).
+                Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+                Err(e) => return Err(Error::kube("make a blueprint revision", e)),
+            }
+        }
+        // History: the newest `limit`, and whatever a Gateway renders or is pinned to.
+        let limit = r
+            .object
+            .spec
+            .rollout_policy
+            .as_ref()
+            .and_then(|p| p.history_limit)
+            .map_or(HISTORY, |n| usize::try_from(n).unwrap_or(HISTORY));
+        let old = r.revisions.len().saturating_sub(limit);
+        for gone in r.revisions[..old]
+            .iter()
+            .filter(|n| !r.in_use.contains(*n) && **n != newest)
+        {
+            match api.delete(gone, &DeleteParams::default()).await {
+                Ok(_) => {
+                    tracing::info!(blueprint = %name, revision = %gone, "pruned a revision past the history limit");
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(Error::kube("prune a blueprint revision", e)),
+            }
+        }
+        let status = r.object.status.clone().unwrap_or_default();
+        let mut out = Outcome {
+            current: newest.clone(),
+            counts: counts(&r.members, &newest),
+            rollout: None,
+            notes: Vec::new(),
+            moved: Vec::new(),
+            again: None,
+        };
+        let Some(policy) = &r.object.spec.rollout_policy else {
+            return Ok(out);
+        };
+        let step = crate::plan::waves::step(
+            policy,
+            &newest,
+            status.current_revision.as_deref(),
+            status.rollout.as_ref(),
+            &r.members,
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        let phase_changed =
+            step.status.as_ref().map(|s| s.phase) != status.rollout.as_ref().map(|s| s.phase);
+        out.moved = if phase_changed {
+            // Every Gateway's condition names the phase.
+            r.members.iter().filter_map(|m| parse_key(&m.key)).collect()
+        } else {
+            step.moved.iter().filter_map(|k| parse_key(k)).collect()
+        };
+        out.rollout = step.status;
+        out.notes = step.notes;
+        out.again = step.again;
+        Ok(out)
+    }
+}
+
+fn parse_key(k: &str) -> Option<Key> {
+    k.split_once('/').map(|(n, m)| Key::new(n, m))
+}
+
+/// Whether a Gateway's blueprint has a rollout that its status should move: its pass is
+/// run again when the Gateway reports.
+pub(super) fn rollout_watching(
+    s: &Snapshot,
+    gw: &gateway_api::apis::standard::gateways::Gateway,
+) -> Option<String> {
+    let class = s.class(&gw.spec.gateway_class_name)?;
+    let bp = crate::plan::class::blueprint_of(s, class).ok()?;
+    bp.object.spec.rollout_policy.as_ref()?;
+    let done = bp
+        .object
+        .status
+        .as_ref()
+        .and_then(|st| st.rollout.as_ref())
+        .is_some_and(|r| {
+            matches!(
+                r.phase,
+                RolloutPhase::Complete | RolloutPhase::Halted | RolloutPhase::RolledBack
+            ) && revisions::newest(s, bp).name == r.revision
+        });
+    (!done).then(|| bp.object.metadata.name.clone().unwrap_or_default())
+}
+
+/// Enqueues the blueprint pass of a Gateway whose rollout is under way.
+pub(super) fn on_gateway_reported(ctl: &Cluster, key: &Key) {
+    let bp = ctl
+        .snapshot
+        .read()
+        .ok()
+        .and_then(|s| s.gateway(key).and_then(|g| rollout_watching(&s, &g.typed)));
+    if let Some(bp) = bp {
+        ctl.enqueue(Work::Blueprint(bp));
+    }
+}

@@ -1,0 +1,406 @@
+//! Which revision of its blueprint a Gateway renders.
+//!
+//! Every change of a blueprint's spec (its `rolloutPolicy` aside) is a revision, told apart
+//! by the hash of the spec ([`spec_hash`]) and named `<blueprint>-<n>`. The newest revision
+//! is the one whose hash is the spec's (before the controller made its object, it is the
+//! blueprint's own spec under the name it will get). Without a `rolloutPolicy` every
+//! Gateway renders the newest. With one, [`choose`] keeps a Gateway on the revision it
+//! renders (its `gatewright.dev/Revision` condition says which) until the rollout reaches
+//! it ([`super::waves`] decides the waves; the blueprint's status lists them), and a
+//! pin (a GatewayConfig's `revision`) holds it on the one named.
+
+use std::sync::Arc;
+
+use gateway_api::apis::standard::gateways::Gateway;
+use sha2::{Digest, Sha256};
+
+use crate::api::{GatewayClassBlueprintSpec, RolloutPhase, RolloutStatus};
+use crate::gateway::conditions::{Cond, types};
+use crate::render::prepared::Prepared;
+use crate::snapshot::{BlueprintEntry, Key, RevisionEntry, Snapshot};
+
+/// The hash of a blueprint spec as a revision holds it (without its `rolloutPolicy`):
+/// sha256 of its JSON (object keys sorted), 16 hex characters.
+#[must_use]
+pub fn spec_hash(spec: &GatewayClassBlueprintSpec) -> String {
+    let mut spec = spec.clone();
+    spec.rollout_policy = None;
+    let bytes = serde_json::to_vec(&spec).unwrap_or_default();
+    let digest = Sha256::digest(&bytes);
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The name of revision `n` of `blueprint`.
+#[must_use]
+pub fn name_of(blueprint: &str, n: i64) -> String {
+    format!("{blueprint}-{n}")
+}
+
+/// The newest revision of a blueprint: its name and number, and its object once made.
+#[derive(Clone, Debug)]
+pub struct Newest<'a> {
+    /// `<blueprint>-<n>`.
+    pub name: String,
+    /// `n`.
+    pub number: i64,
+    /// The spec's hash.
+    pub hash: String,
+    /// The revision object, once the controller made it.
+    pub object: Option<&'a Arc<RevisionEntry>>,
+}
+
+/// The newest revision of `bp`: the revision whose hash is its spec's, else the one the
+/// controller is to make (one more than the highest).
+#[must_use]
+pub fn newest<'a>(snap: &'a Snapshot, bp: &BlueprintEntry) -> Newest<'a> {
+    let name = bp.object.metadata.name.as_deref().unwrap_or_default();
+    let hash = spec_hash(&bp.object.spec);
+    let all = snap.revisions_of(name);
+    if let Some(r) = all.iter().rev().find(|r| r.object.spec.hash == hash) {
+        return Newest {
+            name: r.name().to_owned(),
+            number: r.object.spec.revision,
+            hash,
+            object: Some(r),
+        };
+    }
+    let number = all.last().map_or(1, |r| r.object.spec.revision + 1);
+    Newest {
+        name: name_of(name, number),
+        number,
+        hash,
+        object: None,
+    }
+}
+
+/// The revision a Gateway's status says it renders (its `gatewright.dev/Revision`
+/// condition's message starts with the name).
+#[must_use]
+pub fn recorded(gw: &Gateway) -> Option<&str> {
+    gw.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == types::REVISION)
+        .and_then(|c| c.message.split(':').next())
+        .filter(|n| !n.is_empty())
+}
+
+/// Why a Gateway renders the revision it does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Why {
+    /// It is the newest.
+    Newest,
+    /// The rollout of the newest has not reached the Gateway yet.
+    Waiting,
+    /// A GatewayConfig pins it.
+    Pinned(String),
+    /// The rollout of the newest failed and was rolled back.
+    RolledBack,
+    /// The rollout of the newest halted before it reached the Gateway.
+    Halted,
+}
+
+/// The revision a Gateway renders.
+#[derive(Clone, Debug)]
+pub struct Chosen {
+    /// Its name.
+    pub name: String,
+    /// The newest revision's name.
+    pub newest: String,
+    /// Why.
+    pub why: Why,
+    /// What to render, or why it cannot be.
+    pub prepared: Result<Arc<Prepared>, String>,
+}
+
+impl Chosen {
+    /// The Gateway's `gatewright.dev/Revision` condition: True when it renders the newest.
+    #[must_use]
+    pub fn condition(&self) -> Cond {
+        let t = types::REVISION;
+        let (name, newest) = (&self.name, &self.newest);
+        match &self.why {
+            Why::Newest => Cond::t(t, "Newest", &format!("{name}: the newest revision")),
+            Why::Waiting => Cond::f(
+                t,
+                "RolloutPending",
+                &format!("{name}: the rollout of {newest} has not reached this Gateway yet"),
+            ),
+            Why::Halted => Cond::f(
+                t,
+                "RolloutHalted",
+                &format!("{name}: the rollout of {newest} halted before it reached this Gateway"),
+            ),
+            Why::RolledBack => Cond::f(
+                t,
+                "RolledBack",
+                &format!("{name}: the rollout of {newest} was rolled back"),
+            ),
+            Why::Pinned(by) => Cond::f(
+                t,
+                "Pinned",
+                &format!("{name}: pinned by {by}; the newest is {newest}"),
+            ),
+        }
+    }
+}
+
+/// Whether the Gateway `key` (`namespace/name`) has been moved by `rollout`.
+#[must_use]
+pub fn released(rollout: &RolloutStatus, key: &str) -> bool {
+    rollout.waves.iter().any(|w| {
+        w.gateways
+            .iter()
+            .take(usize::try_from(w.released).unwrap_or(usize::MAX))
+            .any(|g| g == key)
+    })
+}
+
+/// The GatewayConfig pinning a Gateway on a revision (its own, else its Namespace's), and
+/// the revision.
+#[must_use]
+pub fn pin(snap: &Snapshot, gw: &Gateway) -> Option<(String, String)> {
+    let ns = gw.metadata.namespace.as_deref().unwrap_or_default();
+    let name = gw.metadata.name.as_deref().unwrap_or_default();
+    let param = super::policy::parameters_ref_name(gw);
+    [("Gateway", name), ("Namespace", ns)]
+        .into_iter()
+        .filter_map(|(kind, target)| {
+            super::policy::gateway_config_for(snap, ns, kind, target, param)
+        })
+        .find_map(|c| {
+            c.spec.revision.clone().map(|r| {
+                (
+                    format!(
+                        "GatewayConfig {}/{}",
+                        c.metadata.namespace.as_deref().unwrap_or_default(),
+                        c.metadata.name.as_deref().unwrap_or_default()
+                    ),
+                    r,
+                )
+            })
+        })
+}
+
+/// What a revision renders: the blueprint's own compiled spec for the newest (the same
+/// object the blueprint's status judges), a revision's for an older one.
+fn prepared_of(
+    snap: &Snapshot,
+    bp: &BlueprintEntry,
+    newest: &Newest<'_>,
+    name: &str,
+) -> Result<Arc<Prepared>, String> {
+    let bp_name = bp.object.metadata.name.as_deref().unwrap_or_default();
+    let (prepared, errors) = if name == newest.name {
+        let errors = super::class::blueprint_errors(snap, bp);
+        (bp.prepared.as_ref().ok(), errors)
+    } else {
+        let Some(r) = snap.revision(name) else {
+            return Err(format!("{} {name} not found", crate::api::REVISION_KIND));
+        };
+        if r.object.spec.blueprint != bp_name {
+            return Err(format!(
+                "{} {name} is a revision of {}, not of {bp_name}",
+                crate::api::REVISION_KIND,
+                r.object.spec.blueprint
+            ));
+        }
+        let errors = match &r.prepared {
+            Ok(p) => p.scope_errors(snap.scopes()),
+            Err(e) => e.clone(),
+        };
+        (r.prepared.as_ref().ok(), errors)
+    };
+    match prepared {
+        Some(p) if errors.is_empty() => Ok(p.clone()),
+        _ => {
+            let shown: Vec<String> = errors.iter().take(3).map(ToString::to_string).collect();
+            let more = if errors.len() > 3 {
+                format!(" (and {} more)", errors.len() - 3)
+            } else {
+                String::new()
+            };
+            Err(format!(
+                "revision {name} of {} {bp_name} is invalid: {}{more}",
+                crate::api::BLUEPRINT_KIND,
+                shown.join("; ")
+            ))
+        }
+    }
+}
+
+/// The revision the Gateway `gw` (`key`) renders, of blueprint `bp`.
+#[must_use]
+pub fn choose(snap: &Snapshot, bp: &BlueprintEntry, gw: &Gateway, key: &Key) -> Chosen {
+    let newest = newest(snap, bp);
+    let pick = |name: &str, why: Why| Chosen {
+        name: name.to_owned(),
+        newest: newest.name.clone(),
+        prepared: prepared_of(snap, bp, &newest, name),
+        why,
+    };
+    if let Some((by, revision)) = pin(snap, gw) {
+        return pick(&revision, Why::Pinned(by));
+    }
+    let Some(_policy) = &bp.object.spec.rollout_policy else {
+        return pick(&newest.name, Why::Newest);
+    };
+    // A revision the Gateway renders and that can still be rendered (its object is there,
+    // or it is the newest).
+    let current = recorded(gw)
+        .filter(|r| *r == newest.name || snap.revision(r).is_some())
+        .map(str::to_owned);
+    let rollout = bp
+        .object
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .filter(|r| r.revision == newest.name);
+    let Some(rollout) = rollout else {
+        // The rollout of the newest has not started: every Gateway stays where it is; a
+        // new one takes the newest.
+        return match current {
+            Some(c) if c != newest.name => pick(&c, Why::Waiting),
+            _ => pick(&newest.name, Why::Newest),
+        };
+    };
+    let moved = released(rollout, &key.to_string());
+    let back = rollout
+        .from
+        .as_deref()
+        .filter(|f| snap.revision(f).is_some());
+    match rollout.phase {
+        RolloutPhase::Complete => pick(&newest.name, Why::Newest),
+        RolloutPhase::RolledBack => match (back, &current) {
+            (Some(f), _) if moved || current.as_deref() == Some(newest.name.as_str()) => {
+                pick(f, Why::RolledBack)
+            }
+            (_, Some(c)) if *c != newest.name => pick(c, Why::RolledBack),
+            (Some(f), None) => pick(f, Why::RolledBack),
+            _ => pick(&newest.name, Why::Newest),
+        },
+        RolloutPhase::Progressing | RolloutPhase::Paused | RolloutPhase::Halted => {
+            let halted = rollout.phase == RolloutPhase::Halted;
+            match current {
+                _ if moved => pick(&newest.name, Why::Newest),
+                Some(c) if c != newest.name => {
+                    pick(&c, if halted { Why::Halted } else { Why::Waiting })
+                }
+                // New during a halted rollout: what the rollout started from.
+                None if halted && back.is_some() => pick(back.unwrap_or_default(), Why::Halted),
+                _ => pick(&newest.name, Why::Newest),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{GatewayClassBlueprint, RolloutPolicy, WaveStatus};
+    use serde_json::json;
+
+    fn world(policy: bool, status: Option<RolloutStatus>) -> (Snapshot, Gateway, Key) {
+        let mut s = Snapshot::default();
+        let spec = |label: &str| json!({"gatewayTemplates": [{"name": "a", "template": format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {label}}}\n")}]});
+        let mut bp: GatewayClassBlueprint = serde_json::from_value(json!({
+            "apiVersion": "gatewright.dev/v1alpha1", "kind": "GatewayClassBlueprint",
+            "metadata": {"name": "bp"}, "spec": spec("new"),
+        }))
+        .unwrap();
+        if policy {
+            bp.spec.rollout_policy = Some(RolloutPolicy::default());
+        }
+        bp.status = Some(crate::api::BlueprintStatus {
+            rollout: status,
+            ..Default::default()
+        });
+        let old: GatewayClassBlueprintSpec = serde_json::from_value(spec("old")).unwrap();
+        let rev = crate::api::GatewayClassBlueprintRevision::new(
+            "bp-1",
+            crate::api::GatewayClassBlueprintRevisionSpec {
+                blueprint: "bp".into(),
+                revision: 1,
+                hash: spec_hash(&old),
+                template: old,
+            },
+        );
+        s.put_revision(rev);
+        s.put_blueprint(bp);
+        let gw: Gateway = serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"namespace": "ns", "name": "g"},
+            "spec": {"gatewayClassName": "c", "listeners": []},
+            "status": {"conditions": [{"type": types::REVISION, "status": "True", "reason": "Newest",
+                "message": "bp-1: the newest revision", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        }))
+        .unwrap();
+        (s, gw, Key::new("ns", "g"))
+    }
+
+    fn pick(s: &Snapshot, gw: &Gateway, key: &Key) -> (String, Why) {
+        let c = choose(s, s.blueprint("bp").unwrap(), gw, key);
+        assert!(c.prepared.is_ok(), "{:?}", c.prepared);
+        (c.name, c.why)
+    }
+
+    #[test]
+    fn without_a_policy_every_gateway_renders_the_newest_under_the_name_it_will_get() {
+        let (s, gw, key) = world(false, None);
+        assert_eq!(pick(&s, &gw, &key), ("bp-2".into(), Why::Newest));
+    }
+
+    #[test]
+    fn with_a_policy_a_gateway_stays_until_its_wave_is_released() {
+        let (s, gw, key) = world(true, None);
+        assert_eq!(pick(&s, &gw, &key), ("bp-1".into(), Why::Waiting));
+        let mut rollout = RolloutStatus {
+            revision: "bp-2".into(),
+            from: Some("bp-1".into()),
+            waves: vec![WaveStatus {
+                name: "wave-1".into(),
+                gateways: vec!["ns/other".into(), "ns/g".into()],
+                released: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let (s, gw, key) = world(true, Some(rollout.clone()));
+        assert_eq!(pick(&s, &gw, &key), ("bp-1".into(), Why::Waiting));
+        rollout.waves[0].released = 2;
+        let (s, gw, key) = world(true, Some(rollout.clone()));
+        assert_eq!(pick(&s, &gw, &key), ("bp-2".into(), Why::Newest));
+        rollout.phase = RolloutPhase::RolledBack;
+        let (s, gw, key) = world(true, Some(rollout.clone()));
+        assert_eq!(pick(&s, &gw, &key), ("bp-1".into(), Why::RolledBack));
+        rollout.phase = RolloutPhase::Complete;
+        rollout.waves[0].released = 0;
+        let (s, gw, key) = world(true, Some(rollout));
+        assert_eq!(pick(&s, &gw, &key), ("bp-2".into(), Why::Newest));
+    }
+
+    #[test]
+    fn a_new_gateway_takes_the_newest_and_the_recorded_name_is_read_back() {
+        let (s, mut gw, key) = world(true, None);
+        assert_eq!(recorded(&gw), Some("bp-1"));
+        gw.status = None;
+        assert_eq!(pick(&s, &gw, &key), ("bp-2".into(), Why::Newest));
+        let c = choose(&s, s.blueprint("bp").unwrap(), &gw, &key).condition();
+        assert!(c.message.starts_with("bp-2:"), "{}", c.message);
+    }
+
+    #[test]
+    fn the_hash_ignores_the_rollout_policy() {
+        let mut spec = GatewayClassBlueprintSpec::default();
+        let h = spec_hash(&spec);
+        spec.rollout_policy = Some(RolloutPolicy {
+            paused: true,
+            ..Default::default()
+        });
+        assert_eq!(spec_hash(&spec), h);
+        spec.route_kinds = vec!["GRPCRoute".into()];
+        assert_ne!(spec_hash(&spec), h);
+    }
+}

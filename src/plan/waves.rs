@@ -1,0 +1,587 @@
+//! The rollout of a blueprint's newest revision in waves gated on health: one pure step
+//! from the blueprint's rollout status, its policy, the class's Gateways as their statuses
+//! say, and the time, to the next rollout status. The controller runs it whenever a
+//! Gateway of the class reports, and when a bake time or a deadline runs out.
+//!
+//! A rollout starts when the newest revision is not the one the status rolls out. Each
+//! wave takes, in key order, Gateways that neither run the newest nor are pinned and that
+//! its selectors match: `count` of them, or `percent` of the class (rounded up), or every
+//! match; the Gateways no listed wave takes form a last wave, `rest`. A wave moves its
+//! Gateways at most `maxUnavailable` not yet `Programmed` at a time; it passes once every
+//! one of them is `Programmed` on the new revision (with its make-before-break children
+//! served) for `bakeSeconds`. A Gateway the new revision cannot render
+//! (`Programmed=False/Invalid` on it) halts the rollout at once; a wave that does not
+//! pass within `progressDeadlineSeconds` halts it then. Halted with `onFailure:
+//! Rollback`, the moved Gateways go back to the revision the rollout started from.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::{OnFailure, RolloutPhase, RolloutPolicy, RolloutStatus, Wave, WaveStatus};
+
+/// How a Gateway of the class stands, as its status says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// `Programmed` on the revision it records, with every replacement done.
+    Ready,
+    /// Not (yet): why.
+    NotReady(String),
+    /// The revision it records cannot be rendered for it (`Programmed=False/Invalid`).
+    Failed(String),
+}
+
+/// A Gateway of the class.
+#[derive(Clone, Debug)]
+pub struct Member {
+    /// `namespace/name`.
+    pub key: String,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+    /// Its Namespace's labels.
+    pub namespace_labels: BTreeMap<String, String>,
+    /// A GatewayConfig pins it on a revision (no wave takes it).
+    pub pinned: bool,
+    /// The revision its status says it renders (`None`: none yet, it takes the newest).
+    pub revision: Option<String>,
+    /// Its health on that revision.
+    pub health: Health,
+}
+
+impl Member {
+    fn on(&self, revision: &str) -> bool {
+        self.revision.as_deref().is_none_or(|r| r == revision)
+    }
+}
+
+/// An Event the step asks for: warning or not, reason, message.
+pub type Note = (bool, &'static str, String);
+
+/// What one step decided.
+#[derive(Clone, Debug, Default)]
+pub struct Step {
+    /// The new rollout status.
+    pub status: Option<RolloutStatus>,
+    /// Events to send.
+    pub notes: Vec<Note>,
+    /// Gateways whose revision the step changed (to plan again).
+    pub moved: Vec<String>,
+    /// When to step again (a bake time or a deadline).
+    pub again: Option<Duration>,
+}
+
+fn selects(s: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
+    s.is_none_or(|s| {
+        crate::gateway::selector_matches(
+            labels,
+            s.match_labels.as_ref(),
+            s.match_expressions.iter().flatten().map(|e| {
+                (
+                    e.key.as_str(),
+                    e.operator.as_str(),
+                    e.values.as_deref().unwrap_or_default(),
+                )
+            }),
+        )
+    })
+}
+
+fn seconds_since(t: Option<&Time>, now: Timestamp) -> u64 {
+    t.map_or(0, |t| {
+        u64::try_from(now.duration_since(t.0).as_secs()).unwrap_or(0)
+    })
+}
+
+/// The name of wave `i` (from 0) of `policy` (`rest` past its waves).
+fn wave_name(policy: &RolloutPolicy, i: usize) -> String {
+    policy.waves.get(i).map_or_else(
+        || "rest".to_owned(),
+        |w| w.name.clone().unwrap_or_else(|| format!("wave-{}", i + 1)),
+    )
+}
+
+/// The Gateways wave `i` takes among `members` not taken by an earlier wave.
+fn members_of(
+    policy: &RolloutPolicy,
+    i: usize,
+    target: &str,
+    members: &[Member],
+    taken: &dyn Fn(&str) -> bool,
+) -> Vec<String> {
+    let candidates = members
+        .iter()
+        .filter(|m| !m.pinned && !m.on(target) && !taken(&m.key));
+    let Some(w) = policy.waves.get(i) else {
+        return candidates.map(|m| m.key.clone()).collect();
+    };
+    let matching = candidates.filter(|m| {
+        selects(w.selector.as_ref(), &m.labels)
+            && selects(w.namespace_selector.as_ref(), &m.namespace_labels)
+    });
+    let size = match (w.count, w.percent) {
+        (Some(n), _) => usize::try_from(n).unwrap_or(usize::MAX),
+        (None, Some(p)) => (members.len() * usize::try_from(p).unwrap_or(100)).div_ceil(100),
+        (None, None) => usize::MAX,
+    };
+    matching.take(size).map(|m| m.key.clone()).collect()
+}
+
+fn wave_spec(policy: &RolloutPolicy, i: usize) -> Wave {
+    policy.waves.get(i).cloned().unwrap_or_default()
+}
+
+/// One step of the rollout of `target` (the newest revision) over `members` (in key
+/// order). `old`: the blueprint's rollout status; `current`: the revision its status named
+/// newest before (where a new rollout starts from).
+#[must_use]
+pub fn step(
+    policy: &RolloutPolicy,
+    target: &str,
+    current: Option<&str>,
+    old: Option<&RolloutStatus>,
+    members: &[Member],
+    now: Timestamp,
+) -> Step {
+    let mut out = Step::default();
+    let mut r = match old.filter(|o| o.revision == target) {
+        Some(o) => o.clone(),
+        None => {
+            // Where a rollout that did not complete started from stays the way back.
+            let from = match old {
+                Some(o) if o.phase != RolloutPhase::Complete => o.from.clone(),
+                _ => current.map(str::to_owned),
+            };
+            RolloutStatus {
+                revision: target.to_owned(),
+                from: from.filter(|f| f != target),
+                phase: RolloutPhase::Progressing,
+                waves: Vec::new(),
+                message: String::new(),
+            }
+        }
+    };
+    if matches!(
+        r.phase,
+        RolloutPhase::Complete | RolloutPhase::Halted | RolloutPhase::RolledBack
+    ) {
+        out.status = Some(r);
+        return out;
+    }
+    if policy.paused {
+        if r.phase != RolloutPhase::Paused {
+            r.phase = RolloutPhase::Paused;
+            r.message = "paused (rolloutPolicy.paused)".into();
+            out.notes.push((
+                false,
+                "RolloutPaused",
+                format!("rollout of {target} paused"),
+            ));
+        }
+        out.status = Some(r);
+        return out;
+    }
+    if r.phase == RolloutPhase::Paused {
+        // Resumed: the current wave's deadline starts again.
+        r.phase = RolloutPhase::Progressing;
+        if let Some(w) = r.waves.last_mut() {
+            w.started_at = Some(Time(now));
+        }
+        out.notes.push((
+            false,
+            "RolloutResumed",
+            format!("rollout of {target} resumed"),
+        ));
+    }
+    let by_key: BTreeMap<&str, &Member> = members.iter().map(|m| (m.key.as_str(), m)).collect();
+    loop {
+        let i = r.waves.len().saturating_sub(1);
+        let passed = match r.waves.last_mut() {
+            None => true,
+            Some(w) => {
+                let spec = wave_spec(policy, i);
+                // Move more of the wave, at most maxUnavailable not ready at a time.
+                let alive: Vec<&Member> = w
+                    .gateways
+                    .iter()
+                    .filter_map(|k| by_key.get(k.as_str()).copied())
+                    .collect();
+                let released = usize::try_from(w.released).unwrap_or(usize::MAX);
+                let unavailable = w
+                    .gateways
+                    .iter()
+                    .take(released)
+                    .filter_map(|k| by_key.get(k.as_str()))
+                    .filter(|m| !(m.on(target) && m.health == Health::Ready))
+                    .count();
+                let room = spec
+                    .max_unavailable
+                    .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX))
+                    .saturating_sub(unavailable);
+                let more = room.min(w.gateways.len().saturating_sub(released));
+                if more > 0 {
+                    out.moved
+                        .extend(w.gateways[released..released + more].iter().cloned());
+                    w.released = u32::try_from(released + more).unwrap_or(u32::MAX);
+                }
+                let released = usize::try_from(w.released).unwrap_or(usize::MAX);
+                // A Gateway the new revision cannot render halts at once.
+                let failed: Vec<String> = w
+                    .gateways
+                    .iter()
+                    .take(released)
+                    .filter_map(|k| by_key.get(k.as_str()))
+                    .filter_map(|m| match &m.health {
+                        Health::Failed(why) if m.on(target) => Some(format!("{}: {why}", m.key)),
+                        _ => None,
+                    })
+                    .collect();
+                let waiting: Vec<String> = alive
+                    .iter()
+                    .filter_map(|m| {
+                        let moved = w.gateways[..released].contains(&m.key);
+                        match &m.health {
+                            _ if !moved => Some(format!("{}: not moved yet", m.key)),
+                            _ if !m.on(target) => Some(format!("{}: not on {target} yet", m.key)),
+                            Health::Ready => None,
+                            Health::NotReady(why) | Health::Failed(why) => {
+                                Some(format!("{}: {why}", m.key))
+                            }
+                        }
+                    })
+                    .collect();
+                let deadline_passed = seconds_since(w.started_at.as_ref(), now) >= spec.deadline();
+                if !failed.is_empty() || (deadline_passed && !waiting.is_empty()) {
+                    let why = if failed.is_empty() {
+                        format!(
+                            "wave {} did not pass within {} s: {}",
+                            w.name,
+                            spec.deadline(),
+                            shown(&waiting)
+                        )
+                    } else {
+                        format!(
+                            "revision {target} does not render in wave {}: {}",
+                            w.name,
+                            shown(&failed)
+                        )
+                    };
+                    halt(policy, &mut r, &why, members, &mut out);
+                    out.status = Some(r);
+                    return out;
+                }
+                if waiting.is_empty() {
+                    let since = w.healthy_since.get_or_insert(Time(now)).clone();
+                    let baked = seconds_since(Some(&since), now);
+                    if baked >= spec.bake() {
+                        true
+                    } else {
+                        r.message = format!(
+                            "wave {} is Programmed; baking for {} s more",
+                            w.name,
+                            spec.bake() - baked
+                        );
+                        out.again = Some(Duration::from_secs(spec.bake() - baked));
+                        false
+                    }
+                } else {
+                    w.healthy_since = None;
+                    let left = spec
+                        .deadline()
+                        .saturating_sub(seconds_since(w.started_at.as_ref(), now));
+                    r.message = format!("wave {} waits for {}", w.name, shown(&waiting));
+                    out.again = Some(Duration::from_secs(left.max(1)));
+                    false
+                }
+            }
+        };
+        if !passed {
+            break;
+        }
+        // The next wave, if a Gateway is left to move.
+        let next = r.waves.len();
+        let taken = |k: &str| r.waves.iter().any(|w| w.gateways.iter().any(|g| g == k));
+        let mut n = next;
+        let gateways = loop {
+            let g = members_of(policy, n, target, members, &taken);
+            if !g.is_empty() || n >= policy.waves.len() {
+                break g;
+            }
+            // A listed wave that takes nobody is skipped.
+            n += 1;
+        };
+        if gateways.is_empty() {
+            r.phase = RolloutPhase::Complete;
+            r.message = format!("every Gateway renders {target}");
+            out.notes.push((
+                false,
+                "RolloutComplete",
+                format!("every Gateway renders {target}"),
+            ));
+            out.again = None;
+            break;
+        }
+        let name = wave_name(policy, n);
+        out.notes.push((
+            false,
+            "WaveStarted",
+            format!(
+                "rollout of {target}: wave {name} moves {} Gateway(s)",
+                gateways.len()
+            ),
+        ));
+        r.waves.push(WaveStatus {
+            name,
+            gateways,
+            released: 0,
+            started_at: Some(Time(now)),
+            healthy_since: None,
+        });
+    }
+    out.status = Some(r);
+    out
+}
+
+fn shown(items: &[String]) -> String {
+    let mut s = items.iter().take(5).cloned().collect::<Vec<_>>().join("; ");
+    if items.len() > 5 {
+        s.push_str(&format!(" (and {} more)", items.len() - 5));
+    }
+    s
+}
+
+fn halt(
+    policy: &RolloutPolicy,
+    r: &mut RolloutStatus,
+    why: &str,
+    members: &[Member],
+    out: &mut Step,
+) {
+    let rollback = policy.on_failure == Some(OnFailure::Rollback) && r.from.is_some();
+    r.message = why.to_owned();
+    if rollback {
+        r.phase = RolloutPhase::RolledBack;
+        out.moved.extend(
+            r.waves
+                .iter()
+                .flat_map(|w| {
+                    w.gateways
+                        .iter()
+                        .take(usize::try_from(w.released).unwrap_or(usize::MAX))
+                })
+                .cloned(),
+        );
+        // New Gateways took the newest too: they go back as well.
+        out.moved.extend(
+            members
+                .iter()
+                .filter(|m| m.revision.as_deref() == Some(r.revision.as_str()))
+                .map(|m| m.key.clone()),
+        );
+        out.notes.push((
+            true,
+            "RolledBack",
+            format!(
+                "rollout of {} rolled back to {}: {why}",
+                r.revision,
+                r.from.as_deref().unwrap_or_default()
+            ),
+        ));
+    } else {
+        r.phase = RolloutPhase::Halted;
+        out.notes.push((
+            true,
+            "RolloutHalted",
+            format!("rollout of {} halted: {why}", r.revision),
+        ));
+    }
+    out.again = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(name: &str, revision: &str, health: Health) -> Member {
+        Member {
+            key: format!("ns/{name}"),
+            labels: BTreeMap::from([("tier".to_owned(), name[..1].to_owned())]),
+            namespace_labels: BTreeMap::new(),
+            pinned: false,
+            revision: Some(revision.to_owned()),
+            health,
+        }
+    }
+
+    fn policy() -> RolloutPolicy {
+        RolloutPolicy {
+            waves: vec![
+                Wave {
+                    count: Some(1),
+                    ..Default::default()
+                },
+                Wave {
+                    percent: Some(50),
+                    bake_seconds: Some(30),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }
+    }
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    #[test]
+    fn waves_release_in_order_and_wait_for_health_and_bake() {
+        let p = policy();
+        let mut ms: Vec<Member> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|n| m(n, "bp-1", Health::Ready))
+            .collect();
+        let s = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0));
+        let st = s.status.clone().unwrap();
+        assert_eq!(st.from.as_deref(), Some("bp-1"));
+        assert_eq!(st.waves.len(), 1);
+        assert_eq!(st.waves[0].gateways, vec!["ns/a"]);
+        assert_eq!(s.moved, vec!["ns/a"]);
+        // a is on bp-2 but not ready: nothing more.
+        ms[0].revision = Some("bp-2".into());
+        ms[0].health = Health::NotReady("children".into());
+        let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(5));
+        let st = s.status.clone().unwrap();
+        assert_eq!(st.waves.len(), 1);
+        assert!(s.moved.is_empty());
+        assert!(st.message.contains("ns/a: children"), "{}", st.message);
+        // Ready: the second wave takes 50 % of 4 = 2 Gateways.
+        ms[0].health = Health::Ready;
+        let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(10));
+        let st = s.status.clone().unwrap();
+        assert_eq!(st.waves[1].gateways, vec!["ns/b", "ns/c"]);
+        for g in &mut ms[1..3] {
+            g.revision = Some("bp-2".into());
+        }
+        // Ready, but baking 30 s.
+        let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(11));
+        let st = s.status.clone().unwrap();
+        assert_eq!(st.waves.len(), 2);
+        assert_eq!(s.again, Some(Duration::from_secs(30)));
+        let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(41));
+        let st = s.status.clone().unwrap();
+        assert_eq!(st.waves[2].name, "rest");
+        assert_eq!(st.waves[2].gateways, vec!["ns/d"]);
+        ms[3].revision = Some("bp-2".into());
+        let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(42));
+        assert_eq!(s.status.unwrap().phase, RolloutPhase::Complete);
+    }
+
+    #[test]
+    fn a_revision_that_does_not_render_halts_in_the_first_wave_or_rolls_back() {
+        let mut p = policy();
+        let mut ms: Vec<Member> = ["a", "b"]
+            .iter()
+            .map(|n| m(n, "bp-1", Health::Ready))
+            .collect();
+        let st = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0))
+            .status
+            .unwrap();
+        ms[0].revision = Some("bp-2".into());
+        ms[0].health = Health::Failed("template gateway: bad".into());
+        let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(1));
+        let halted = s.status.unwrap();
+        assert_eq!(halted.phase, RolloutPhase::Halted);
+        assert!(halted.message.contains("template gateway: bad"));
+        assert!(s.notes.iter().any(|n| n.0 && n.1 == "RolloutHalted"));
+        // Stays halted; b never moves.
+        let s = step(&p, "bp-2", Some("bp-1"), Some(&halted), &ms, t(100));
+        assert!(s.moved.is_empty());
+        p.on_failure = Some(OnFailure::Rollback);
+        let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(1));
+        assert_eq!(s.status.unwrap().phase, RolloutPhase::RolledBack);
+        assert!(s.moved.contains(&"ns/a".to_owned()));
+    }
+
+    #[test]
+    fn a_deadline_halts_and_max_unavailable_limits_a_wave() {
+        let p = RolloutPolicy {
+            waves: vec![Wave {
+                max_unavailable: Some(1),
+                progress_deadline_seconds: Some(60),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut ms: Vec<Member> = ["a", "b"]
+            .iter()
+            .map(|n| m(n, "bp-1", Health::Ready))
+            .collect();
+        let s = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0));
+        let st = s.status.unwrap();
+        assert_eq!(st.waves[0].gateways.len(), 2);
+        assert_eq!(st.waves[0].released, 1);
+        ms[0].revision = Some("bp-2".into());
+        ms[0].health = Health::NotReady("waiting".into());
+        let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(30));
+        assert_eq!(s.status.as_ref().unwrap().waves[0].released, 1);
+        let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(61));
+        assert_eq!(s.status.unwrap().phase, RolloutPhase::Halted);
+    }
+
+    #[test]
+    fn pause_stops_and_resume_restarts_the_deadline() {
+        let mut p = policy();
+        let ms = vec![m("a", "bp-1", Health::Ready), m("b", "bp-1", Health::Ready)];
+        let st = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0))
+            .status
+            .unwrap();
+        p.paused = true;
+        let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(10_000));
+        let paused = s.status.unwrap();
+        assert_eq!(paused.phase, RolloutPhase::Paused);
+        p.paused = false;
+        let s = step(&p, "bp-2", Some("bp-1"), Some(&paused), &ms, t(10_001));
+        let st = s.status.unwrap();
+        assert_eq!(st.phase, RolloutPhase::Progressing);
+        assert_eq!(st.waves[0].started_at, Some(Time(t(10_001))));
+    }
+
+    #[test]
+    fn selectors_pick_the_canary_and_pinned_gateways_are_left_alone() {
+        let p = RolloutPolicy {
+            waves: vec![Wave {
+                selector: Some(LabelSelector {
+                    match_labels: Some(BTreeMap::from([("tier".into(), "c".into())])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut ms = vec![
+            m("a", "bp-1", Health::Ready),
+            m("b", "bp-1", Health::Ready),
+            m("c", "bp-1", Health::Ready),
+        ];
+        ms[1].pinned = true;
+        let st = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0))
+            .status
+            .unwrap();
+        assert_eq!(st.waves[0].gateways, vec!["ns/c"]);
+        ms[2].revision = Some("bp-2".into());
+        let st = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(1))
+            .status
+            .unwrap();
+        assert_eq!(st.waves[1].gateways, vec!["ns/a"]);
+    }
+
+    #[test]
+    fn nothing_to_move_completes_at_once() {
+        let p = policy();
+        let ms = vec![m("a", "bp-2", Health::Ready)];
+        let s = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0));
+        assert_eq!(s.status.unwrap().phase, RolloutPhase::Complete);
+    }
+}
