@@ -182,6 +182,10 @@ pub struct WaveStatus {
     /// How many of them have been moved (the first ones).
     #[serde(default)]
     pub released: u32,
+    /// Those that were not `Programmed` when the wave started: the gate does not wait for
+    /// them (a Gateway broken before the change does not hold the rollout).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exempt: Vec<String>,
     /// When it started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,

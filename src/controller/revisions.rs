@@ -64,9 +64,9 @@ fn health(gw: &gateway_api::apis::standard::gateways::Gateway) -> Health {
             Some(r) if r.status != "True" => Health::NotReady(r.message.clone()),
             _ => Health::Ready,
         },
-        Some(p) if p.reason == "Invalid" && p.message.starts_with("template ") => {
-            Health::Failed(p.message.clone())
-        }
+        // What will not fix itself: a template error, a child another parent holds, a
+        // kind not served.
+        Some(p) if p.reason == "Invalid" => Health::Failed(p.message.clone()),
         Some(p) => Health::NotReady(format!("{}: {}", p.reason, p.message)),
     }
 }

@@ -9,7 +9,8 @@
 //! match; the Gateways no listed wave takes form a last wave, `rest`. A wave moves its
 //! Gateways at most `maxUnavailable` not yet `Programmed` at a time; it passes once every
 //! one of them is `Programmed` on the new revision (with its make-before-break children
-//! served) for `bakeSeconds`. A Gateway the new revision cannot render
+//! served) for `bakeSeconds` (a Gateway that was not `Programmed` when its wave started is
+//! moved but not waited for). A Gateway the new revision cannot render
 //! (`Programmed=False/Invalid` on it) halts the rollout at once; a wave that does not
 //! pass within `progressDeadlineSeconds` halts it then. Halted with `onFailure:
 //! Rollback`, the moved Gateways go back to the revision the rollout started from.
@@ -205,6 +206,7 @@ pub fn step(
                 let alive: Vec<&Member> = w
                     .gateways
                     .iter()
+                    .filter(|k| !w.exempt.contains(k))
                     .filter_map(|k| by_key.get(k.as_str()).copied())
                     .collect();
                 let released = usize::try_from(w.released).unwrap_or(usize::MAX);
@@ -231,6 +233,7 @@ pub fn step(
                     .gateways
                     .iter()
                     .take(released)
+                    .filter(|k| !w.exempt.contains(k))
                     .filter_map(|k| by_key.get(k.as_str()))
                     .filter_map(|m| match &m.health {
                         Health::Failed(why) if m.on(target) => Some(format!("{}: {why}", m.key)),
@@ -331,9 +334,15 @@ pub fn step(
                 gateways.len()
             ),
         ));
+        let exempt = gateways
+            .iter()
+            .filter(|k| by_key.get(k.as_str()).is_some_and(|m| m.health != Health::Ready))
+            .cloned()
+            .collect();
         r.waves.push(WaveStatus {
             name,
             gateways,
+            exempt,
             released: 0,
             started_at: Some(Time(now)),
             healthy_since: None,
@@ -575,6 +584,30 @@ mod tests {
             .status
             .unwrap();
         assert_eq!(st.waves[1].gateways, vec!["ns/a"]);
+    }
+
+    #[test]
+    fn a_gateway_broken_before_its_wave_does_not_hold_the_rollout() {
+        let p = RolloutPolicy {
+            waves: vec![Wave {
+                count: Some(2),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut ms = vec![
+            m("a", "bp-1", Health::Failed("no listener is valid".into())),
+            m("b", "bp-1", Health::Ready),
+        ];
+        let st = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0))
+            .status
+            .unwrap();
+        assert_eq!(st.waves[0].exempt, vec!["ns/a"]);
+        for g in &mut ms {
+            g.revision = Some("bp-2".into());
+        }
+        let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(1));
+        assert_eq!(s.status.unwrap().phase, RolloutPhase::Complete);
     }
 
     #[test]

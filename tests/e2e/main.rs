@@ -22,4 +22,5 @@ mod rollout;
 mod rules;
 mod smoke;
 mod teardown;
+mod waves;
 mod writes;

@@ -1,0 +1,401 @@
+//! A blueprint change reaching its Gateways in waves gated on health, on the real cluster:
+//! revisions made and named on each Gateway, a good revision rolled out wave by wave (no
+//! Gateway changed before its wave was released), a revision that does not render stopped
+//! in the first wave and rolled back while the rest of the class stayed `Programmed`
+//! throughout, and a Gateway pinned to a revision.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use gateway_api::apis::standard::gateways::Gateway;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use crate::common::{TestNamespace, admin, apply_yaml, controller, unique_name, wait_for};
+use crate::mbb::delete_class;
+
+const T: Duration = Duration::from_secs(90);
+
+/// A class whose blueprint renders one ConfigMap per Gateway holding `value`, moved in
+/// waves by `policy` (YAML flow map).
+fn class_yaml(name: &str, template: &str, policy: &str) -> String {
+    format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: {name}}}
+spec:
+  controllerName: gatewright.dev/gateway-controller
+  parametersRef: {{group: gatewright.dev, kind: GatewayClassBlueprint, name: {name}}}
+---
+apiVersion: gatewright.dev/v1alpha1
+kind: GatewayClassBlueprint
+metadata: {{name: {name}}}
+spec:
+  rolloutPolicy: {policy}
+  gatewayTemplates:
+  - name: cm
+    template: |
+{template}
+  status:
+    template: |
+      addresses: [{{type: IPAddress, value: 192.0.2.10}}]
+"#
+    )
+}
+
+fn good(value: &str) -> String {
+    format!(
+        "      apiVersion: v1\n      kind: ConfigMap\n      metadata:\n        name: {{{{ gateway.metadata.name ~ \"-cm\" }}}}\n      data:\n        value: \"{value}\"\n"
+    )
+}
+
+/// Renders YAML that does not parse: a template error only a render finds.
+fn broken() -> String {
+    "      apiVersion: v1\n      kind: ConfigMap\n      metadata: {name: {{ gateway.metadata.name ~ \"-cm\" }}\n      data: [\n".to_owned()
+}
+
+fn gateway_yaml(ns: &str, name: &str, class: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  gatewayClassName: {class}\n  listeners: [{{name: http, port: 80, protocol: HTTP}}]\n"
+    )
+}
+
+fn blueprints(client: &Client) -> Api<gatewright::api::GatewayClassBlueprint> {
+    Api::all(client.clone())
+}
+
+fn cond<'a>(gw: &'a Gateway, t: &str) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    gw.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == t && c.observed_generation == gw.metadata.generation)
+}
+
+/// The revision a Gateway's status names, when it is `Programmed` on it.
+fn programmed_on(gw: &Gateway) -> Option<String> {
+    let p = cond(gw, "Programmed")?;
+    let r = cond(gw, "gatewright.dev/Revision")?;
+    (p.status == "True").then(|| r.message.split(':').next().unwrap_or_default().to_owned())
+}
+
+/// Waits until every Gateway of `ns` named in `names` is `Programmed` on `revision`.
+async fn all_programmed_on(client: &Client, ns: &str, names: &[&str], revision: &str) {
+    let gws: Api<Gateway> = Api::namespaced(client.clone(), ns);
+    wait_for(
+        &format!("{names:?} Programmed on {revision}"),
+        T,
+        || async {
+            let list = gws.list(&ListParams::default()).await.ok()?;
+            let on: Vec<String> = list
+                .items
+                .iter()
+                .filter(|g| names.contains(&g.name_any().as_str()))
+                .filter(|g| programmed_on(g).as_deref() == Some(revision))
+                .map(ResourceExt::name_any)
+                .collect();
+            (on.len() == names.len()).then_some(())
+        },
+    )
+    .await;
+}
+
+async fn values(client: &Client, ns: &str) -> BTreeMap<String, String> {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    cms.list(&ListParams::default().labels("app.kubernetes.io/managed-by=gatewright"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| {
+            let v = c.data.as_ref()?.get("value")?.clone();
+            Some((c.name_any().trim_end_matches("-cm").to_owned(), v))
+        })
+        .collect()
+}
+
+async fn rollout(client: &Client, name: &str) -> Option<gatewright::api::RolloutStatus> {
+    blueprints(client)
+        .get(name)
+        .await
+        .ok()?
+        .status?
+        .rollout
+}
+
+async fn set_template(client: &Client, name: &str, template: &str) {
+    let patch = json!({"spec": {"gatewayTemplates": [{"name": "cm", "template": template.lines().map(|l| l.strip_prefix("      ").unwrap_or(l)).collect::<Vec<_>>().join("\n") + "\n"}]}});
+    blueprints(client)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// Every event of the Gateways of `ns`, from now on (listed first).
+struct Watch {
+    seen: Arc<Mutex<Vec<Gateway>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Watch {
+    async fn start(client: &Client, ns: &str) -> Self {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let api: Api<Gateway> = Api::namespaced(client.clone(), ns);
+        let task = {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut tx = Some(tx);
+                let mut stream = watcher(api, watcher::Config::default()).boxed();
+                while let Some(ev) = stream.next().await {
+                    match ev {
+                        Ok(watcher::Event::InitDone) => {
+                            if let Some(tx) = tx.take() {
+                                let _ = tx.send(());
+                            }
+                        }
+                        Ok(watcher::Event::Apply(g) | watcher::Event::InitApply(g)) => {
+                            seen.lock().unwrap().push(g);
+                        }
+                        _ => {}
+                    }
+                }
+            })
+        };
+        let _ = rx.await;
+        Self { seen, task }
+    }
+
+    fn events(&self) -> Vec<Gateway> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test]
+async fn a_good_revision_rolls_out_wave_by_wave_and_no_gateway_moves_before_its_wave() {
+    let _ = controller();
+    let client = admin().await;
+    let ns = TestNamespace::new(&client, "waves").await;
+    let class = unique_name("waves");
+    let policy = "{waves: [{count: 1, bakeSeconds: 2}, {count: 2}]}";
+    apply_yaml(&client, &class_yaml(&class, &good("1"), policy)).await;
+    let names = ["g0", "g1", "g2", "g3"];
+    for n in names {
+        apply_yaml(&client, &gateway_yaml(&ns.name, n, &class)).await;
+    }
+    let first = format!("{class}-1");
+    let second = format!("{class}-2");
+    all_programmed_on(&client, &ns.name, &names, &first).await;
+    // The revision object was made, and names the blueprint.
+    let revs: Api<gatewright::api::GatewayClassBlueprintRevision> = Api::all(client.clone());
+    let r1 = revs.get(&first).await.unwrap();
+    assert_eq!(r1.spec.blueprint, class);
+    assert_eq!(r1.spec.revision, 1);
+
+    set_template(&client, &class, &good("2")).await;
+    // Until the rollout is complete: a ConfigMap holds "2" only for a Gateway its wave
+    // released (read the ConfigMaps first: a release is written before the change).
+    let started = std::time::Instant::now();
+    let mut order: Vec<String> = Vec::new();
+    loop {
+        let vals = values(&client, &ns.name).await;
+        let r = rollout(&client, &class).await;
+        let done = r.as_ref().is_some_and(|r| {
+            r.revision == second && r.phase == gatewright::api::RolloutPhase::Complete
+        });
+        for (gw, v) in &vals {
+            if v == "2" {
+                let released = r.as_ref().is_some_and(|r| {
+                    r.revision == second
+                        && gatewright::plan::revisions::released(r, &format!("{}/{gw}", ns.name))
+                });
+                assert!(
+                    released || done,
+                    "{gw} changed before its wave was released: {r:?}"
+                );
+                if !order.contains(gw) {
+                    order.push(gw.clone());
+                }
+            }
+        }
+        if done && vals.values().all(|v| v == "2") {
+            break;
+        }
+        assert!(started.elapsed() < T, "rollout not complete: {r:?} {vals:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // g0 alone first (it baked 2 s before the others moved).
+    assert_eq!(order.first().map(String::as_str), Some("g0"), "{order:?}");
+    let r = rollout(&client, &class).await.unwrap();
+    let waves: Vec<(String, Vec<String>)> = r
+        .waves
+        .iter()
+        .map(|w| (w.name.clone(), w.gateways.clone()))
+        .collect();
+    let k = |g: &str| format!("{}/{g}", ns.name);
+    assert_eq!(
+        waves,
+        vec![
+            ("wave-1".to_owned(), vec![k("g0")]),
+            ("wave-2".to_owned(), vec![k("g1"), k("g2")]),
+            ("rest".to_owned(), vec![k("g3")]),
+        ]
+    );
+    all_programmed_on(&client, &ns.name, &names, &second).await;
+    let bp = blueprints(&client).get(&class).await.unwrap();
+    let st = bp.status.unwrap();
+    assert_eq!(st.current_revision.as_deref(), Some(second.as_str()));
+    assert_eq!(
+        st.revisions,
+        vec![gatewright::api::RevisionCount {
+            name: second.clone(),
+            gateways: 4,
+            ready: 4
+        }]
+    );
+    // Changed back: the first revision is reused and rolled out again.
+    set_template(&client, &class, &good("1")).await;
+    all_programmed_on(&client, &ns.name, &names, &first).await;
+    wait_for("the values back to 1", T, || async {
+        values(&client, &ns.name)
+            .await
+            .values()
+            .all(|v| v == "1")
+            .then_some(())
+    })
+    .await;
+    delete_class(&client, &class).await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_revision_that_does_not_render_stops_in_the_first_wave_and_rolls_back() {
+    let _ = controller();
+    let client = admin().await;
+    let ns = TestNamespace::new(&client, "waves-bad").await;
+    let class = unique_name("waves-bad");
+    let policy = "{onFailure: Rollback, waves: [{count: 1}]}";
+    apply_yaml(&client, &class_yaml(&class, &good("1"), policy)).await;
+    let names = ["g0", "g1", "g2"];
+    for n in names {
+        apply_yaml(&client, &gateway_yaml(&ns.name, n, &class)).await;
+    }
+    let first = format!("{class}-1");
+    all_programmed_on(&client, &ns.name, &names, &first).await;
+    let watch = Watch::start(&client, &ns.name).await;
+
+    set_template(&client, &class, &broken()).await;
+    let r = wait_for("the rollout rolled back", T, || async {
+        rollout(&client, &class)
+            .await
+            .filter(|r| r.phase == gatewright::api::RolloutPhase::RolledBack)
+    })
+    .await;
+    assert_eq!(r.from.as_deref(), Some(first.as_str()));
+    assert_eq!(r.waves.len(), 1, "{r:?}");
+    assert_eq!(r.waves[0].gateways, vec![format!("{}/g0", ns.name)]);
+    assert!(r.message.contains("does not render"), "{}", r.message);
+    // The first wave is back on the first revision, and Programmed.
+    all_programmed_on(&client, &ns.name, &names, &first).await;
+    // Every status the other Gateways went through: Programmed on the first revision.
+    let events = watch.events();
+    let mut seen_g0_failing = false;
+    for g in &events {
+        let name = g.name_any();
+        if name == "g0" {
+            seen_g0_failing |= cond(g, "Programmed").is_some_and(|p| p.status == "False");
+            continue;
+        }
+        assert_eq!(
+            programmed_on(g).as_deref(),
+            Some(first.as_str()),
+            "{name} left Programmed on {first}: {:?}",
+            g.status
+        );
+    }
+    assert!(seen_g0_failing, "the first wave never failed: {events:?}");
+    // The blueprint says so: not Ready, Progressing False/RolledBack, and an Event.
+    let bp = blueprints(&client).get(&class).await.unwrap();
+    let conds = bp.status.unwrap().conditions;
+    let c = |t: &str| conds.iter().find(|c| c.type_ == t).unwrap().clone();
+    assert_eq!(c("Progressing").reason, "RolledBack");
+    assert_eq!(c("Ready").status, "False");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    wait_for("a RolledBack Event", T, || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("RolledBack")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&class)
+            })
+            .then_some(())
+    })
+    .await;
+    // Mended: the new revision rolls out and completes.
+    set_template(&client, &class, &good("3")).await;
+    let third = format!("{class}-3");
+    all_programmed_on(&client, &ns.name, &names, &third).await;
+    drop(watch);
+    delete_class(&client, &class).await;
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_pinned_gateway_stays_on_its_revision() {
+    let _ = controller();
+    let client = admin().await;
+    let ns = TestNamespace::new(&client, "waves-pin").await;
+    let class = unique_name("waves-pin");
+    apply_yaml(&client, &class_yaml(&class, &good("1"), "{}")).await;
+    let names = ["g0", "g1"];
+    for n in names {
+        apply_yaml(&client, &gateway_yaml(&ns.name, n, &class)).await;
+    }
+    let first = format!("{class}-1");
+    all_programmed_on(&client, &ns.name, &names, &first).await;
+    apply_yaml(
+        &client,
+        &format!(
+            "apiVersion: gatewright.dev/v1alpha1\nkind: GatewayConfig\nmetadata: {{name: pin, namespace: {}}}\nspec:\n  targetRef: {{group: gateway.networking.k8s.io, kind: Gateway, name: g1}}\n  revision: {first}\n",
+            ns.name
+        ),
+    )
+    .await;
+    set_template(&client, &class, &good("2")).await;
+    let second = format!("{class}-2");
+    all_programmed_on(&client, &ns.name, &["g0"], &second).await;
+    let gws: Api<Gateway> = Api::namespaced(client.clone(), &ns.name);
+    let g1 = gws.get("g1").await.unwrap();
+    let r = cond(&g1, "gatewright.dev/Revision").unwrap();
+    assert_eq!(r.reason, "Pinned", "{r:?}");
+    assert!(r.message.starts_with(&format!("{first}:")), "{}", r.message);
+    assert_eq!(
+        values(&client, &ns.name).await,
+        BTreeMap::from([("g0".into(), "2".into()), ("g1".into(), "1".into())])
+    );
+    // The rollout completes around the pin.
+    wait_for("the rollout complete", T, || async {
+        rollout(&client, &class)
+            .await
+            .filter(|r| r.phase == gatewright::api::RolloutPhase::Complete)
+    })
+    .await;
+    delete_class(&client, &class).await;
+    ns.delete().await;
+}
