@@ -162,6 +162,26 @@ enum Command {
         #[command(flatten)]
         fleet: FleetArgs,
     },
+    /// A blueprint's rollout, as `kubectl rollout` shows a Deployment's: `status` (exit 0
+    /// complete, 1 under way or paused, 4 halted or rolled back), `history` (its revisions
+    /// and what each changed), `pause` and `resume` (`spec.rolloutPolicy.paused`), `undo`
+    /// (the blueprint's spec back to a revision: the one the rollout started from, else
+    /// the one before the newest, or `--to-revision N`).
+    Rollout {
+        /// `status`, `history`, `pause`, `resume` or `undo`.
+        #[arg(value_parser = ["status", "history", "pause", "resume", "undo"])]
+        action: String,
+        /// The GatewayClassBlueprint.
+        blueprint: String,
+        /// `undo`: the revision number to go back to.
+        #[arg(long)]
+        to_revision: Option<i64>,
+        /// Output format (`status`, `history`).
+        #[arg(short = 'o', long = "output", value_parser = ["text", "json"], default_value = "text")]
+        output: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    },
     /// Local testing only: write the status that downstream controllers needing a
     /// dataplane or a cloud (Istio, Contour, Crossplane, the AWS Load Balancer Controller)
     /// would write on every child we manage, once. cert-manager and external-dns run for
@@ -425,6 +445,25 @@ fn run() -> anyhow::Result<ExitCode> {
                 }
             })?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Rollout {
+            action,
+            blueprint,
+            to_revision,
+            output,
+            cluster,
+        } => {
+            use gatewright::live::rollout::{Action, rollout};
+            let action = match action.as_str() {
+                "status" => Action::Status,
+                "history" => Action::History,
+                "pause" => Action::Pause,
+                "resume" => Action::Resume,
+                _ => Action::Undo,
+            };
+            live(&cluster, |client, _| async move {
+                rollout(&client, action, &blueprint, to_revision, output == "json").await
+            })
         }
         Command::Status {
             what,

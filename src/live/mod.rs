@@ -15,6 +15,7 @@ pub mod commands;
 pub mod diff;
 pub mod fleet;
 pub mod report;
+pub mod rollout;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

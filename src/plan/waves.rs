@@ -336,7 +336,11 @@ pub fn step(
         ));
         let exempt = gateways
             .iter()
-            .filter(|k| by_key.get(k.as_str()).is_some_and(|m| m.health != Health::Ready))
+            .filter(|k| {
+                by_key
+                    .get(k.as_str())
+                    .is_some_and(|m| m.health != Health::Ready)
+            })
             .cloned()
             .collect();
         r.waves.push(WaveStatus {
