@@ -844,6 +844,9 @@ fn a_child_an_earlier_release_named_otherwise_serves_until_replaced_then_is_prun
             "{step}: {:?}",
             p.gateway.errors
         );
+        // The old one serves meanwhile: the Gateway stays Programmed.
+        let programmed = cond(&p.status.gateway.conditions, types::PROGRAMMED);
+        assert!(programmed.status.is_true(), "{step}: {programmed:?}");
         assert!(
             !p.gateway.prune.contains(&old.key),
             "{step}: the old certificate is pruned while the live reader names its Secret"

@@ -121,16 +121,31 @@ impl SlotsStep<'_> {
             let state = state_of(&c.key);
             let live_obj = live.get(&c.key).map(|o| (*o).clone());
             if fresh.iter().any(|f| f.key == c.key) {
-                out.states.extend(state.clone());
+                // The same content under an earlier name, which serves meanwhile: status
+                // judges that one (below) until this one is ready, as for a replacement.
+                let earlier: Vec<String> = gone
+                    .iter()
+                    .filter(|g| version_label(g) == v && ObjectKey::of(g) != c.key)
+                    .map(|g| ObjectKey::of(g).to_string())
+                    .collect();
                 if ready(c) {
+                    out.states.extend(state);
                     serving.extend(live_obj);
                     versions.push(v);
                 } else {
+                    if earlier.is_empty() {
+                        out.states.extend(state.clone());
+                    }
                     let started = live_obj.as_ref().map(|o| created(o).to_owned());
                     pending.extend(live_obj);
                     let why = match state.map(|s| s.readiness) {
                         Some(Readiness::NotReady(why)) => format!("{} ({why})", c.key),
                         _ => format!("{} (not created yet)", c.key),
+                    };
+                    let serves = if earlier.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {} keeps serving", earlier.join(", "))
                     };
                     out.rollouts.push(RolloutState {
                         template: name.clone(),
@@ -138,7 +153,7 @@ impl SlotsStep<'_> {
                         from: None,
                         to: v,
                         phase: RolloutPhase::WaitingForNew,
-                        waiting_for: format!("the new object to be ready: {why}"),
+                        waiting_for: format!("the new object to be ready: {why}{serves}"),
                         started,
                         timeout_seconds: self.timeout,
                     });
