@@ -18,6 +18,8 @@ use serde_json::Value;
 
 #[path = "render/groups.rs"]
 mod groups;
+#[path = "render/upgrade.rs"]
+mod upgrade;
 
 const CLASSES: &[&str] = &[
     "istio-certmanager-externaldns",
