@@ -18,6 +18,8 @@ use serde_json::Value;
 
 #[path = "render/groups.rs"]
 mod groups;
+#[path = "render/upgrade.rs"]
+mod upgrade;
 
 const CLASSES: &[&str] = &[
     "istio-certmanager-externaldns",
@@ -197,6 +199,7 @@ fn the_certificate_follows_the_routes() {
         "gatewright-system",
         &now(),
     );
+    assert_eq!(out.code, EXIT_OK, "{:?}", out.stderr);
     assert!(!docs(&out.stdout).iter().any(|d| d["kind"] == "Certificate"));
     let out = docs(&out.stdout);
     let status = &gateway_status(&out)["status"];
@@ -207,6 +210,47 @@ fn the_certificate_follows_the_routes() {
             .iter()
             .all(|l| l["attachedRoutes"] == 0)
     );
+}
+
+/// Before a route brings a precise hostname there is no certificate: the Istio classes'
+/// child Gateway leaves out the HTTPS listener that would serve it (a terminating
+/// listener without a certificate cannot serve) instead of rendering invalid YAML.
+#[test]
+fn without_a_certificate_the_child_gateway_leaves_out_the_listener_it_would_serve() {
+    for class in ["istio-certmanager-externaldns", FLEET_CLASS] {
+        let example = root().join("examples").join(class);
+        // The example's Gateway (and namespace), without its routes.
+        let dir = tempfile::tempdir().unwrap();
+        let text = std::fs::read_to_string(example.join("gateway.yaml")).unwrap();
+        let gateway: String = text
+            .split("\n---")
+            .filter(|d| !d.contains("kind: HTTPRoute"))
+            .map(|d| format!("{d}\n---"))
+            .collect();
+        std::fs::write(dir.path().join("gateway.yaml"), gateway).unwrap();
+        let mut paths = vec![example.join("class"), dir.path().to_owned()];
+        if example.join("clusters.yaml").exists() {
+            paths.push(example.join("clusters.yaml"));
+        }
+        let out = cli::render(&paths, "gatewright-system", &now());
+        assert_eq!(out.code, EXIT_OK, "{class}: {:?}", out.stderr);
+        let all = docs(&out.stdout);
+        assert!(!all.iter().any(|d| d["kind"] == "Certificate"), "{class}");
+        let children: Vec<&Value> = all
+            .iter()
+            .filter(|d| d["kind"] == "Gateway" && d["metadata"]["name"] == "public-istio")
+            .collect();
+        assert!(!children.is_empty(), "{class}: no child Gateway");
+        for g in children {
+            let listeners: Vec<&str> = g["spec"]["listeners"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| l["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(listeners, ["http"], "{class}");
+        }
+    }
 }
 
 #[test]

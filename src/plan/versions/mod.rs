@@ -12,11 +12,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::set::{ChildState, SetInput, SetResult};
+use crate::render::labels;
 use crate::render::prepared::Prepared;
 use crate::snapshot::ObjectKey;
 use per_object::{SlotsStep, Vanished, keep_vanished};
 pub use stamp::VERSION_PLACEHOLDER;
-use stamp::{stamp_version, version_of};
+use stamp::{stamp_version, version_label, version_of};
 use step::{RolloutStep, finish_rollouts};
 
 /// Stamps the objects a make-before-break template rendered with their version: one for
@@ -142,5 +143,44 @@ impl Replacements {
     pub(super) fn finish(&self, prepared: &Prepared, input: &SetInput<'_>, out: &mut SetResult) {
         finish_rollouts(prepared, input, out, &self.finishing);
         keep_vanished(input, out, &self.vanished);
+        keep_namesakes(prepared, input, out);
     }
+}
+
+/// A live object of a template versioned as a whole that the set no longer renders, but
+/// whose version an object it renders carries too (the same content under another name,
+/// as an earlier release of the blueprint named it), is not an old version: nothing
+/// replaces it make-before-break. It stays while a live dependent may still read it
+/// ([`per_object::still_named`]) or some child of the set is not ready, like an object a
+/// per-object template no longer renders; then it is pruned.
+fn keep_namesakes(prepared: &Prepared, input: &SetInput<'_>, out: &mut SetResult) {
+    let all_ready = out.states.iter().all(|s| s.readiness.is_ready());
+    let mut keep = Vec::new();
+    for live in input.live.iter() {
+        let Some(template) = labels::template(live) else {
+            continue;
+        };
+        let whole = prepared
+            .entry(input.set, template)
+            .and_then(|e| e.rollout.as_ref())
+            .is_some_and(|r| r.make_before_break() && !r.per_object());
+        let key = ObjectKey::of(live);
+        if !whole
+            || out.unsettled.contains(template)
+            || out.keep.contains(&key)
+            || out.children.iter().any(|c| c.key == key)
+        {
+            continue;
+        }
+        let version = version_label(live);
+        let namesake = out
+            .children
+            .iter()
+            .any(|c| c.template == template && version_label(&c.object) == version);
+        if namesake && (!all_ready || per_object::still_named(template, &key, version, input, out))
+        {
+            keep.push(key);
+        }
+    }
+    out.keep.extend(keep);
 }

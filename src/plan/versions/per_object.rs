@@ -9,7 +9,9 @@ use serde_json::Value;
 use super::stamp::{created, version_label, versions_in_use};
 use super::step::RolloutStep;
 use crate::plan::readiness::{self, Readiness};
-use crate::plan::set::{ChildState, DesiredChild, RolloutPhase, RolloutState, SetInput, SetResult};
+use crate::plan::set::{
+    ChildState, DesiredChild, RolloutPhase, RolloutState, SetInput, SetResult, is_subset,
+};
 use crate::render::labels;
 use crate::snapshot::ObjectKey;
 
@@ -63,17 +65,33 @@ impl SlotsStep<'_> {
             .iter()
             .filter_map(|c| labels::slot(&c.object))
             .collect();
+        // Objects no longer rendered (or rendered before the template was versioned per
+        // object, or under another name by an earlier release of the blueprint).
+        let gone: Vec<&Arc<Value>> = input
+            .live
+            .iter()
+            .filter(|l| {
+                labels::template(l) == Some(name.as_str())
+                    && labels::slot(l).is_none_or(|s| !slots.contains(s))
+            })
+            .collect();
         let state_of = |key: &ObjectKey| self.new_states.iter().find(|s| &s.key == key).cloned();
         let ready = |c: &DesiredChild| {
             live.contains_key(&c.key) && state_of(&c.key).is_some_and(|s| s.readiness.is_ready())
         };
         // New objects (no version of them live, or only this one) while dependents read
-        // the template: shown once ready; until then, changed objects do not switch.
+        // the template: shown once ready; until then, changed objects do not switch. A
+        // version dependents name is theirs, unless an object no longer rendered carries
+        // it too (the same content under an earlier name): dependents read that one.
         let fresh: Vec<&DesiredChild> = children
             .iter()
             .filter(|c| {
+                let v = version_label(&c.object);
                 established
-                    && !in_use.contains(version_label(&c.object))
+                    && (!in_use.contains(v)
+                        || gone
+                            .iter()
+                            .any(|g| version_label(g) == v && ObjectKey::of(g) != c.key))
                     && !input.live.iter().any(|l| {
                         labels::template(l) == Some(name.as_str())
                             && labels::slot(l) == labels::slot(&c.object)
@@ -103,16 +121,31 @@ impl SlotsStep<'_> {
             let state = state_of(&c.key);
             let live_obj = live.get(&c.key).map(|o| (*o).clone());
             if fresh.iter().any(|f| f.key == c.key) {
-                out.states.extend(state.clone());
+                // The same content under an earlier name, which serves meanwhile: status
+                // judges that one (below) until this one is ready, as for a replacement.
+                let earlier: Vec<String> = gone
+                    .iter()
+                    .filter(|g| version_label(g) == v && ObjectKey::of(g) != c.key)
+                    .map(|g| ObjectKey::of(g).to_string())
+                    .collect();
                 if ready(c) {
+                    out.states.extend(state);
                     serving.extend(live_obj);
                     versions.push(v);
                 } else {
+                    if earlier.is_empty() {
+                        out.states.extend(state.clone());
+                    }
                     let started = live_obj.as_ref().map(|o| created(o).to_owned());
                     pending.extend(live_obj);
                     let why = match state.map(|s| s.readiness) {
                         Some(Readiness::NotReady(why)) => format!("{} ({why})", c.key),
                         _ => format!("{} (not created yet)", c.key),
+                    };
+                    let serves = if earlier.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {} keeps serving", earlier.join(", "))
                     };
                     out.rollouts.push(RolloutState {
                         template: name.clone(),
@@ -120,7 +153,7 @@ impl SlotsStep<'_> {
                         from: None,
                         to: v,
                         phase: RolloutPhase::WaitingForNew,
-                        waiting_for: format!("the new object to be ready: {why}"),
+                        waiting_for: format!("the new object to be ready: {why}{serves}"),
                         started,
                         timeout_seconds: self.timeout,
                     });
@@ -149,16 +182,7 @@ impl SlotsStep<'_> {
             pending.extend(done.pending);
             versions.extend(done.active);
         }
-        // Objects no longer rendered (or rendered before the template was versioned per
-        // object): read while anything of the template waits.
-        let gone: Vec<&Arc<Value>> = input
-            .live
-            .iter()
-            .filter(|l| {
-                labels::template(l) == Some(name.as_str())
-                    && labels::slot(l).is_none_or(|s| !slots.contains(s))
-            })
-            .collect();
+        // Objects no longer rendered: read while anything of the template waits.
         if waiting && established {
             for g in &gone {
                 if let Ok(r) = readiness::judge(&input.prepared.compiled, self.entry, Some(g)) {
@@ -189,16 +213,50 @@ impl SlotsStep<'_> {
 }
 
 /// The objects per-object templates no longer render stay while dependents read them or
-/// a live dependent still names their version, and while some child of the set is not
-/// ready; then they are pruned.
+/// a live dependent still names their version ([`still_named`]), and while some child of
+/// the set is not ready; then they are pruned, whatever name or versioning made them.
 pub(super) fn keep_vanished(input: &SetInput<'_>, out: &mut SetResult, vanished: &[Vanished]) {
     let all_ready = out.states.iter().all(|s| s.readiness.is_ready());
     for v in vanished {
-        let in_use = versions_in_use(input.live, &v.template);
         for (key, version) in &v.keys {
-            if v.serving || !all_ready || in_use.contains(version.as_str()) {
+            if v.serving || !all_ready || still_named(&v.template, key, version, input, out) {
                 out.keep.insert(key.clone());
             }
         }
     }
+}
+
+/// Whether a live dependent may still read `old`, a live object of `template` that this
+/// pass neither renders nor shows to dependents, because it names `old`'s version in its
+/// `uses` annotation. A version that an object the template renders now carries too (the
+/// same content under another name: an earlier release of the blueprint named the object
+/// otherwise, or versioned the template as a whole) does not say which of the two a
+/// dependent read: it reads `old` unless it is live as rendered now, from objects that
+/// do not include `old`.
+pub(super) fn still_named(
+    template: &str,
+    old: &ObjectKey,
+    version: &str,
+    input: &SetInput<'_>,
+    out: &SetResult,
+) -> bool {
+    let entry = format!("{template}={version}");
+    let mut namers = input.live.iter().filter(|l| {
+        l["metadata"]["annotations"][labels::USES]
+            .as_str()
+            .is_some_and(|u| u.split(',').any(|p| p == entry))
+    });
+    let namesake = out
+        .children
+        .iter()
+        .any(|c| c.template == template && &c.key != old && version_label(&c.object) == version);
+    if !namesake {
+        return namers.next().is_some();
+    }
+    namers.any(|l| {
+        let key = ObjectKey::of(l);
+        !out.children
+            .iter()
+            .any(|c| c.key == key && is_subset(&c.object, l))
+    })
 }
