@@ -69,7 +69,10 @@ fn blueprints(client: &Client) -> Api<gatewright::api::GatewayClassBlueprint> {
     Api::all(client.clone())
 }
 
-fn cond<'a>(gw: &'a Gateway, t: &str) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+fn cond<'a>(
+    gw: &'a Gateway,
+    t: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
     gw.status
         .as_ref()?
         .conditions
@@ -121,12 +124,7 @@ async fn values(client: &Client, ns: &str) -> BTreeMap<String, String> {
 }
 
 async fn rollout(client: &Client, name: &str) -> Option<gatewright::api::RolloutStatus> {
-    blueprints(client)
-        .get(name)
-        .await
-        .ok()?
-        .status?
-        .rollout
+    blueprints(client).get(name).await.ok()?.status?.rollout
 }
 
 async fn set_template(client: &Client, name: &str, template: &str) {
@@ -233,7 +231,10 @@ async fn a_good_revision_rolls_out_wave_by_wave_and_no_gateway_moves_before_its_
         if done && vals.values().all(|v| v == "2") {
             break;
         }
-        assert!(started.elapsed() < T, "rollout not complete: {r:?} {vals:?}");
+        assert!(
+            started.elapsed() < T,
+            "rollout not complete: {r:?} {vals:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // g0 alone first (it baked 2 s before the others moved).
