@@ -329,13 +329,16 @@ pub fn changes(a: &GatewayClassBlueprintSpec, b: &GatewayClassBlueprintSpec) -> 
     out
 }
 
+/// A line of `history`: name, number, hash, Gateways running it, what it changed.
+type Row = (String, i64, String, Option<u32>, Vec<String>);
+
 fn history(
     bp: &GatewayClassBlueprint,
     revs: &[GatewayClassBlueprintRevision],
     json: bool,
 ) -> Output {
     let st = bp.status.clone().unwrap_or_default();
-    let rows: Vec<(String, i64, String, Option<u32>, Vec<String>)> = revs
+    let rows: Vec<Row> = revs
         .iter()
         .enumerate()
         .map(|(i, r)| {

@@ -54,7 +54,7 @@ pub struct Newest<'a> {
 #[must_use]
 pub fn newest<'a>(snap: &'a Snapshot, bp: &BlueprintEntry) -> Newest<'a> {
     let name = bp.object.metadata.name.as_deref().unwrap_or_default();
-    let hash = spec_hash(&bp.object.spec);
+    let hash = bp.hash.clone();
     let all = snap.revisions_of(name);
     if let Some(r) = all.iter().rev().find(|r| r.object.spec.hash == hash) {
         return Newest {

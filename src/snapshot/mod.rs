@@ -88,6 +88,8 @@ pub struct BlueprintEntry {
     pub object: GatewayClassBlueprint,
     /// Compiled templates and graphs, or every error found.
     pub prepared: Result<Arc<Prepared>, Vec<RenderError>>,
+    /// The hash of its spec as a revision holds it ([`crate::plan::revisions::spec_hash`]).
+    pub hash: String,
 }
 
 /// A blueprint revision and what compiling its template gave (under its blueprint's name,
@@ -396,15 +398,19 @@ impl Snapshot {
         let name = b.metadata.name.clone().unwrap_or_default();
         // A status write changes no template: what compiled is kept (and the memos that
         // know it by identity stay good).
-        let prepared = match self.blueprints.get(&name) {
-            Some(held) if held.object.spec == b.spec => held.prepared.clone(),
-            _ => Prepared::new(&name, &b.spec).map(Arc::new),
+        let (prepared, hash) = match self.blueprints.get(&name) {
+            Some(held) if held.object.spec == b.spec => (held.prepared.clone(), held.hash.clone()),
+            _ => (
+                Prepared::new(&name, &b.spec).map(Arc::new),
+                crate::plan::revisions::spec_hash(&b.spec),
+            ),
         };
         self.blueprints.insert(
             name,
             Arc::new(BlueprintEntry {
                 object: b,
                 prepared,
+                hash,
             }),
         );
     }
