@@ -4,6 +4,10 @@
 --   (the controller has not checked this generation yet)                  -> Progressing
 --   Accepted=False/InvalidTemplate (a template does not compile, reads an unknown
 --   variable or a missing template, or the templates form a cycle)        -> Degraded
+--   Progressing=False (RolloutHalted, RolledBack: a wave of the rollout of its newest
+--   revision did not pass its gate)                                        -> Degraded
+--   Progressing=True/Paused (rolloutPolicy.paused)                         -> Suspended
+--   Progressing=True/WaveProgressing (a rollout in waves is under way)     -> Progressing
 --   Accepted=True                                                          -> Healthy
 local hs = {}
 local generation = 0
@@ -12,9 +16,13 @@ if obj.metadata ~= nil and obj.metadata.generation ~= nil then
 end
 local status = obj.status or {}
 local accepted = nil
+local progressing = nil
 for _, c in ipairs(status.conditions or {}) do
   if c.type == "Accepted" then
     accepted = c
+  end
+  if c.type == "Progressing" then
+    progressing = c
   end
 end
 
@@ -38,6 +46,24 @@ if accepted.status ~= "True" then
   hs.status = "Progressing"
   hs.message = "Accepted=" .. tostring(accepted.status) .. "/" .. tostring(accepted.reason)
   return hs
+end
+if progressing ~= nil then
+  local why = "Progressing=" .. tostring(progressing.status) .. "/" .. tostring(progressing.reason) .. ": " .. tostring(progressing.message)
+  if progressing.status == "False" then
+    hs.status = "Degraded"
+    hs.message = why
+    return hs
+  end
+  if progressing.reason == "Paused" then
+    hs.status = "Suspended"
+    hs.message = why
+    return hs
+  end
+  if progressing.reason == "WaveProgressing" then
+    hs.status = "Progressing"
+    hs.message = why
+    return hs
+  end
 end
 hs.status = "Healthy"
 hs.message = accepted.message or "every template compiles"
