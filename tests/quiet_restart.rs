@@ -1,5 +1,6 @@
 //! A restart of a converged world, on the real cluster: controller A converges a Gateway
-//! with routes (downstream readiness simulated), is killed; controller B starts on the
+//! with routes (downstream readiness simulated), and two Gateways of a class whose
+//! blueprint rollout it leaves halfway (the first wave moved and baking), is killed; controller B starts on the
 //! same world and must write nothing (no child re-applied, no status rewritten, so no
 //! condition flips), announce nothing (no Event) and, asked to re-plan everything, still
 //! write nothing. A test binary of its own, so that no other controller runs in the
@@ -70,6 +71,8 @@ async fn versions(client: &Client, ns: &str, class: &str) -> BTreeMap<String, St
             "DNSEndpoint",
             "dnsendpoints",
         ),
+        // The children of the class caught mid-rollout.
+        ar("", "v1", "ConfigMap", "configmaps"),
         // Policies: their status (where they apply) is ours to write too.
         ar(
             "gatewright.dev",
@@ -95,6 +98,44 @@ async fn versions(client: &Client, ns: &str, class: &str) -> BTreeMap<String, St
             "gatewayclasses",
         ),
     );
+    // The blueprint caught mid-rollout (its status holds the rollout) and its revisions.
+    let rolling = rolling_class(ns);
+    let bps: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ar(
+            "gatewright.dev",
+            "v1alpha1",
+            "GatewayClassBlueprint",
+            "gatewayclassblueprints",
+        ),
+    );
+    out.insert(
+        format!("GatewayClassBlueprint/{rolling}"),
+        bps.get_metadata(&rolling)
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap_or_default(),
+    );
+    let revs: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ar(
+            "gatewright.dev",
+            "v1alpha1",
+            "GatewayClassBlueprintRevision",
+            "gatewayclassblueprintrevisions",
+        ),
+    );
+    for r in revs.list_metadata(&ListParams::default()).await.unwrap() {
+        let name = r.metadata.name.unwrap_or_default();
+        if name.starts_with(&rolling) {
+            out.insert(
+                format!("GatewayClassBlueprintRevision/{name}"),
+                r.metadata.resource_version.unwrap_or_default(),
+            );
+        }
+    }
     out.insert(
         format!("GatewayClass/{class}"),
         classes
@@ -106,6 +147,43 @@ async fn versions(client: &Client, ns: &str, class: &str) -> BTreeMap<String, St
             .unwrap_or_default(),
     );
     out
+}
+
+/// The class of the test namespace `ns` whose blueprint is caught mid-rollout.
+fn rolling_class(ns: &str) -> String {
+    format!("rolling-{ns}")
+}
+
+/// A class rendering one ConfigMap per Gateway holding `value`, whose rollout moves one
+/// Gateway and then bakes for an hour: a restart finds it halfway.
+fn rolling_yaml(class: &str, value: &str) -> String {
+    format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: {class}}}
+spec:
+  controllerName: gatewright.dev/gateway-controller
+  parametersRef: {{group: gatewright.dev, kind: GatewayClassBlueprint, name: {class}}}
+---
+apiVersion: gatewright.dev/v1alpha1
+kind: GatewayClassBlueprint
+metadata: {{name: {class}}}
+spec:
+  rolloutPolicy: {{waves: [{{count: 1, bakeSeconds: 3600}}]}}
+  gatewayTemplates:
+  - name: cm
+    template: |
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: {{{{ gateway.metadata.name ~ "-cm" }}}}
+      data:
+        value: "{value}"
+  status:
+    template: |
+      addresses: [{{type: IPAddress, value: 192.0.2.10}}]
+"#
+    )
 }
 
 /// How many Events exist in `ns`.
@@ -153,6 +231,18 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
             )
             .await;
         }
+        let rolling = rolling_class(&ns.name);
+        apply_yaml(&client, &rolling_yaml(&rolling, "1")).await;
+        for g in ["roll-a", "roll-b"] {
+            apply_yaml(
+                &client,
+                &format!(
+                    "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {g}, namespace: {}}}\nspec:\n  gatewayClassName: {rolling}\n  listeners: [{{name: http, port: 80, protocol: HTTP}}]\n",
+                    ns.name
+                ),
+            )
+            .await;
+        }
         for i in 0..ROUTES {
             apply_yaml(
                 &client,
@@ -186,6 +276,47 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
             gws.get("gw").await.ok().filter(programmed).map(|_| ())
         })
         .await;
+        // The rolling class: both Gateways on its first revision, then a change whose
+        // rollout moves roll-a and bakes (for an hour).
+        let rolling = rolling_class(&ns.name);
+        let revision_of = |g: &DynamicObject| {
+            g.data["status"]["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == "gatewright.dev/Revision"))
+                .and_then(|c| c["message"].as_str())
+                .and_then(|m| m.split(':').next())
+                .map(str::to_owned)
+        };
+        for (value, revision) in [("1", 1), ("2", 2)] {
+            if value == "2" {
+                apply_yaml(&client, &rolling_yaml(&rolling, "2")).await;
+            }
+            let want = format!("{rolling}-{revision}");
+            wait_for(&format!("roll-a Programmed on {want}"), T, || async {
+                gws.get("roll-a")
+                    .await
+                    .ok()
+                    .filter(|g| programmed(g) && revision_of(g).as_deref() == Some(want.as_str()))
+                    .map(|_| ())
+            })
+            .await;
+        }
+        let bps: Api<gatewright::api::GatewayClassBlueprint> = Api::all(client.clone());
+        wait_for("the rollout baking its first wave", T, || async {
+            bps.get(&rolling)
+                .await
+                .ok()
+                .and_then(|b| b.status?.rollout)
+                .filter(|r| r.message.contains("baking"))
+                .map(|_| ())
+        })
+        .await;
+        let b = gws.get("roll-b").await.unwrap();
+        assert_eq!(
+            revision_of(&b),
+            Some(format!("{rolling}-1")),
+            "roll-b moved before its wave"
+        );
         // Quiet: A wrote nothing for 3 s.
         let mut last = (a.ctl.metrics().writes(), 0);
         wait_for("controller A to be quiet", T, || {
@@ -245,6 +376,14 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
             (b.ctl.local().last_writes(&key).0 > 0).then_some(())
         })
         .await;
+        // ... and the Gateways of the class caught mid-rollout ...
+        for g in ["roll-a", "roll-b"] {
+            let key = gatewright::snapshot::Key::new(ns.name.clone(), g);
+            wait_for(&format!("controller B to plan {g}"), T, || async {
+                (b.ctl.local().last_writes(&key).0 > 0).then_some(())
+            })
+            .await;
+        }
         // ... and anything it would do follows within seconds.
         tokio::time::sleep(Duration::from_secs(5)).await;
     });
@@ -303,13 +442,35 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
             &ns.name,
             &ar("gateway.networking.k8s.io", "v1", "Gateway", "gateways"),
         );
-        let _ = gws
+        for g in ["gw", "roll-a", "roll-b"] {
+            let _ = gws
+                .patch_metadata(
+                    g,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+                )
+                .await;
+        }
+        let rolling = rolling_class(&ns.name);
+        let classes: Api<DynamicObject> = Api::all_with(
+            client.clone(),
+            &ar(
+                "gateway.networking.k8s.io",
+                "v1",
+                "GatewayClass",
+                "gatewayclasses",
+            ),
+        );
+        let _ = classes
             .patch_metadata(
-                "gw",
+                &rolling,
                 &kube::api::PatchParams::default(),
                 &kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
             )
             .await;
+        let _ = classes.delete(&rolling, &Default::default()).await;
+        let bps: Api<gatewright::api::GatewayClassBlueprint> = Api::all(client.clone());
+        let _ = bps.delete(&rolling, &Default::default()).await;
         ns.delete().await;
     });
 }

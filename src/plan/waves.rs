@@ -280,11 +280,14 @@ pub fn step(
                     if baked >= spec.bake() {
                         true
                     } else {
-                        r.message = format!(
-                            "wave {} is Programmed; baking for {} s more",
-                            w.name,
-                            spec.bake() - baked
-                        );
+                        // Said by when, not how long: a pass later writes nothing new.
+                        let until = since
+                            .0
+                            .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(
+                                i64::try_from(spec.bake()).unwrap_or(i64::MAX),
+                            ))
+                            .unwrap_or(since.0);
+                        r.message = format!("wave {} is Programmed; baking until {until}", w.name);
                         out.again = Some(Duration::from_secs(spec.bake() - baked));
                         false
                     }

@@ -203,6 +203,14 @@ async fn a_good_revision_rolls_out_wave_by_wave_and_no_gateway_moves_before_its_
     assert_eq!(r1.spec.revision, 1);
 
     set_template(&client, &class, &good("2")).await;
+    // A Gateway created once the first wave is out takes the newest revision at once.
+    wait_for("the first wave released", T, || async {
+        rollout(&client, &class)
+            .await
+            .filter(|r| r.revision == second && r.waves.first().is_some_and(|w| w.released == 1))
+    })
+    .await;
+    apply_yaml(&client, &gateway_yaml(&ns.name, "g9", &class)).await;
     // Until the rollout is complete: a ConfigMap holds "2" only for a Gateway its wave
     // released (read the ConfigMaps first: a release is written before the change).
     let started = std::time::Instant::now();
@@ -214,7 +222,7 @@ async fn a_good_revision_rolls_out_wave_by_wave_and_no_gateway_moves_before_its_
             r.revision == second && r.phase == gatewright::api::RolloutPhase::Complete
         });
         for (gw, v) in &vals {
-            if v == "2" {
+            if v == "2" && gw != "g9" {
                 let released = r.as_ref().is_some_and(|r| {
                     r.revision == second
                         && gatewright::plan::revisions::released(r, &format!("{}/{gw}", ns.name))
@@ -255,6 +263,7 @@ async fn a_good_revision_rolls_out_wave_by_wave_and_no_gateway_moves_before_its_
         ]
     );
     all_programmed_on(&client, &ns.name, &names, &second).await;
+    all_programmed_on(&client, &ns.name, &["g9"], &second).await;
     let bp = blueprints(&client).get(&class).await.unwrap();
     let st = bp.status.unwrap();
     assert_eq!(st.current_revision.as_deref(), Some(second.as_str()));
@@ -262,13 +271,13 @@ async fn a_good_revision_rolls_out_wave_by_wave_and_no_gateway_moves_before_its_
         st.revisions,
         vec![gatewright::api::RevisionCount {
             name: second.clone(),
-            gateways: 4,
-            ready: 4
+            gateways: 5,
+            ready: 5
         }]
     );
     // Changed back: the first revision is reused and rolled out again.
     set_template(&client, &class, &good("1")).await;
-    all_programmed_on(&client, &ns.name, &names, &first).await;
+    all_programmed_on(&client, &ns.name, &["g0", "g1", "g2", "g3", "g9"], &first).await;
     wait_for("the values back to 1", T, || async {
         values(&client, &ns.name)
             .await
@@ -397,6 +406,108 @@ async fn a_pinned_gateway_stays_on_its_revision() {
             .filter(|r| r.phase == gatewright::api::RolloutPhase::Complete)
     })
     .await;
+    delete_class(&client, &class).await;
+    ns.delete().await;
+}
+
+/// Runs `gatewright ARGS` with the test's kubeconfig: (exit code, stdout, stderr).
+fn gatewright(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatewright"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the gatewright binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn the_rollout_command_pauses_resumes_shows_history_and_undoes() {
+    let _ = controller();
+    let client = admin().await;
+    let ns = TestNamespace::new(&client, "waves-cli").await;
+    let class = unique_name("waves-cli");
+    apply_yaml(
+        &client,
+        &class_yaml(&class, &good("1"), "{waves: [{count: 1}, {count: 1}]}"),
+    )
+    .await;
+    let names = ["g0", "g1", "g2"];
+    for n in names {
+        apply_yaml(&client, &gateway_yaml(&ns.name, n, &class)).await;
+    }
+    let first = format!("{class}-1");
+    let second = format!("{class}-2");
+    all_programmed_on(&client, &ns.name, &names, &first).await;
+
+    // Paused before the change: the new revision is made, nothing moves.
+    let (code, out, err) = gatewright(&["rollout", "pause", &class]);
+    assert_eq!(
+        (code, out.as_str()),
+        (
+            0,
+            format!("gatewayclassblueprint/{class} paused\n").as_str()
+        ),
+        "{err}"
+    );
+    set_template(&client, &class, &good("2")).await;
+    wait_for("the rollout paused on the second revision", T, || async {
+        rollout(&client, &class)
+            .await
+            .filter(|r| r.revision == second && r.phase == gatewright::api::RolloutPhase::Paused)
+    })
+    .await;
+    let (code, out, _) = gatewright(&["rollout", "status", &class]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("rollout of {second} from {first}: Paused")),
+        "{out}"
+    );
+    // Still paused: every Gateway on the first revision, every ConfigMap as it was.
+    all_programmed_on(&client, &ns.name, &names, &first).await;
+    assert!(values(&client, &ns.name).await.values().all(|v| v == "1"));
+
+    let (code, _, err) = gatewright(&["rollout", "resume", &class]);
+    assert_eq!(code, 0, "{err}");
+    all_programmed_on(&client, &ns.name, &names, &second).await;
+    wait_for("the rollout complete", T, || async {
+        (gatewright(&["rollout", "status", &class]).0 == 0).then_some(())
+    })
+    .await;
+    let (code, out, _) = gatewright(&["rollout", "history", &class]);
+    assert_eq!(code, 0);
+    assert!(out.contains(&format!("1  {first}  ")), "{out}");
+    assert!(
+        out.contains(&format!("2  {second} (newest)  "))
+            && out.contains("gateway template cm changed (template)"),
+        "{out}"
+    );
+
+    // Undo: the first revision is the newest again, and every Gateway goes back to it.
+    let (code, out, err) = gatewright(&["rollout", "undo", &class]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        format!("gatewayclassblueprint/{class} rolled back to {first}\n")
+    );
+    all_programmed_on(&client, &ns.name, &names, &first).await;
+    wait_for("the values back to 1", T, || async {
+        values(&client, &ns.name)
+            .await
+            .values()
+            .all(|v| v == "1")
+            .then_some(())
+    })
+    .await;
+    let (code, _, err) = gatewright(&["rollout", "pause", "no-such-blueprint"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("GatewayClassBlueprint no-such-blueprint not found"),
+        "{err}"
+    );
     delete_class(&client, &class).await;
     ns.delete().await;
 }
