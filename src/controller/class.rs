@@ -48,7 +48,9 @@ impl Cluster {
         self: &Arc<Self>,
         name: &str,
     ) -> Result<Option<Duration>, Error> {
-        // A fleet member's blueprints are the hub's business once its watches listed.
+        // Judged once every watch of this cluster has listed: a rollout's waves are drawn
+        // from the class's Gateways, all of them (a fleet member lists its blueprints and
+        // Gateways only once a class of ours is there).
         if !self.rest_watches_listed() {
             return Ok(None);
         }

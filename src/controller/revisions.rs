@@ -15,7 +15,7 @@ use crate::api::{
     GatewayClassBlueprint, GatewayClassBlueprintRevision, GatewayClassBlueprintRevisionSpec,
     RevisionCount, RolloutPhase, RolloutStatus,
 };
-use crate::gateway::conditions::{Cond, types};
+use crate::gateway::conditions::Cond;
 use crate::plan::revisions;
 use crate::plan::waves::{Health, Member, Note};
 use crate::snapshot::{Key, Snapshot};
@@ -40,64 +40,14 @@ pub(super) struct Read {
     in_use: BTreeSet<String>,
 }
 
-/// How a Gateway stands on the revision its status names.
-fn health(gw: &gateway_api::apis::standard::gateways::Gateway) -> Health {
-    let generation = gw.metadata.generation;
-    let conds = gw
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .unwrap_or_default();
-    let find = |t: &str| {
-        conds
-            .iter()
-            .find(|c| c.type_ == t && c.observed_generation == generation)
-    };
-    if let Some(a) = find(types::ACCEPTED).filter(|c| c.status == "False")
-        && a.message.contains("revision")
-    {
-        return Health::Failed(a.message.clone());
-    }
-    match find(types::PROGRAMMED) {
-        None => Health::NotReady("Programmed not reported yet".into()),
-        Some(p) if p.status == "True" => match find(types::ROLLOUT) {
-            Some(r) if r.status != "True" => Health::NotReady(r.message.clone()),
-            _ => Health::Ready,
-        },
-        // What will not fix itself: a template error, a child another parent holds, a
-        // kind not served.
-        Some(p) if p.reason == "Invalid" => Health::Failed(p.message.clone()),
-        Some(p) => Health::NotReady(format!("{}: {}", p.reason, p.message)),
-    }
-}
-
 /// Reads blueprint `name` and the Gateways of its classes.
 pub(super) fn read(s: &Snapshot, name: &str) -> Option<Read> {
     let bp = s.blueprint(name)?;
     let newest = revisions::newest(s, bp);
-    let classes = crate::plan::class::classes_using_blueprint(s, name);
-    let mut in_use = BTreeSet::new();
-    let members: Vec<Member> = s
-        .gateways()
-        .filter(|(_, g)| classes.contains(&g.typed.spec.gateway_class_name))
-        .filter(|(k, _)| crate::plan::gateway::in_scope(s, k).is_ok())
-        .map(|(k, g)| {
-            let gw = &g.typed;
-            let pin = revisions::pin(s, gw);
-            let revision = revisions::recorded(gw).map(str::to_owned);
-            in_use.extend(revision.clone());
-            in_use.extend(pin.as_ref().map(|p| p.1.clone()));
-            Member {
-                key: k.to_string(),
-                labels: gw.metadata.labels.clone().unwrap_or_default(),
-                namespace_labels: crate::gateway::Lookup::namespace_labels(s, &k.namespace)
-                    .cloned()
-                    .unwrap_or_default(),
-                pinned: pin.is_some(),
-                revision,
-                health: health(gw),
-            }
-        })
+    let members = crate::plan::waves::members(s, name);
+    let mut in_use: BTreeSet<String> = members
+        .iter()
+        .flat_map(|m| m.revision.iter().chain(m.pinned_to.iter()).cloned())
         .collect();
     if let Some(r) = bp.object.status.as_ref().and_then(|s| s.rollout.as_ref()) {
         in_use.insert(r.revision.clone());

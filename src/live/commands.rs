@@ -420,10 +420,18 @@ pub async fn diff(
     };
     // Only the Gateways the files affect: what else the cluster is doing meanwhile (a
     // Gateway converging elsewhere) is not this change.
+    let blueprints: Vec<String> = objects
+        .iter()
+        .filter(|o| o["kind"] == crate::api::BLUEPRINT_KIND)
+        .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
     let touched = match super::diff::lay(&mut snap, overlay(&listed.objects, objects)) {
         Ok(t) => t,
         Err(e) => return failed(EXIT_INPUT, e),
     };
+    // A changed blueprint with a rolloutPolicy: what each Gateway renders once the rollout
+    // reaches it, and which wave that is.
+    let waves = super::rollout::as_rolled_out(&mut snap, &blueprints);
     let keys: Vec<Key> = touched
         .into_iter()
         .filter(|k| crate::plan::gateway::in_scope(&snap, k).is_ok())
@@ -512,7 +520,7 @@ pub async fn diff(
             other => changes.push(other),
         }
     }
-    out.stdout = super::diff::print(&changes);
+    out.stdout = waves + &super::diff::print(&changes);
     if out.code == EXIT_OK && !changes.is_empty() {
         out.code = EXIT_CHANGES;
     }

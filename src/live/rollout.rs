@@ -398,6 +398,47 @@ fn history(
     }
 }
 
+/// For `gatewright diff`: each blueprint of `names` with a `rolloutPolicy` is taken as
+/// rolled out (its Gateways render its newest revision, pins aside), so the diff shows what
+/// each Gateway renders once its wave reaches it; returns the waves, as text, of those
+/// whose newest revision is not what their Gateways run.
+pub fn as_rolled_out(snap: &mut crate::snapshot::Snapshot, names: &[String]) -> String {
+    let mut text = String::new();
+    for name in names {
+        let Some(bp) = snap.blueprint(name) else {
+            continue;
+        };
+        let Some(policy) = bp.object.spec.rollout_policy.clone() else {
+            continue;
+        };
+        let newest = crate::plan::revisions::newest(snap, bp).name;
+        let members = crate::plan::waves::members(snap, name);
+        let waves = crate::plan::waves::preview(&policy, &newest, &members);
+        let mut object = bp.object.clone();
+        object.status.get_or_insert_with(Default::default).rollout =
+            Some(crate::api::RolloutStatus {
+                revision: newest.clone(),
+                phase: RolloutPhase::Complete,
+                ..Default::default()
+            });
+        snap.put_blueprint(object);
+        if waves.is_empty() {
+            continue;
+        }
+        text.push_str(&format!(
+            "GatewayClassBlueprint {name}: revision {newest} reaches its Gateways in waves (rolloutPolicy); what each Gateway below renders is what it will once its wave is released:\n"
+        ));
+        for (wave, gateways) in waves {
+            text.push_str(&format!(
+                "  {wave} ({}): {}\n",
+                gateways.len(),
+                gateways.join(", ")
+            ));
+        }
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -247,10 +247,17 @@ pub fn choose(snap: &Snapshot, bp: &BlueprintEntry, gw: &Gateway, key: &Key) -> 
     let Some(_policy) = &bp.object.spec.rollout_policy else {
         return pick(&newest.name, Why::Newest);
     };
-    // A revision the Gateway renders and that can still be rendered (its object is there,
-    // or it is the newest).
+    // A revision of this blueprint the Gateway renders and that can still be rendered (its
+    // object is there, or it is the newest). One of another blueprint (the Gateway moved
+    // to another class) does not count.
+    let bp_name = bp.object.metadata.name.as_deref().unwrap_or_default();
     let current = recorded(gw)
-        .filter(|r| *r == newest.name || snap.revision(r).is_some())
+        .filter(|r| {
+            *r == newest.name
+                || snap
+                    .revision(r)
+                    .is_some_and(|e| e.object.spec.blueprint == bp_name)
+        })
         .map(str::to_owned);
     let rollout = bp
         .object
@@ -389,6 +396,24 @@ mod tests {
         assert_eq!(pick(&s, &gw, &key), ("bp-2".into(), Why::Newest));
         let c = choose(&s, s.blueprint("bp").unwrap(), &gw, &key).condition();
         assert!(c.message.starts_with("bp-2:"), "{}", c.message);
+    }
+
+    #[test]
+    fn a_revision_of_another_blueprint_is_not_where_a_gateway_stays() {
+        let (mut s, mut gw, key) = world(true, None);
+        let other: GatewayClassBlueprintSpec = serde_json::from_value(json!({})).unwrap();
+        s.put_revision(crate::api::GatewayClassBlueprintRevision::new(
+            "other-7",
+            crate::api::GatewayClassBlueprintRevisionSpec {
+                blueprint: "other".into(),
+                revision: 7,
+                hash: spec_hash(&other),
+                template: other,
+            },
+        ));
+        gw.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].message =
+            "other-7: the newest revision".into();
+        assert_eq!(pick(&s, &gw, &key), ("bp-2".into(), Why::Newest));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{OnFailure, RolloutPhase, RolloutPolicy, RolloutStatus, Wave, WaveStatus};
+use crate::gateway::conditions::types;
 
 /// How a Gateway of the class stands, as its status says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,6 +33,37 @@ pub enum Health {
     NotReady(String),
     /// The revision it records cannot be rendered for it (`Programmed=False/Invalid`).
     Failed(String),
+}
+
+/// How a Gateway stands on the revision its status names.
+pub fn health(gw: &gateway_api::apis::standard::gateways::Gateway) -> Health {
+    let generation = gw.metadata.generation;
+    let conds = gw
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    let find = |t: &str| {
+        conds
+            .iter()
+            .find(|c| c.type_ == t && c.observed_generation == generation)
+    };
+    if let Some(a) = find(types::ACCEPTED).filter(|c| c.status == "False")
+        && a.message.contains("revision")
+    {
+        return Health::Failed(a.message.clone());
+    }
+    match find(types::PROGRAMMED) {
+        None => Health::NotReady("Programmed not reported yet".into()),
+        Some(p) if p.status == "True" => match find(types::ROLLOUT) {
+            Some(r) if r.status != "True" => Health::NotReady(r.message.clone()),
+            _ => Health::Ready,
+        },
+        // What will not fix itself: a template error, a child another parent holds, a
+        // kind not served.
+        Some(p) if p.reason == "Invalid" => Health::Failed(p.message.clone()),
+        Some(p) => Health::NotReady(format!("{}: {}", p.reason, p.message)),
+    }
 }
 
 /// A Gateway of the class.
@@ -45,6 +77,8 @@ pub struct Member {
     pub namespace_labels: BTreeMap<String, String>,
     /// A GatewayConfig pins it on a revision (no wave takes it).
     pub pinned: bool,
+    /// The revision it is pinned to.
+    pub pinned_to: Option<String>,
     /// The revision its status says it renders (`None`: none yet, it takes the newest).
     pub revision: Option<String>,
     /// Its health on that revision.
@@ -71,6 +105,53 @@ pub struct Step {
     pub moved: Vec<String>,
     /// When to step again (a bake time or a deadline).
     pub again: Option<Duration>,
+}
+
+/// The Gateways (ours) of the classes naming blueprint `name`, in key order, as their
+/// statuses say.
+#[must_use]
+pub fn members(s: &crate::snapshot::Snapshot, name: &str) -> Vec<Member> {
+    let classes = super::class::classes_using_blueprint(s, name);
+    s.gateways()
+        .filter(|(_, g)| classes.contains(&g.typed.spec.gateway_class_name))
+        .filter(|(k, _)| super::gateway::in_scope(s, k).is_ok())
+        .map(|(k, g)| {
+            let gw = &g.typed;
+            let pin = super::revisions::pin(s, gw).map(|p| p.1);
+            Member {
+                key: k.to_string(),
+                labels: gw.metadata.labels.clone().unwrap_or_default(),
+                namespace_labels: crate::gateway::Lookup::namespace_labels(s, &k.namespace)
+                    .cloned()
+                    .unwrap_or_default(),
+                pinned: pin.is_some(),
+                pinned_to: pin,
+                revision: super::revisions::recorded(gw).map(str::to_owned),
+                health: health(gw),
+            }
+        })
+        .collect()
+}
+
+/// The waves a rollout of `target` would make of `members` if every gate passed: each
+/// wave's name and Gateways (what `gatewright diff` shows of a blueprint change).
+#[must_use]
+pub fn preview(
+    policy: &RolloutPolicy,
+    target: &str,
+    members: &[Member],
+) -> Vec<(String, Vec<String>)> {
+    let mut taken: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for n in 0..=policy.waves.len() {
+        let g = members_of(policy, n, target, members, &|k| taken.contains(k));
+        if g.is_empty() {
+            continue;
+        }
+        taken.extend(g.iter().cloned());
+        out.push((wave_name(policy, n), g));
+    }
+    out
 }
 
 fn selects(s: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
@@ -425,6 +506,7 @@ mod tests {
             labels: BTreeMap::from([("tier".to_owned(), name[..1].to_owned())]),
             namespace_labels: BTreeMap::new(),
             pinned: false,
+            pinned_to: None,
             revision: Some(revision.to_owned()),
             health,
         }
@@ -615,6 +697,25 @@ mod tests {
         }
         let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(1));
         assert_eq!(s.status.unwrap().phase, RolloutPhase::Complete);
+    }
+
+    #[test]
+    fn a_preview_lists_the_waves_as_if_every_gate_passed() {
+        let ms: Vec<Member> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|n| m(n, "bp-1", Health::Ready))
+            .collect();
+        assert_eq!(
+            preview(&policy(), "bp-2", &ms),
+            vec![
+                ("wave-1".to_owned(), vec!["ns/a".to_owned()]),
+                (
+                    "wave-2".to_owned(),
+                    vec!["ns/b".to_owned(), "ns/c".to_owned()]
+                ),
+                ("rest".to_owned(), vec!["ns/d".to_owned()]),
+            ]
+        );
     }
 
     #[test]

@@ -443,6 +443,28 @@ async fn the_rollout_command_pauses_resumes_shows_history_and_undoes() {
     let second = format!("{class}-2");
     all_programmed_on(&client, &ns.name, &names, &first).await;
 
+    // Before applying a change: `diff` says per wave which Gateways it reaches, and what
+    // each renders once reached.
+    let file = std::env::temp_dir().join(format!("{class}.yaml"));
+    std::fs::write(
+        &file,
+        class_yaml(&class, &good("5"), "{waves: [{count: 1}, {count: 1}]}"),
+    )
+    .unwrap();
+    let (code, out, err) = gatewright(&["diff", "-f", file.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let k = |g: &str| format!("{}/{g}", ns.name);
+    for line in [
+        format!("GatewayClassBlueprint {class}: revision {second} reaches its Gateways in waves"),
+        format!("  wave-1 (1): {}\n", k("g0")),
+        format!("  wave-2 (1): {}\n", k("g1")),
+        format!("  rest (1): {}\n", k("g2")),
+        format!("~ change ConfigMap {}-cm", k("g2")),
+        "+  value: \"5\"".to_owned(),
+    ] {
+        assert!(out.contains(&line), "{line:?} not in:\n{out}");
+    }
+    std::fs::remove_file(&file).unwrap();
     // Paused before the change: the new revision is made, nothing moves.
     let (code, out, err) = gatewright(&["rollout", "pause", &class]);
     assert_eq!(
