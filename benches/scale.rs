@@ -54,6 +54,9 @@ use tokio::sync::Semaphore;
 #[path = "scale/shared.rs"]
 mod shared;
 
+#[path = "scale/rollout.rs"]
+mod rollout;
+
 #[path = "scale/proc.rs"]
 mod proc;
 use proc::Proc;
@@ -502,6 +505,10 @@ async fn main() {
     install_class(&client).await;
     if std::env::var("SCALE_SHAPE").as_deref() == Ok("shared") {
         shared::run(&client, &bin, conc, changes, base_port).await;
+        return;
+    }
+    if std::env::var("SCALE_SHAPE").as_deref() == Ok("rollout") {
+        rollout::run(&client, &bin, n, conc, base_port).await;
         return;
     }
     let ns_ar = ar("", "v1", "Namespace", "namespaces");

@@ -12,6 +12,13 @@
 #                                         # writes and Certificates ordered meanwhile; weight
 #                                         # change -> shadow route at R routes; CPU and RSS
 #                                         # (saved as benches/results/shared-R<R>-<date>.txt)
+#   scripts/bench-scale.sh rollout 1000   # blueprint rollouts: N Gateways (HTTPS, one route each)
+#                                         # converged, then a change replacing every certificate
+#                                         # rolled out in waves of 1 %, 10 %, 50 %, 100 %: time to
+#                                         # complete, most Gateways not Programmed at once,
+#                                         # Certificates per minute, writes per Gateway; then a
+#                                         # revision that does not render: Gateways ever not
+#                                         # Programmed (saved as benches/results/rollout-N<N>-<date>.txt)
 #   SCALE_IDLE_OBJECTS=2000 scripts/bench-scale.sh 100
 #                                         # also: idle RSS with 2,000 unrelated 100 KiB
 #                                         # Secrets and 2,000 Services in the cluster
@@ -23,8 +30,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 shape=scale
-if [ "${1:-}" = shared ]; then
-  shape=shared
+if [ "${1:-}" = shared ] || [ "${1:-}" = rollout ]; then
+  shape="$1"
   shift
   n="${1:-1000}"
 else
@@ -53,11 +60,13 @@ export KUBECONFIG
 mkdir -p benches/results
 if [ "$shape" = shared ]; then
   out="benches/results/shared-R${n}-$(date -u +%Y%m%dT%H%M%SZ).txt"
+elif [ "$shape" = rollout ]; then
+  out="benches/results/rollout-N${n}-$(date -u +%Y%m%dT%H%M%SZ).txt"
 else
   out="benches/results/scale-N${n}-$(date -u +%Y%m%dT%H%M%SZ).txt"
 fi
 {
-  echo "# scripts/bench-scale.sh $([ "$shape" = shared ] && echo "shared ")$n"
+  echo "# scripts/bench-scale.sh $([ "$shape" != scale ] && echo "$shape ")$n"
   echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "# machine: $(uname -srm), $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
