@@ -108,9 +108,19 @@ impl Cluster {
                 d.entry(k.clone()).or_insert(Value::Null);
             }
         }
-        if strip_times(&status_view(&desired))
-            != strip_times(&serde_json::to_value(&existing).unwrap_or(Value::Null))
-        {
+        let existing_json = serde_json::to_value(&existing).unwrap_or(Value::Null);
+        let changed = strip_times(&status_view(&desired)) != strip_times(&existing_json);
+        // A change of the per-revision counts alone (Gateways reporting during a rollout)
+        // is written at most every PROGRESS_HOLD: a rollout of many Gateways would
+        // otherwise write the blueprint's status twice per Gateway.
+        let hold_key = crate::snapshot::Key::new("", format!("GatewayClassBlueprint/{name}"));
+        if changed && counts_only(&desired, &existing_json) {
+            let now = std::time::Instant::now();
+            if let Some(wait) = self.progress_hold(&hold_key, now) {
+                return Ok(Some(outcome.again.map_or(wait, |a| a.min(wait))));
+            }
+        }
+        if changed {
             let api: Api<crate::api::GatewayClassBlueprint> = Api::all(self.client.clone());
             self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
             self.own_status.expect(
@@ -125,6 +135,7 @@ impl Cluster {
                 )
                 .await
                 .map_err(|e| Error::kube("write the blueprint status", e))?;
+            self.status_written(&hold_key, std::time::Instant::now());
             // The Gateways moved read the rollout from the snapshot: it holds what we
             // wrote at once (unless a watch event brought a newer version meanwhile).
             written.metadata.managed_fields = None;
@@ -280,4 +291,16 @@ fn status_view(v: &Value) -> Value {
         ),
         other => other.clone(),
     }
+}
+
+/// Whether two blueprint statuses differ only in their per-revision counts.
+fn counts_only(desired: &Value, existing: &Value) -> bool {
+    let without = |v: &Value| {
+        let mut v = strip_times(&status_view(v));
+        if let Some(m) = v.as_object_mut() {
+            m.remove("revisions");
+        }
+        v
+    };
+    without(desired) == without(existing)
 }

@@ -163,7 +163,11 @@ impl Cluster {
                 // Made meanwhile (its watch event brings it), or the CRD is not installed
                 // (Gateways render the blueprint's spec, named as its revision will be).
                 Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
-                Err(e) => return Err(Error::kube("make a blueprint revision", e)),
+                // Not fatal (a member whose RBAC predates revisions, say): the Gateways
+                // render the spec, named as its revision will be; the status is written.
+                Err(e) => {
+                    tracing::warn!(blueprint = %name, revision = %newest, error = %e, "failed to make a blueprint revision; retried at the next pass");
+                }
             }
         }
         // History: the newest `limit`, and whatever a Gateway renders or is pinned to.
@@ -184,7 +188,9 @@ impl Cluster {
                     tracing::info!(blueprint = %name, revision = %gone, "pruned a revision past the history limit");
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(Error::kube("prune a blueprint revision", e)),
+                Err(e) => {
+                    tracing::warn!(blueprint = %name, revision = %gone, error = %e, "failed to prune a blueprint revision; retried at the next pass");
+                }
             }
         }
         let status = r.object.status.clone().unwrap_or_default();
