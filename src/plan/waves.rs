@@ -718,6 +718,71 @@ mod tests {
         );
     }
 
+    fn gw(
+        generation: i64,
+        conds: serde_json::Value,
+    ) -> gateway_api::apis::standard::gateways::Gateway {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "g", "namespace": "ns", "generation": generation},
+            "spec": {"gatewayClassName": "c", "listeners": []},
+            "status": {"conditions": conds},
+        }))
+        .unwrap()
+    }
+
+    fn c(t: &str, status: &str, reason: &str, message: &str, generation: i64) -> serde_json::Value {
+        serde_json::json!({"type": t, "status": status, "reason": reason, "message": message,
+            "observedGeneration": generation, "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    }
+
+    #[test]
+    fn health_reads_programmed_and_rollout_of_the_current_generation() {
+        let ok = c("Programmed", "True", "Programmed", "ok", 2);
+        assert_eq!(
+            health(&gw(2, serde_json::json!([ok.clone()]))),
+            Health::Ready
+        );
+        // Of an older generation: not reported yet.
+        assert!(matches!(
+            health(&gw(3, serde_json::json!([ok.clone()]))),
+            Health::NotReady(_)
+        ));
+        // A replacement under way.
+        let mbb = c(
+            "gatewright.dev/Rollout",
+            "False",
+            "Progressing",
+            "cert: waiting",
+            2,
+        );
+        assert_eq!(
+            health(&gw(2, serde_json::json!([ok, mbb]))),
+            Health::NotReady("cert: waiting".into())
+        );
+        // What will not fix itself.
+        let bad = c("Programmed", "False", "Invalid", "template cm: bad", 2);
+        assert_eq!(
+            health(&gw(2, serde_json::json!([bad]))),
+            Health::Failed("template cm: bad".into())
+        );
+        let pending = c("Programmed", "False", "Pending", "waiting for children", 2);
+        assert_eq!(
+            health(&gw(2, serde_json::json!([pending]))),
+            Health::NotReady("Pending: waiting for children".into())
+        );
+        let invalid = c(
+            "Accepted",
+            "False",
+            "Invalid",
+            "revision bp-2 of GatewayClassBlueprint bp is invalid",
+            2,
+        );
+        assert!(matches!(
+            health(&gw(2, serde_json::json!([invalid]))),
+            Health::Failed(_)
+        ));
+    }
+
     #[test]
     fn nothing_to_move_completes_at_once() {
         let p = policy();
