@@ -264,17 +264,22 @@ async fn a_good_revision_rolls_out_wave_by_wave_and_no_gateway_moves_before_its_
     );
     all_programmed_on(&client, &ns.name, &names, &second).await;
     all_programmed_on(&client, &ns.name, &["g9"], &second).await;
-    let bp = blueprints(&client).get(&class).await.unwrap();
-    let st = bp.status.unwrap();
+    // The counts follow (written at most every few seconds while Gateways report).
+    let want = vec![gatewright::api::RevisionCount {
+        name: second.clone(),
+        gateways: 5,
+        ready: 5,
+    }];
+    let st = wait_for("every Gateway counted on the second revision", T, || async {
+        blueprints(&client)
+            .get(&class)
+            .await
+            .ok()?
+            .status
+            .filter(|s| s.revisions == want)
+    })
+    .await;
     assert_eq!(st.current_revision.as_deref(), Some(second.as_str()));
-    assert_eq!(
-        st.revisions,
-        vec![gatewright::api::RevisionCount {
-            name: second.clone(),
-            gateways: 5,
-            ready: 5
-        }]
-    );
     // Changed back: the first revision is reused and rolled out again.
     set_template(&client, &class, &good("1")).await;
     all_programmed_on(&client, &ns.name, &["g0", "g1", "g2", "g3", "g9"], &first).await;
