@@ -538,3 +538,137 @@ async fn the_rollout_command_pauses_resumes_shows_history_and_undoes() {
     delete_class(&client, &class).await;
     ns.delete().await;
 }
+
+/// The shipped class as it was at 52fd840 (no rolloutPolicy; its Certificates named and
+/// versioned otherwise), under the name `class`.
+fn old_shipped_yaml(class: &str) -> String {
+    let dir = format!("{}/gatewayclasses/istio-certmanager-externaldns", env!("CARGO_MANIFEST_DIR"));
+    format!(
+        "{}\n---\n{}",
+        std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
+        include_str!("fixtures/istio-certmanager-externaldns@52fd840.blueprint.yaml")
+    )
+    .replace("istio-certmanager-externaldns", class)
+}
+
+/// Plays cert-manager's and Istio's part for `ns` (a failed discovery: the next round).
+async fn play(client: &Client, ns: &str) {
+    if let Err(e) = gatewright::simulate::simulate_ready_where(
+        client,
+        Some(ns),
+        gatewright::simulate::Play::All,
+    )
+    .await
+    {
+        eprintln!("simulate: {e}; again in the next round");
+    }
+}
+
+#[tokio::test]
+async fn the_current_shipped_class_over_the_one_at_52fd840_goes_wave_by_wave() {
+    let _ = controller();
+    let client = admin().await;
+    let ns = TestNamespace::new(&client, "waves-up").await;
+    let class = unique_name("waves-up");
+    apply_yaml(&client, &old_shipped_yaml(&class)).await;
+    let names = ["g0", "g1", "g2", "g3"];
+    for n in names {
+        apply_yaml(
+            &client,
+            &format!(
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {n}, namespace: {ns}}}\nspec:\n  gatewayClassName: {class}\n  listeners:\n  - {{name: https, port: 443, protocol: HTTPS, hostname: \"*.{n}.example.com\", tls: {{options: {{gatewright.dev/certificate: generated}}}}}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {n}-r, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: {n}}}]\n  hostnames: [app.{n}.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n",
+                ns = ns.name
+            ),
+        )
+        .await;
+    }
+    let first = format!("{class}-1");
+    let gws: Api<Gateway> = Api::namespaced(client.clone(), &ns.name);
+    wait_for("every Gateway Programmed on the old class", T, || async {
+        play(&client, &ns.name).await;
+        let list = gws.list(&ListParams::default()).await.ok()?;
+        (list.items.iter().filter(|g| programmed_on(g).as_deref() == Some(first.as_str())).count()
+            == names.len())
+        .then_some(())
+    })
+    .await;
+    let watch = Watch::start(&client, &ns.name).await;
+
+    // The chart's upgrade: the current class over it, with its rolloutPolicy.
+    apply_yaml(
+        &client,
+        &crate::common::shipped_class_yaml("istio-certmanager-externaldns", &class),
+    )
+    .await;
+    let second = format!("{class}-2");
+    let started = std::time::Instant::now();
+    let r = loop {
+        play(&client, &ns.name).await;
+        let r = rollout(&client, &class).await;
+        if let Some(r) = r.filter(|r| {
+            r.revision == second && r.phase == gatewright::api::RolloutPhase::Complete
+        }) {
+            break r;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "the rollout did not complete: {:?}",
+            rollout(&client, &class).await
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    // Waves as the shipped policy says: one Gateway, a quarter (one), the rest.
+    let sizes: Vec<(String, usize)> = r
+        .waves
+        .iter()
+        .map(|w| (w.name.clone(), w.gateways.len()))
+        .collect();
+    assert_eq!(
+        sizes,
+        vec![("canary".into(), 1), ("quarter".into(), 1), ("rest".into(), 2)]
+    );
+    // At no status change were more Gateways than the first wave not Programmed.
+    let mut state: BTreeMap<String, bool> = names.iter().map(|n| ((*n).to_owned(), true)).collect();
+    let mut worst = 0;
+    for g in watch.events() {
+        let ok = cond(&g, "Programmed").is_some_and(|p| p.status == "True");
+        state.insert(g.name_any(), ok);
+        worst = worst.max(state.values().filter(|ok| !**ok).count());
+    }
+    assert!(worst <= 1, "{worst} Gateways were not Programmed at once");
+    // Every Gateway on the new revision, and one Certificate each: nothing left behind.
+    wait_for("every Gateway Programmed on the new revision, one Certificate each", T, || async {
+        play(&client, &ns.name).await;
+        let list = gws.list(&ListParams::default()).await.ok()?;
+        let on = list
+            .items
+            .iter()
+            .filter(|g| programmed_on(g).as_deref() == Some(second.as_str()))
+            .count();
+        let certs: Api<kube::api::DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            &ns.name,
+            &kube::api::ApiResource::from_gvk_with_plural(
+                &kube::api::GroupVersionKind::gvk("cert-manager.io", "v1", "Certificate"),
+                "certificates",
+            ),
+        );
+        let n = certs
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .count();
+        (on == names.len() && n == names.len()).then_some(())
+    })
+    .await;
+    println!(
+        "52fd840 -> current: rollout complete after {:.1} s, at most {worst} Gateway(s) not Programmed at once",
+        started.elapsed().as_secs_f64()
+    );
+    drop(watch);
+    delete_class(&client, &class).await;
+    ns.delete().await;
+}
