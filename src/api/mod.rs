@@ -339,6 +339,59 @@ pub struct GatewayClassBlueprintSpec {
     pub rollout_policy: Option<RolloutPolicy>,
 }
 
+impl GatewayClassBlueprintSpec {
+    /// The hash a revision of this spec holds (its `rolloutPolicy` aside): sha256 of its
+    /// JSON (object keys sorted), 16 hex characters.
+    #[must_use]
+    pub fn revision_hash(&self) -> String {
+        use sha2::Digest as _;
+        let mut spec = self.clone();
+        spec.rollout_policy = None;
+        let bytes = serde_json::to_vec(&spec).unwrap_or_default();
+        let digest = sha2::Sha256::digest(&bytes);
+        digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// The kind of a blueprint revision.
+pub const REVISION_KIND: &str = "GatewayClassBlueprintRevision";
+
+/// One version of a blueprint's templates and values, as it was when it was made. The
+/// controller makes one for every change of the blueprint's spec (its `rolloutPolicy`
+/// aside) and never changes it; Gateways render from revisions.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "gatewright.dev",
+    version = "v1alpha1",
+    kind = "GatewayClassBlueprintRevision",
+    plural = "gatewayclassblueprintrevisions",
+    shortname = "gcbprev",
+    category = "gatewright",
+    printcolumn = r#"{"name":"Blueprint","type":"string","jsonPath":".spec.blueprint"}"#,
+    printcolumn = r#"{"name":"Revision","type":"integer","jsonPath":".spec.revision"}"#,
+    printcolumn = r#"{"name":"Hash","type":"string","jsonPath":".spec.hash"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.hash == oldSelf.hash && self.revision == oldSelf.revision && self.blueprint == oldSelf.blueprint",
+    "message": "a revision is immutable: change the blueprint instead"
+}]))]
+pub struct GatewayClassBlueprintRevisionSpec {
+    /// The blueprint this is a revision of.
+    #[schemars(length(min = 1, max = 253))]
+    pub blueprint: String,
+    /// Its number: 1 for the first, one more for each change.
+    #[schemars(range(min = 1))]
+    pub revision: i64,
+    /// The hash of `template` (sha256, hex, 16 characters): the same spec makes the same
+    /// hash, so a blueprint changed back reuses its earlier revision.
+    #[schemars(length(min = 1, max = 64))]
+    pub hash: String,
+    /// The blueprint's spec as it was, without its `rolloutPolicy`.
+    pub template: GatewayClassBlueprintSpec,
+}
+
 /// Status of a blueprint: whether its templates compile, and which fail.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

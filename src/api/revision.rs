@@ -1,53 +1,10 @@
-//! Blueprint revisions and how a change of a blueprint reaches its Gateways: the
-//! immutable `GatewayClassBlueprintRevision` every change of a blueprint's templates and
-//! values makes, the blueprint's `rolloutPolicy` (waves gated on health) and the status
-//! that says where a rollout stands.
+//! How a change of a blueprint reaches its Gateways: the blueprint's `rolloutPolicy`
+//! (waves gated on health) and the status that says where a rollout stands. (The
+//! `GatewayClassBlueprintRevision` kind is in the parent module, beside the spec it holds.)
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-
-use super::GatewayClassBlueprintSpec;
-
-/// The kind of a blueprint revision.
-pub const REVISION_KIND: &str = "GatewayClassBlueprintRevision";
-
-/// One version of a blueprint's templates and values, as it was when it was made. The
-/// controller makes one for every change of the blueprint's spec (its `rolloutPolicy`
-/// aside) and never changes it; Gateways render from revisions.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "gatewright.dev",
-    version = "v1alpha1",
-    kind = "GatewayClassBlueprintRevision",
-    plural = "gatewayclassblueprintrevisions",
-    shortname = "gcbprev",
-    category = "gatewright",
-    printcolumn = r#"{"name":"Blueprint","type":"string","jsonPath":".spec.blueprint"}"#,
-    printcolumn = r#"{"name":"Revision","type":"integer","jsonPath":".spec.revision"}"#,
-    printcolumn = r#"{"name":"Hash","type":"string","jsonPath":".spec.hash"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "self.hash == oldSelf.hash && self.revision == oldSelf.revision && self.blueprint == oldSelf.blueprint",
-    "message": "a revision is immutable: change the blueprint instead"
-}]))]
-pub struct GatewayClassBlueprintRevisionSpec {
-    /// The blueprint this is a revision of.
-    #[schemars(length(min = 1, max = 253))]
-    pub blueprint: String,
-    /// Its number: 1 for the first, one more for each change.
-    #[schemars(range(min = 1))]
-    pub revision: i64,
-    /// The hash of `template` (sha256, hex, 16 characters): the same spec makes the same
-    /// hash, so a blueprint changed back reuses its earlier revision.
-    #[schemars(length(min = 1, max = 64))]
-    pub hash: String,
-    /// The blueprint's spec as it was, without its `rolloutPolicy`.
-    pub template: GatewayClassBlueprintSpec,
-}
 
 /// How a change of a blueprint reaches the Gateways of its classes. Without a policy every
 /// Gateway renders the newest revision at once.

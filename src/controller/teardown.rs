@@ -165,7 +165,7 @@ impl Cluster {
             }
             let left = left_behind(&left, &snap);
             // The revision the Gateway renders: its drains and order.
-            let prepared = crate::plan::class::resolve_for_gateway(
+            let prepared = crate::plan::revisions::resolve(
                 &snap,
                 snap.class(&gw.spec.gateway_class_name)
                     .map_or(&GatewayClass::default(), |c| c.as_ref()),

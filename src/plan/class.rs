@@ -215,23 +215,3 @@ pub fn resolve_blueprint(snap: &Snapshot, class: &GatewayClass) -> Result<Arc<Pr
         }
     }
 }
-
-/// What a Gateway of `class` renders: the revision of the class's blueprint
-/// [`super::revisions::choose`] picks for it (`None` without a blueprint), and its
-/// prepared templates or why there are none.
-pub fn resolve_for_gateway(
-    snap: &Snapshot,
-    class: &GatewayClass,
-    gw: &gateway_api::apis::standard::gateways::Gateway,
-    key: &crate::snapshot::Key,
-) -> (
-    Result<Arc<Prepared>, String>,
-    Option<super::revisions::Chosen>,
-) {
-    let entry = match blueprint_of(snap, class) {
-        Ok(e) => e,
-        Err(e) => return (Err(e), None),
-    };
-    let chosen = super::revisions::choose(snap, entry, gw, key);
-    (chosen.prepared.clone(), Some(chosen))
-}

@@ -199,7 +199,7 @@ pub(crate) fn plan_gateway_with(
     let uid = entry.uid.clone();
 
     let class_json = serde_json::to_value(class.as_ref()).unwrap_or(Value::Null);
-    let (blueprint, revision) = super::class::resolve_for_gateway(snap, class, gw, key);
+    let (blueprint, revision) = super::revisions::resolve(snap, class, gw, key);
     let kinds = blueprint.as_ref().map_or_else(
         |_| ClassKinds::all(),
         |p| super::class::class_kinds(class_name, p),

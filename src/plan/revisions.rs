@@ -12,22 +12,17 @@
 use std::sync::Arc;
 
 use gateway_api::apis::standard::gateways::Gateway;
-use sha2::{Digest, Sha256};
 
 use crate::api::{GatewayClassBlueprintSpec, RolloutPhase, RolloutStatus};
 use crate::gateway::conditions::{Cond, types};
 use crate::render::prepared::Prepared;
 use crate::snapshot::{BlueprintEntry, Key, RevisionEntry, Snapshot};
 
-/// The hash of a blueprint spec as a revision holds it (without its `rolloutPolicy`):
-/// sha256 of its JSON (object keys sorted), 16 hex characters.
+/// The hash of a blueprint spec as a revision holds it
+/// ([`GatewayClassBlueprintSpec::revision_hash`]).
 #[must_use]
 pub fn spec_hash(spec: &GatewayClassBlueprintSpec) -> String {
-    let mut spec = spec.clone();
-    spec.rollout_policy = None;
-    let bytes = serde_json::to_vec(&spec).unwrap_or_default();
-    let digest = Sha256::digest(&bytes);
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    spec.revision_hash()
 }
 
 /// The name of revision `n` of `blueprint`.
@@ -229,6 +224,23 @@ fn prepared_of(
             ))
         }
     }
+}
+
+/// What a Gateway of `class` renders: the revision of the class's blueprint [`choose`]
+/// picks for it (`None` without a blueprint), and its prepared templates or why there are
+/// none.
+pub fn resolve(
+    snap: &Snapshot,
+    class: &gateway_api::apis::standard::gatewayclasses::GatewayClass,
+    gw: &Gateway,
+    key: &Key,
+) -> (Result<Arc<Prepared>, String>, Option<Chosen>) {
+    let entry = match super::class::blueprint_of(snap, class) {
+        Ok(e) => e,
+        Err(e) => return (Err(e), None),
+    };
+    let chosen = choose(snap, entry, gw, key);
+    (chosen.prepared.clone(), Some(chosen))
 }
 
 /// The revision the Gateway `gw` (`key`) renders, of blueprint `bp`.

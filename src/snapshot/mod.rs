@@ -88,7 +88,8 @@ pub struct BlueprintEntry {
     pub object: GatewayClassBlueprint,
     /// Compiled templates and graphs, or every error found.
     pub prepared: Result<Arc<Prepared>, Vec<RenderError>>,
-    /// The hash of its spec as a revision holds it ([`crate::plan::revisions::spec_hash`]).
+    /// The hash of its spec as a revision holds it
+    /// ([`crate::api::GatewayClassBlueprintSpec::revision_hash`]).
     pub hash: String,
 }
 
@@ -402,7 +403,7 @@ impl Snapshot {
             Some(held) if held.object.spec == b.spec => (held.prepared.clone(), held.hash.clone()),
             _ => (
                 Prepared::new(&name, &b.spec).map(Arc::new),
-                crate::plan::revisions::spec_hash(&b.spec),
+                b.spec.revision_hash(),
             ),
         };
         self.blueprints.insert(
