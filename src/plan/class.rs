@@ -201,17 +201,21 @@ pub fn resolve_blueprint(snap: &Snapshot, class: &GatewayClass) -> Result<Arc<Pr
     let errors = blueprint_errors(snap, entry);
     match &entry.prepared {
         Ok(prep) if errors.is_empty() => Ok(prep.clone()),
-        _ => {
-            let shown: Vec<String> = errors.iter().take(3).map(ToString::to_string).collect();
-            let more = if errors.len() > 3 {
-                format!(" (and {} more)", errors.len() - 3)
-            } else {
-                String::new()
-            };
-            Err(format!(
-                "{BLUEPRINT_KIND} {name} is invalid: {}{more}",
-                shown.join("; ")
-            ))
-        }
+        _ => Err(format!(
+            "{BLUEPRINT_KIND} {name} is invalid: {}",
+            first_errors(&errors)
+        )),
     }
+}
+
+/// The first three of `errors`, and how many more there are, for a message.
+#[must_use]
+pub fn first_errors(errors: &[crate::render::RenderError]) -> String {
+    let shown: Vec<String> = errors.iter().take(3).map(ToString::to_string).collect();
+    let more = if errors.len() > 3 {
+        format!(" (and {} more)", errors.len() - 3)
+    } else {
+        String::new()
+    };
+    format!("{}{more}", shown.join("; "))
 }

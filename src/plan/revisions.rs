@@ -210,19 +210,11 @@ fn prepared_of(
     };
     match prepared {
         Some(p) if errors.is_empty() => Ok(p.clone()),
-        _ => {
-            let shown: Vec<String> = errors.iter().take(3).map(ToString::to_string).collect();
-            let more = if errors.len() > 3 {
-                format!(" (and {} more)", errors.len() - 3)
-            } else {
-                String::new()
-            };
-            Err(format!(
-                "revision {name} of {} {bp_name} is invalid: {}{more}",
-                crate::api::BLUEPRINT_KIND,
-                shown.join("; ")
-            ))
-        }
+        _ => Err(format!(
+            "revision {name} of {} {bp_name} is invalid: {}",
+            crate::api::BLUEPRINT_KIND,
+            super::class::first_errors(&errors)
+        )),
     }
 }
 
