@@ -75,9 +75,7 @@ pub struct Member {
     pub labels: BTreeMap<String, String>,
     /// Its Namespace's labels.
     pub namespace_labels: BTreeMap<String, String>,
-    /// A GatewayConfig pins it on a revision (no wave takes it).
-    pub pinned: bool,
-    /// The revision it is pinned to.
+    /// The revision a GatewayConfig pins it to (no wave takes it).
     pub pinned_to: Option<String>,
     /// The revision its status says it renders (`None`: none yet, it takes the newest).
     pub revision: Option<String>,
@@ -124,7 +122,6 @@ pub fn members(s: &crate::snapshot::Snapshot, name: &str) -> Vec<Member> {
                 namespace_labels: crate::gateway::Lookup::namespace_labels(s, &k.namespace)
                     .cloned()
                     .unwrap_or_default(),
-                pinned: pin.is_some(),
                 pinned_to: pin,
                 revision: super::revisions::recorded(gw).map(str::to_owned),
                 health: health(gw),
@@ -194,7 +191,7 @@ fn members_of(
 ) -> Vec<String> {
     let candidates = members
         .iter()
-        .filter(|m| !m.pinned && !m.on(target) && !taken(&m.key));
+        .filter(|m| m.pinned_to.is_none() && !m.on(target) && !taken(&m.key));
     let Some(w) = policy.waves.get(i) else {
         return candidates.map(|m| m.key.clone()).collect();
     };
@@ -505,7 +502,6 @@ mod tests {
             key: format!("ns/{name}"),
             labels: BTreeMap::from([("tier".to_owned(), name[..1].to_owned())]),
             namespace_labels: BTreeMap::new(),
-            pinned: false,
             pinned_to: None,
             revision: Some(revision.to_owned()),
             health,
@@ -663,7 +659,7 @@ mod tests {
             m("b", "bp-1", Health::Ready),
             m("c", "bp-1", Health::Ready),
         ];
-        ms[1].pinned = true;
+        ms[1].pinned_to = Some("bp-1".into());
         let st = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0))
             .status
             .unwrap();

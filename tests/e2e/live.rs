@@ -13,7 +13,7 @@ use crate::controller::{cond, configmap_class, gateway_json};
 const T: Duration = Duration::from_secs(60);
 
 /// Runs `gatewright ARGS` with the test's kubeconfig: (exit code, stdout, stderr).
-fn gatewright(args: &[&str]) -> (i32, String, String) {
+pub(crate) fn gatewright(args: &[&str]) -> (i32, String, String) {
     gatewright_in(".", args)
 }
 

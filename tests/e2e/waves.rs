@@ -17,6 +17,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use crate::common::{TestNamespace, admin, apply_yaml, controller, unique_name, wait_for};
+use crate::live::gatewright;
 use crate::mbb::delete_class;
 
 const T: Duration = Duration::from_secs(90);
@@ -417,20 +418,6 @@ async fn a_pinned_gateway_stays_on_its_revision() {
     .await;
     delete_class(&client, &class).await;
     ns.delete().await;
-}
-
-/// Runs `gatewright ARGS` with the test's kubeconfig: (exit code, stdout, stderr).
-fn gatewright(args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatewright"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("the gatewright binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[tokio::test]
