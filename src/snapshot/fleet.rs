@@ -3,10 +3,12 @@
 //! controller fills it from its inventory; `gatewright render` from the ClusterProfiles
 //! among its files.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use super::entries::next_stamp;
+use super::{Key, ObjectKey, Snapshot};
 use crate::fleet::profile::ClusterProfile;
 
 /// A member cluster as a placed template sees it (the `cluster` variable).
@@ -58,5 +60,109 @@ impl FleetMember {
             None => Some("ControlPlaneHealthy is not reported yet".to_owned()),
         };
         Self::of(p, unserved)
+    }
+}
+
+/// The fleet placement reads.
+impl Snapshot {
+    /// Sets the whole fleet (the controller's inventory after each change).
+    pub fn set_fleet(&mut self, members: Vec<FleetMember>) {
+        let fleet: BTreeMap<String, FleetMember> =
+            members.into_iter().map(|m| (m.name.clone(), m)).collect();
+        if fleet != self.fleet {
+            self.fleet = fleet;
+            self.fleet_stamp = next_stamp();
+        }
+    }
+
+    /// Adds or replaces one member.
+    pub fn put_fleet_member(&mut self, m: FleetMember) {
+        if self.fleet.get(&m.name) != Some(&m) {
+            self.fleet.insert(m.name.clone(), m);
+            self.fleet_stamp = next_stamp();
+        }
+    }
+
+    /// Removes one member.
+    pub fn remove_fleet_member(&mut self, name: &str) {
+        if self.fleet.remove(name).is_some() {
+            self.fleet_stamp = next_stamp();
+        }
+    }
+
+    /// A number that changes whenever the fleet's members (or whether placed templates
+    /// render here) change: equal stamps, the same fleet, without comparing it.
+    #[must_use]
+    pub fn fleet_stamp(&self) -> u64 {
+        self.fleet_stamp
+    }
+
+    /// The members, by name.
+    #[must_use]
+    pub fn fleet(&self) -> &BTreeMap<String, FleetMember> {
+        &self.fleet
+    }
+
+    /// Whether placed templates render here (`gatewright render`, a preview; a controller
+    /// in fleet mode), or only report that placement takes fleet mode.
+    #[must_use]
+    pub fn places(&self) -> bool {
+        self.places
+    }
+
+    /// Drops the children of one kind mirrored from member `cluster` that its relist did
+    /// not see (`seen`: their namespaces and names); returns how many.
+    pub fn retain_listed_placed(
+        &mut self,
+        cluster: &str,
+        kind: &str,
+        api_version: &str,
+        seen: &BTreeSet<Key>,
+    ) -> usize {
+        self.retain_children(kind, api_version, Some(cluster), seen)
+    }
+
+    /// Drops every child mirrored from member `cluster` (no longer served); returns the
+    /// Gateways they belonged to.
+    pub fn forget_cluster(&mut self, cluster: &str) -> Vec<Key> {
+        let keys: Vec<ObjectKey> = self
+            .children
+            .keys()
+            .filter(|k| k.cluster == cluster)
+            .cloned()
+            .collect();
+        let mut gateways = std::collections::BTreeSet::new();
+        for k in keys {
+            if let Some(g) = self
+                .children
+                .get(&k)
+                .and_then(|c| c.gateway_uid.as_deref())
+                .and_then(|u| self.gateway_by_uid(u))
+            {
+                gateways.insert(g.clone());
+            }
+            self.remove_child(&k);
+        }
+        gateways.into_iter().collect()
+    }
+
+    /// Lets placed templates render (see [`Snapshot::places`]).
+    pub fn allow_placement(&mut self) {
+        self.places = true;
+        self.fleet_stamp = next_stamp();
+        self.placement_off = None;
+    }
+
+    /// Keeps placed templates from rendering, saying why.
+    pub fn refuse_placement(&mut self, why: &str) {
+        self.places = false;
+        self.fleet_stamp = next_stamp();
+        self.placement_off = Some(why.to_owned());
+    }
+
+    /// Why placed templates do not render, when set by [`Snapshot::refuse_placement`].
+    #[must_use]
+    pub fn placement_off(&self) -> Option<&str> {
+        self.placement_off.as_deref()
     }
 }

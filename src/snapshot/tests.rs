@@ -1,0 +1,170 @@
+use super::*;
+use serde_json::json;
+
+#[test]
+fn our_own_write_never_turns_the_cache_back() {
+    let cm = |rv: &str, ready: bool| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "a", "resourceVersion": rv, "labels": {"gatewright.dev/parent-uid": "u", "gatewright.dev/gateway-uid": "u"}}, "status": {"ready": ready}});
+    let key = ObjectKey::of(&cm("1", false));
+    let mut s = Snapshot::default();
+    // A create answered while nothing came by watch: stored.
+    assert!(s.put_own_write(cm("1", false), None));
+    // The watch brings a newer version (someone set its status) while our next write,
+    // based on version 1, is under way: its answer does not replace the newer one.
+    s.put_child(cm("3", true));
+    assert!(!s.put_own_write(cm("2", false), Some("1")));
+    assert_eq!(s.child(&key).unwrap()["status"]["ready"], true);
+    // Based on what the cache holds: stored.
+    assert!(s.put_own_write(cm("4", true), Some("3")));
+    assert_eq!(s.child(&key).unwrap()["metadata"]["resourceVersion"], "4");
+    // A create's answer after the watch already brought the object: not stored.
+    s.remove_child(&key);
+    s.put_child(cm("6", true));
+    assert!(!s.put_own_write(cm("5", false), None));
+    assert_eq!(s.child(&key).unwrap()["metadata"]["resourceVersion"], "6");
+}
+
+#[test]
+fn reverse_indexes_follow_every_change() {
+    let gw = |secret: &str| -> Gateway {
+        serde_json::from_value(json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "g", "namespace": "a"},
+            "spec": {"gatewayClassName": "c", "listeners": [{"name": "https", "port": 443, "protocol": "HTTPS",
+                "tls": {"certificateRefs": [{"name": secret}, {"name": "x", "namespace": "other"}, {"name": "y", "kind": "ConfigMap"}]}}]}}))
+        .unwrap()
+    };
+    let route = |service: &str| -> Value {
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "r", "namespace": "a"},
+            "spec": {"parentRefs": [{"name": "g"}], "rules": [{"backendRefs": [{"name": service, "port": 80}, {"name": "s3", "kind": "Bucket", "group": "example.com"}]}]}})
+    };
+    let k = Key::new;
+    let g = k("a", "g");
+    let rk = RouteKey::new("HTTPRoute", "a", "r");
+    let mut s = Snapshot::new("sys");
+    assert!(s.put_gateway(gw("cert1")), "new");
+    assert_eq!(
+        s.gateways_naming_secret(&k("a", "cert1")),
+        std::slice::from_ref(&g)
+    );
+    assert_eq!(
+        s.gateways_naming_secret(&k("other", "x")),
+        std::slice::from_ref(&g),
+        "another namespace"
+    );
+    assert!(
+        s.gateways_naming_secret(&k("a", "y")).is_empty(),
+        "not a Secret"
+    );
+    assert!(!s.put_gateway(gw("cert2")), "replaced, not new");
+    assert!(
+        s.gateways_naming_secret(&k("a", "cert1")).is_empty(),
+        "replaced"
+    );
+    assert_eq!(
+        s.gateways_naming_secret(&k("a", "cert2")),
+        std::slice::from_ref(&g)
+    );
+    s.remove_gateway(&g);
+    assert!(
+        s.gateways_naming_secret(&k("a", "cert2")).is_empty(),
+        "removed"
+    );
+    assert!(s.gateways_by_secret.is_empty(), "no empty sets left");
+
+    s.put_route_json(route("svc1"));
+    assert_eq!(
+        s.routes_naming_service(&k("a", "svc1")),
+        std::slice::from_ref(&rk)
+    );
+    assert!(
+        s.routes_naming_service(&k("a", "s3")).is_empty(),
+        "not a Service"
+    );
+    s.put_route_json(route("svc2"));
+    assert!(
+        s.routes_naming_service(&k("a", "svc1")).is_empty(),
+        "replaced"
+    );
+    s.remove_route(&rk);
+    assert!(s.routes_by_service.is_empty(), "removed");
+}
+
+#[test]
+fn relists_drop_what_is_gone() {
+    let mut s = Snapshot::new("sys");
+    s.put_namespace("a", BTreeMap::new());
+    s.put_namespace("b", BTreeMap::new());
+    let child = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "a", "labels": {"gatewright.dev/parent-uid": "u", "gatewright.dev/gateway-uid": "u"}}});
+    s.put_child(child("x"));
+    s.put_child(child("y"));
+    let seen = BTreeSet::from([Key::new("", "a")]);
+    assert_eq!(s.retain_listed("Namespace", "", &seen), 1);
+    assert!(crate::gateway::Lookup::namespace_labels(&s, "b").is_none());
+    let seen = BTreeSet::from([Key::new("a", "x")]);
+    assert_eq!(s.retain_listed("ConfigMap", "v1", &seen), 1);
+    assert_eq!(s.children_of("u").count(), 1);
+    assert_eq!(s.children_by_gateway("u").count(), 1);
+}
+
+#[test]
+fn the_fleet_stamp_moves_with_the_fleet_and_only_with_it() {
+    let member = |name: &str, unserved: Option<&str>| fleet::FleetMember {
+        name: name.to_owned(),
+        display_name: name.to_owned(),
+        labels: BTreeMap::new(),
+        properties: BTreeMap::new(),
+        unserved: unserved.map(str::to_owned),
+    };
+    let mut s = Snapshot::new("sys");
+    s.set_fleet(vec![member("fleet/a", None)]);
+    let first = s.fleet_stamp();
+    s.set_fleet(vec![member("fleet/a", None)]);
+    s.put_fleet_member(member("fleet/a", None));
+    s.remove_fleet_member("fleet/none");
+    assert_eq!(s.fleet_stamp(), first, "the same fleet");
+    s.put_fleet_member(member("fleet/a", Some("unreachable")));
+    let second = s.fleet_stamp();
+    assert_ne!(second, first, "a member no longer served");
+    s.remove_fleet_member("fleet/a");
+    assert_ne!(s.fleet_stamp(), second, "a member gone");
+    let third = s.fleet_stamp();
+    s.allow_placement();
+    assert_ne!(s.fleet_stamp(), third, "placement turned on");
+}
+
+#[test]
+fn a_members_relist_drops_only_its_own_placed_objects_from_the_mirror() {
+    let mut s = Snapshot::new("sys");
+    let placed = |name: &str, cluster: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "a", "annotations": {"gatewright.dev/cluster": cluster}, "labels": {"gatewright.dev/parent-uid": "u", "gatewright.dev/gateway-uid": "u"}}});
+    s.put_child(placed("x", "fleet/eu"));
+    s.put_child(placed("y", "fleet/eu"));
+    s.put_child(placed("y", "fleet/us"));
+    s.put_child(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "y", "namespace": "a", "labels": {"gatewright.dev/parent-uid": "u", "gatewright.dev/gateway-uid": "u"}}}));
+    // eu relisted ConfigMaps and saw x alone: its y goes; us's y and the hub's own stay.
+    let seen = BTreeSet::from([Key::new("a", "x")]);
+    assert_eq!(
+        s.retain_listed_placed("fleet/eu", "ConfigMap", "v1", &seen),
+        1
+    );
+    let mut left: Vec<(String, String)> = s
+        .children_by_gateway("u")
+        .map(|o| {
+            let k = ObjectKey::of(&o);
+            (k.cluster, k.name)
+        })
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            (String::new(), "y".to_owned()),
+            ("fleet/eu".to_owned(), "x".to_owned()),
+            ("fleet/us".to_owned(), "y".to_owned())
+        ]
+    );
+    // Another kind is not touched.
+    assert_eq!(
+        s.retain_listed_placed("fleet/eu", "Secret", "v1", &BTreeSet::new()),
+        0
+    );
+}
