@@ -13,7 +13,7 @@ use crate::api::GATEWAY_CONFIG_KIND;
 use crate::gateway::conditions::{Cond, reasons, types};
 use crate::gateway::hostnames;
 use crate::gateway::listeners::{ClassKinds, GatewayEval, evaluate_gateway_with};
-use crate::gateway::routes::{ParentAttachment, attach_route, count_attached_routes};
+use crate::gateway::routes::{ParentAttachment, count_attached_routes};
 use crate::gateway::{CONTROLLER_NAME, ListenerEval};
 use crate::render::context::{
     AttachedRouteVar, HostnamesVar, ListenerVar, NamespacedName, TemplateContext, with_resources,
@@ -68,6 +68,27 @@ impl GatewayContext {
             }
             .to_value()
         })
+    }
+
+    fn new(
+        gateway: Arc<Value>,
+        class: Value,
+        values: Value,
+        listeners: Vec<ListenerVar>,
+        routes: Vec<RouteKey>,
+        hostnames: HostnamesVar,
+    ) -> Self {
+        Self {
+            gateway,
+            class,
+            values,
+            listeners,
+            routes,
+            hostnames,
+            route_values: Vec::new(),
+            base: std::sync::OnceLock::new(),
+            decoration: GatewayDecoration::default(),
+        }
     }
 
     /// Whether the Gateway accepted `route`.
@@ -209,15 +230,17 @@ pub(crate) fn plan_gateway_with(
     let mut eval = evaluate_gateway_with(gw, &sets, snap, &kinds);
 
     // Route attachment (independent of the blueprint), in route key order.
-    let mut attachments = Vec::new();
-    let mut attached: Vec<&Arc<RouteEntry>> = Vec::new();
-    for (rkey, route) in snap.routes_referencing(key) {
-        let a = attach_route(&route.view, gw, &eval, snap);
-        if !a.is_empty() {
-            attachments.push((rkey.clone(), a));
-            attached.push(route);
-        }
-    }
+    let super::gateway_memo::Attached {
+        attachments,
+        entries: attached,
+        vars,
+    } = super::gateway_memo::attach(
+        snap,
+        key,
+        gw,
+        &eval,
+        memo.as_deref_mut().map(|m| &mut m.attach),
+    );
     count_attached_routes(&mut eval, attachments.iter().map(|(_, a)| a));
 
     let mut accepted_cond = eval.accepted.clone();
@@ -240,15 +263,22 @@ pub(crate) fn plan_gateway_with(
     };
     let accepted = accepted_cond.status.is_true();
 
-    let gateway_json = Arc::new(entry.json());
+    let gateway_json = memo
+        .as_deref_mut()
+        .map_or_else(|| Arc::new(entry.json()), |m| m.attach.gateway(entry));
+    let vars_kept = vars.is_some();
     let (mut context, accepted_routes) = build_context(
         Arc::clone(&gateway_json),
         class_json,
         &eval,
-        &attachments,
-        &attached,
+        (&attachments, &attached),
+        vars,
         params.ok(),
     );
+    if let Some(m) = memo.as_deref_mut().filter(|_| !vars_kept) {
+        m.attach
+            .remember_vars(&context.listeners, &context.hostnames);
+    }
     context.decoration = GatewayDecoration::new(&gateway_json, &uid);
     // The live children, parsed (or as the memo parsed them, when they are the same).
     let live =
@@ -536,16 +566,33 @@ fn layer(
     }
 }
 
+/// Each route's attachments to a Gateway's listeners, in route key order.
+type RouteAttachments = [(RouteKey, Vec<ParentAttachment>)];
+
 /// The template variables of a Gateway, and the entries of the routes it accepted (in
 /// `attachments` order). `attached` holds the entry of each route of `attachments`.
+/// `vars`: the listeners and hostnames an earlier plan made of the same attachments.
 fn build_context<'a>(
     gateway: Arc<Value>,
     class: Value,
     eval: &GatewayEval,
-    attachments: &[(RouteKey, Vec<ParentAttachment>)],
-    attached: &[&'a Arc<RouteEntry>],
+    (attachments, attached): (&RouteAttachments, &[&'a Arc<RouteEntry>]),
+    vars: Option<(Vec<ListenerVar>, HostnamesVar)>,
     values: Option<Value>,
 ) -> (GatewayContext, Vec<&'a Arc<RouteEntry>>) {
+    let values = values.unwrap_or_else(|| Value::Object(serde_json::Map::new()));
+    if let Some((listeners, hostnames)) = vars {
+        let (routes, entries) = attachments
+            .iter()
+            .zip(attached)
+            .filter(|((_, parents), _)| parents.iter().any(ParentAttachment::is_accepted))
+            .map(|((rkey, _), entry)| (rkey.clone(), *entry))
+            .unzip();
+        return (
+            GatewayContext::new(gateway, class, values, listeners, routes, hostnames),
+            entries,
+        );
+    }
     let spec_listeners: &[Value] = gateway["spec"]["listeners"]
         .as_array()
         .map_or(&[], Vec::as_slice);
@@ -689,23 +736,16 @@ fn build_context<'a>(
                 .cloned(),
         )
     };
-    let context = GatewayContext {
-        gateway,
-        class,
-        values: values.unwrap_or_else(|| Value::Object(serde_json::Map::new())),
-        listeners,
-        routes,
-        hostnames: HostnamesVar {
-            union,
-            intersection,
-            precise,
-            tls,
-        },
-        route_values: Vec::new(),
-        base: std::sync::OnceLock::new(),
-        decoration: GatewayDecoration::default(),
+    let hostnames = HostnamesVar {
+        union,
+        intersection,
+        precise,
+        tls,
     };
-    (context, entries)
+    (
+        GatewayContext::new(gateway, class, values, listeners, routes, hostnames),
+        entries,
+    )
 }
 
 fn render_addresses(

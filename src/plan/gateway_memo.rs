@@ -12,14 +12,16 @@
 
 use std::sync::Arc;
 
-use gateway_api::apis::standard::gateways::GatewayStatusAddresses;
+use gateway_api::apis::standard::gateways::{Gateway, GatewaySpec, GatewayStatusAddresses};
 use serde_json::Value;
 
 use super::set::{ChildState, DesiredChild, Held};
+use crate::gateway::listeners::GatewayEval;
+use crate::gateway::routes::{ParentAttachment, attach_route};
 use crate::render::RenderError;
 use crate::render::context::{HostnamesVar, ListenerVar};
 use crate::render::prepared::Prepared;
-use crate::snapshot::{ObjectKey, Snapshot};
+use crate::snapshot::{GatewayEntry, Key, ObjectKey, RouteEntry, RouteKey, Snapshot};
 
 /// What rendering a Gateway's own templates gave: the part of its plan that
 /// this module can reuse while nothing the templates read changed.
@@ -147,6 +149,8 @@ pub struct GatewayMemo {
     rendered: Option<Rendered>,
     /// The live children the last plan read.
     pub(crate) live: LiveChildren,
+    /// The route attachments the last plan decided, and what it made of them.
+    pub(crate) attach: Attachments,
 }
 
 impl GatewayMemo {
@@ -192,5 +196,131 @@ impl GatewayMemo {
             .collect();
         self.inputs = inputs;
         self.rendered = Some(rendered.clone());
+    }
+}
+
+/// The route attachments of a Gateway's last plan, and the template variables made of
+/// them: a route's attachment is kept while its entry in the snapshot is the same and
+/// so is what attachment reads of the rest (the Gateway's evaluation, its spec, what the
+/// snapshot answers as a `Lookup`: [`Snapshot::references_stamp`]). When every
+/// attachment is what it was, so are the listeners and hostnames made of them. The
+/// Gateway parsed is kept while its entry is the same.
+#[derive(Debug, Default)]
+pub(crate) struct Attachments {
+    basis: Option<AttachBasis>,
+    /// In route key order.
+    routes: Vec<(RouteKey, Arc<RouteEntry>, Vec<ParentAttachment>)>,
+    vars: Option<(Vec<ListenerVar>, HostnamesVar)>,
+    gateway: Option<(Arc<GatewayEntry>, Arc<Value>)>,
+}
+
+/// What the attachments were decided from, besides each route.
+#[derive(Debug)]
+struct AttachBasis {
+    eval: GatewayEval,
+    spec: GatewaySpec,
+    references: u64,
+}
+
+/// The routes naming a Gateway, attached.
+#[derive(Debug)]
+pub(crate) struct Attached<'s> {
+    /// The attachments of each route attached to some listener, in route key order.
+    pub attachments: Vec<(RouteKey, Vec<ParentAttachment>)>,
+    /// The entry of each route of `attachments`.
+    pub entries: Vec<&'s Arc<RouteEntry>>,
+    /// The listeners and hostnames of the last plan, when every attachment is what it was
+    /// then (and so are they).
+    pub vars: Option<(Vec<ListenerVar>, HostnamesVar)>,
+}
+
+impl Attachments {
+    /// The Gateway of `entry` as JSON: the last plan's when the entry is the same.
+    pub(crate) fn gateway(&mut self, entry: &Arc<GatewayEntry>) -> Arc<Value> {
+        match &self.gateway {
+            Some((e, json)) if Arc::ptr_eq(e, entry) => Arc::clone(json),
+            _ => {
+                let json = Arc::new(entry.json());
+                self.gateway = Some((Arc::clone(entry), Arc::clone(&json)));
+                json
+            }
+        }
+    }
+
+    /// Remembers the listeners and hostnames made of the attachments [`attach`] returned.
+    pub(crate) fn remember_vars(&mut self, listeners: &[ListenerVar], hostnames: &HostnamesVar) {
+        self.vars = Some((listeners.to_vec(), hostnames.clone()));
+    }
+}
+
+/// Attaches every route naming the Gateway `key` (directly or through one of its
+/// ListenerSets) to its listeners as `eval` judged them (before routes are counted),
+/// reusing what `memo` kept of the last plan where nothing attachment reads changed.
+pub(crate) fn attach<'s>(
+    snap: &'s Snapshot,
+    key: &Key,
+    gw: &Gateway,
+    eval: &GatewayEval,
+    memo: Option<&mut Attachments>,
+) -> Attached<'s> {
+    let mut attachments = Vec::new();
+    let mut entries = Vec::new();
+    let Some(memo) = memo else {
+        for (rkey, route) in snap.routes_referencing(key) {
+            let a = attach_route(&route.view, gw, eval, snap);
+            if !a.is_empty() {
+                attachments.push((rkey.clone(), a));
+                entries.push(route);
+            }
+        }
+        return Attached {
+            attachments,
+            entries,
+            vars: None,
+        };
+    };
+    let references = snap.references_stamp();
+    let same_basis = memo
+        .basis
+        .as_ref()
+        .is_some_and(|b| b.references == references && b.spec == gw.spec && b.eval == *eval);
+    if !same_basis {
+        memo.basis = Some(AttachBasis {
+            eval: eval.clone(),
+            spec: gw.spec.clone(),
+            references,
+        });
+        memo.routes.clear();
+        memo.vars = None;
+    }
+    let before = std::mem::take(&mut memo.routes);
+    let mut before = before.into_iter().peekable();
+    // Whether every route's attachment is what it was, and no route came or went.
+    let mut same = same_basis;
+    // Both in route key order: one walk.
+    for (rkey, route) in snap.routes_referencing(key) {
+        while before.next_if(|(k, _, _)| k < rkey).is_some() {
+            same = false;
+        }
+        let kept = before.next_if(|(k, _, _)| k == rkey);
+        let a = match kept {
+            Some((_, e, a)) if Arc::ptr_eq(&e, route) => a,
+            kept => {
+                let a = attach_route(&route.view, gw, eval, snap);
+                same = same && kept.is_some_and(|(_, _, k)| k == a);
+                a
+            }
+        };
+        if !a.is_empty() {
+            attachments.push((rkey.clone(), a.clone()));
+            entries.push(route);
+        }
+        memo.routes.push((rkey.clone(), Arc::clone(route), a));
+    }
+    same = same && before.next().is_none();
+    Attached {
+        attachments,
+        entries,
+        vars: memo.vars.clone().filter(|_| same),
     }
 }

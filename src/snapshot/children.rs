@@ -2,7 +2,7 @@
 //! Gateway), what is known of their kinds (scopes, the names taken), and the objects
 //! `render` found several parents rendering (claims).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -58,7 +58,7 @@ impl Snapshot {
             self.children_by_gateway
                 .entry(uid.clone())
                 .or_default()
-                .insert(key.clone());
+                .insert(key.clone(), entry.parent_uid.clone());
         }
         self.children.insert(key, entry);
     }
@@ -177,7 +177,7 @@ impl Snapshot {
         self.children_by_gateway
             .get(gateway_uid)
             .into_iter()
-            .flatten()
+            .flat_map(BTreeMap::keys)
             .filter_map(|k| self.children.get(k).map(ChildEntry::object))
     }
     /// The parent uids of the live children labelled with this Gateway uid whose parent is
@@ -190,13 +190,8 @@ impl Snapshot {
             .get(gateway_uid)
             .into_iter()
             .flatten()
-            .filter_map(move |k| {
-                let p = self
-                    .children
-                    .get(k)?
-                    .parent_uid
-                    .as_deref()
-                    .unwrap_or_default();
+            .filter_map(move |(k, p)| {
+                let p = p.as_deref().unwrap_or_default();
                 (p != gateway_uid).then_some((k, p))
             })
     }
@@ -208,7 +203,7 @@ impl Snapshot {
         self.children_by_gateway
             .get(gateway_uid)
             .into_iter()
-            .flatten()
+            .flat_map(BTreeMap::keys)
             .map(|k| (k.api_version.clone(), k.kind.clone()))
     }
     /// A live child by key, parsed.

@@ -105,10 +105,14 @@ pub struct Snapshot {
     /// Per parent uid, a stamp renewed whenever one of its children is put or removed
     /// ([`Snapshot::children_stamp`]).
     children_stamps: std::collections::HashMap<String, u64>,
-    children_by_gateway: BTreeMap<String, BTreeSet<ObjectKey>>,
+    /// Reverse index: per Gateway uid (the label), its children and each one's parent uid.
+    children_by_gateway: BTreeMap<String, BTreeMap<ObjectKey, Option<String>>>,
     scopes: crate::render::scope::KindScopes,
     /// Changes whenever `scopes` does (see [`next_stamp`](entries::next_stamp)).
     scopes_stamp: u64,
+    /// Changes whenever what the snapshot answers as a `Lookup` does
+    /// ([`Snapshot::references_stamp`]).
+    references_stamp: u64,
     /// Objects no live child holds yet but that `render` found several parents rendering:
     /// the parent that keeps each (the oldest), as the object it renders. Never set by the
     /// controller, where the live object decides.

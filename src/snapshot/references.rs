@@ -7,50 +7,80 @@ use std::collections::{BTreeMap, BTreeSet};
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use k8s_openapi::api::core::v1::Secret;
 
+use super::entries::next_stamp;
 use super::{Key, Snapshot, UNKNOWN_SECRET_TYPE, key_of};
 use crate::gateway::{Lookup, SecretInfo};
 
 impl Snapshot {
     /// Inserts or replaces a Namespace's labels.
     pub fn put_namespace(&mut self, name: &str, labels: BTreeMap<String, String>) {
-        self.namespaces.insert(name.to_owned(), labels);
+        if self.namespaces.get(name) != Some(&labels) {
+            self.namespaces.insert(name.to_owned(), labels);
+            self.references_moved();
+        }
     }
     /// Removes a Namespace.
     pub fn remove_namespace(&mut self, name: &str) {
-        self.namespaces.remove(name);
+        if self.namespaces.remove(name).is_some() {
+            self.references_moved();
+        }
     }
     /// Inserts or replaces a ReferenceGrant.
     pub fn put_grant(&mut self, g: ReferenceGrant) {
         let Key { namespace, name } = key_of(&g.metadata);
-        self.grants.entry(namespace).or_default().insert(name, g);
+        let grants = self.grants.entry(namespace).or_default();
+        if grants.get(&name).is_none_or(|old| old.spec != g.spec) {
+            grants.insert(name, g);
+            self.references_moved();
+        }
     }
     /// Removes a ReferenceGrant.
     pub fn remove_grant(&mut self, key: &Key) {
-        if let Some(m) = self.grants.get_mut(&key.namespace) {
-            m.remove(&key.name);
+        if let Some(m) = self.grants.get_mut(&key.namespace)
+            && m.remove(&key.name).is_some()
+        {
+            self.references_moved();
         }
+    }
+    /// A number that changes whenever what the snapshot answers as a [`Lookup`] may have
+    /// (a Namespace's labels, a ReferenceGrant, a Secret, whether a Service exists): equal
+    /// stamps, the same answers. What a plan decides from them alone (route attachment)
+    /// may be kept while it holds.
+    #[must_use]
+    pub fn references_stamp(&self) -> u64 {
+        self.references_stamp
+    }
+    fn references_moved(&mut self) {
+        self.references_stamp = next_stamp();
     }
     /// Inserts or replaces a Secret (only its type and TLS validity are kept).
     pub fn put_secret(&mut self, s: &Secret) {
         let key = key_of(&s.metadata);
         let info = SecretInfo::from_secret(s);
         // Kept where the watch that lists its type keeps it (see the fields).
-        if info.type_ == crate::gateway::refs::TLS_SECRET_TYPE {
-            self.other_secrets.remove(&key);
-            self.secrets.insert(key, info);
+        let (here, there) = if info.type_ == crate::gateway::refs::TLS_SECRET_TYPE {
+            (&mut self.secrets, &mut self.other_secrets)
         } else {
-            self.secrets.remove(&key);
-            self.other_secrets.insert(key, info);
+            (&mut self.other_secrets, &mut self.secrets)
+        };
+        let moved = there.remove(&key).is_some() | (here.get(&key) != Some(&info));
+        here.insert(key, info);
+        if moved {
+            self.references_moved();
         }
     }
     /// Records a Secret known by its metadata alone (its type is not
     /// `kubernetes.io/tls`; which one it is stays unknown until [`Snapshot::put_secret`]).
     pub fn put_secret_metadata(&mut self, key: Key) {
-        if !self.secrets.contains_key(&key) {
-            self.other_secrets.entry(key).or_insert_with(|| SecretInfo {
-                type_: UNKNOWN_SECRET_TYPE.into(),
-                tls_valid: false,
-            });
+        if !self.secrets.contains_key(&key) && !self.other_secrets.contains_key(&key) {
+            self.other_secrets.insert(
+                key,
+                SecretInfo {
+                    type_: UNKNOWN_SECRET_TYPE.into(),
+                    tls_valid: false,
+                },
+            );
+            self.references_moved();
         }
     }
     /// Whether a Secret is known by its metadata alone (its type not fetched yet).
@@ -62,17 +92,23 @@ impl Snapshot {
     }
     /// Removes a Secret.
     pub fn remove_secret(&mut self, key: &Key) {
-        self.secrets.remove(key);
-        self.other_secrets.remove(key);
+        if self.secrets.remove(key).is_some() | self.other_secrets.remove(key).is_some() {
+            self.references_moved();
+        }
     }
     /// Records that a Service exists (turns Service tracking on).
     pub fn put_service(&mut self, key: Key) {
-        self.services.get_or_insert_with(BTreeSet::new).insert(key);
+        let tracked = self.services.is_some();
+        if self.services.get_or_insert_with(BTreeSet::new).insert(key) || !tracked {
+            self.references_moved();
+        }
     }
     /// Records that a Service is gone.
     pub fn remove_service(&mut self, key: &Key) {
-        if let Some(s) = &mut self.services {
-            s.remove(key);
+        if let Some(s) = &mut self.services
+            && s.remove(key)
+        {
+            self.references_moved();
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The planner's memo (`gatewright::plan::memo`): a plan made with what it remembers (the
 //! route plans, and what the Gateway's own templates rendered) equals the plan made afresh, over random worlds and random sequences of
 //! changes: a route's weights or hostnames, a route gone, a Gateway's labels or listener
-//! hostname, a live child no longer ready or gone, a round of the controller applying
+//! hostname, a live child no longer ready or gone, a Namespace's labels, a Service, a
+//! ReferenceGrant or a Secret that comes or goes, a round of the controller applying
 //! what was planned (children created, then ready).
 
 use std::collections::BTreeMap;
@@ -11,7 +12,7 @@ use gatewright::snapshot::{Key, Snapshot};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::world::World;
+use crate::world::{NAMESPACES, World};
 
 /// One change to the world between two plans; indexes pick among what exists.
 #[derive(Clone, Debug)]
@@ -34,6 +35,14 @@ pub enum Edit {
     ChildNotReady(usize),
     /// A live child deleted.
     ChildGone(usize),
+    /// A Namespace's labels replaced (what `allowedRoutes` selectors read).
+    NamespaceLabels(usize, u8),
+    /// A Service exists (Services become tracked: the others are then missing).
+    ServiceAdded(usize, bool),
+    /// A ReferenceGrant deleted.
+    GrantGone(usize),
+    /// A Secret deleted.
+    SecretGone(usize, usize),
     /// The controller applies what was planned, as ready.
     Round,
 }
@@ -49,7 +58,11 @@ pub fn edits() -> impl Strategy<Value = Vec<Edit>> {
         1 => (i.clone(), 0u8..3).prop_map(|(i, v)| Edit::InfrastructureLabel(i, v)),
         1 => i.clone().prop_map(Edit::ListenerHostname),
         1 => i.clone().prop_map(Edit::ChildNotReady),
-        1 => i.prop_map(Edit::ChildGone),
+        1 => i.clone().prop_map(Edit::ChildGone),
+        1 => (i.clone(), 0u8..9).prop_map(|(i, v)| Edit::NamespaceLabels(i, v)),
+        1 => (i.clone(), any::<bool>()).prop_map(|(i, svc)| Edit::ServiceAdded(i, svc)),
+        1 => i.clone().prop_map(Edit::GrantGone),
+        1 => (i.clone(), 0usize..2).prop_map(|(i, j)| Edit::SecretGone(i, j)),
         3 => Just(Edit::Round),
     ];
     prop::collection::vec(edit, 1..12)
@@ -145,6 +158,31 @@ fn apply(snap: &mut Snapshot, edit: &Edit) -> Result<(), String> {
             if let Some(k) = nth(snap.child_keys().cloned().collect(), *i) {
                 snap.remove_child(&k);
             }
+        }
+        Edit::NamespaceLabels(i, v) => {
+            let ns = NAMESPACES[i % NAMESPACES.len()];
+            let keys = ["env", "team", "shared"];
+            let values = ["prod", "dev", "a"];
+            let mut labels = BTreeMap::new();
+            labels.insert(
+                keys[usize::from(*v) % 3].to_owned(),
+                values[usize::from(*v) / 3].to_owned(),
+            );
+            labels.insert("kubernetes.io/metadata.name".to_owned(), ns.to_owned());
+            snap.put_namespace(ns, labels);
+        }
+        Edit::ServiceAdded(i, svc) => {
+            let name = if *svc { "svc" } else { "other" };
+            snap.put_service(Key::new(NAMESPACES[i % NAMESPACES.len()], name));
+        }
+        Edit::GrantGone(i) => {
+            for ns in NAMESPACES {
+                snap.remove_grant(&Key::new(*ns, format!("grant{i}")));
+            }
+        }
+        Edit::SecretGone(i, j) => {
+            let name = ["cert", "other"][j % 2];
+            snap.remove_secret(&Key::new(NAMESPACES[i % NAMESPACES.len()], name));
         }
         Edit::Round => {
             let (desired, prune) = crate::planner::desired_and_prune(snap)?;
