@@ -16,7 +16,7 @@ use crate::gateway::listeners::{ClassKinds, GatewayEval, evaluate_gateway_with};
 use crate::gateway::routes::{ParentAttachment, count_attached_routes};
 use crate::gateway::{CONTROLLER_NAME, ListenerEval};
 use crate::render::context::{
-    AttachedRouteVar, HostnamesVar, ListenerVar, NamespacedName, TemplateContext, with_resources,
+    AttachedRouteVar, HostnamesVar, ListenerVar, NamespacedName, with_resources,
 };
 use crate::render::engine::STATUS_TEMPLATE;
 use crate::render::labels::{GatewayDecoration, Owner};
@@ -47,26 +47,50 @@ pub struct GatewayContext {
     /// use ([`GatewayContext::base`]): a plan whose renders all come from its memo never
     /// builds it.
     base: std::sync::OnceLock<minijinja::Value>,
+    /// Parts of `base` as template values: given by the memo when they are what an
+    /// earlier plan converted, else converted with `base` (and then kept by the memo).
+    pub(crate) converted: Converted,
     /// The labels and annotations every child of the Gateway carries, built once.
     pub decoration: GatewayDecoration,
+}
+
+/// The costly parts of a Gateway's template context as template values (see
+/// [`GatewayContext::base`]).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Converted {
+    /// `gateway`.
+    pub gateway: std::sync::OnceLock<minijinja::Value>,
+    /// `listeners` and `hostnames`.
+    pub vars: std::sync::OnceLock<(minijinja::Value, minijinja::Value)>,
 }
 
 impl GatewayContext {
     /// The template context every template of the Gateway sees (without `resources`),
     /// built once, when a template first renders.
     pub fn base(&self) -> &minijinja::Value {
+        use minijinja::value::{Serde, Value as V};
+        // What `TemplateContext::to_value` makes, part by part, so that the parts an
+        // earlier plan converted are reused.
         self.base.get_or_init(|| {
-            let gateway_value = minijinja::Value::from(minijinja::value::Serde(&*self.gateway));
-            TemplateContext {
-                gateway: &gateway_value,
-                class: &self.class,
-                values: &self.values,
-                listeners: &self.listeners,
-                routes: &self.route_values,
-                hostnames: &self.hostnames,
-                cluster: super::placement::own_cluster(),
+            let gateway = self
+                .converted
+                .gateway
+                .get_or_init(|| V::from(Serde(&*self.gateway)));
+            let (listeners, hostnames) = self.converted.vars.get_or_init(|| {
+                (
+                    V::from(Serde(&self.listeners)),
+                    V::from(Serde(&self.hostnames)),
+                )
+            });
+            minijinja::context! {
+                gateway => gateway.clone(),
+                class => V::from(Serde(&self.class)),
+                values => V::from(Serde(&self.values)),
+                listeners => listeners.clone(),
+                routes => V::from(self.route_values.clone()),
+                hostnames => hostnames.clone(),
+                cluster => V::from(Serde(super::placement::own_cluster())),
             }
-            .to_value()
         })
     }
 
@@ -87,6 +111,7 @@ impl GatewayContext {
             hostnames,
             route_values: Vec::new(),
             base: std::sync::OnceLock::new(),
+            converted: Converted::default(),
             decoration: GatewayDecoration::default(),
         }
     }
@@ -275,9 +300,12 @@ pub(crate) fn plan_gateway_with(
         vars,
         params.ok(),
     );
-    if let Some(m) = memo.as_deref_mut().filter(|_| !vars_kept) {
-        m.attach
-            .remember_vars(&context.listeners, &context.hostnames);
+    if let Some(m) = memo.as_deref_mut() {
+        if !vars_kept {
+            m.attach
+                .remember_vars(&context.listeners, &context.hostnames);
+        }
+        context.converted = m.attach.converted(vars_kept);
     }
     context.decoration = GatewayDecoration::new(&gateway_json, &uid);
     // The live children, parsed (or as the memo parsed them, when they are the same).

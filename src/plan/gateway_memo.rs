@@ -15,6 +15,7 @@ use std::sync::Arc;
 use gateway_api::apis::standard::gateways::{Gateway, GatewaySpec, GatewayStatusAddresses};
 use serde_json::Value;
 
+use super::gateway::Converted;
 use super::set::{ChildState, DesiredChild, Held};
 use crate::gateway::listeners::GatewayEval;
 use crate::gateway::routes::{ParentAttachment, attach_route};
@@ -212,6 +213,9 @@ pub(crate) struct Attachments {
     routes: Vec<(RouteKey, Arc<RouteEntry>, Vec<ParentAttachment>)>,
     vars: Option<(Vec<ListenerVar>, HostnamesVar)>,
     gateway: Option<(Arc<GatewayEntry>, Arc<Value>)>,
+    /// `gateway` and `vars` as template values, when a plan converted them.
+    gateway_value: Option<minijinja::Value>,
+    vars_values: Option<(minijinja::Value, minijinja::Value)>,
 }
 
 /// What the attachments were decided from, besides each route.
@@ -242,6 +246,7 @@ impl Attachments {
             _ => {
                 let json = Arc::new(entry.json());
                 self.gateway = Some((Arc::clone(entry), Arc::clone(&json)));
+                self.gateway_value = None;
                 json
             }
         }
@@ -250,6 +255,32 @@ impl Attachments {
     /// Remembers the listeners and hostnames made of the attachments [`attach`] returned.
     pub(crate) fn remember_vars(&mut self, listeners: &[ListenerVar], hostnames: &HostnamesVar) {
         self.vars = Some((listeners.to_vec(), hostnames.clone()));
+        self.vars_values = None;
+    }
+
+    /// The parts of the template context this plan shares with the last one, converted
+    /// then: the Gateway (when [`Attachments::gateway`] gave the same), the listeners
+    /// and hostnames (when `vars_kept`: [`attach`] gave the last plan's).
+    pub(crate) fn converted(&self, vars_kept: bool) -> Converted {
+        let c = Converted::default();
+        if let Some(v) = &self.gateway_value {
+            let _ = c.gateway.set(v.clone());
+        }
+        if let Some(v) = self.vars_values.as_ref().filter(|_| vars_kept) {
+            let _ = c.vars.set(v.clone());
+        }
+        c
+    }
+
+    /// Keeps what this plan converted of its template context (see
+    /// [`Attachments::converted`]).
+    pub(crate) fn keep_converted(&mut self, c: &Converted) {
+        if let Some(v) = c.gateway.get() {
+            self.gateway_value = Some(v.clone());
+        }
+        if let Some(v) = c.vars.get() {
+            self.vars_values = Some(v.clone());
+        }
     }
 }
 
@@ -292,6 +323,7 @@ pub(crate) fn attach<'s>(
         });
         memo.routes.clear();
         memo.vars = None;
+        memo.vars_values = None;
     }
     let before = std::mem::take(&mut memo.routes);
     let mut before = before.into_iter().peekable();

@@ -175,7 +175,11 @@ fn plan_inner(
     let mut gateway =
         super::gateway::plan_gateway_with(snap, key, memo.as_deref_mut().map(|m| &mut m.gateway))?;
     let routes = match memo {
-        Some(m) => m.route_plans(snap, &gateway),
+        Some(m) => {
+            let routes = m.route_plans(snap, &gateway);
+            m.gateway.attach.keep_converted(&gateway.context.converted);
+            routes
+        }
         None => gateway
             .context
             .routes
