@@ -13,7 +13,6 @@ use gateway_api::apis::standard::gatewayclasses::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
-use crate::gateway::ParentAttachment;
 use crate::gateway::conditions::merge_conditions;
 use crate::plan::gateway::OutOfScope;
 use crate::plan::status::merged_route_parents;
@@ -123,7 +122,7 @@ fn render_snapshot(
 
     // Every Gateway's plan; then each route's entries of ours from all of them, merged as
     // the controller merges them.
-    let mut written: BTreeMap<RouteKey, Vec<(&Key, Vec<ParentAttachment>)>> = BTreeMap::new();
+    let mut written: BTreeMap<RouteKey, Vec<(&Key, crate::gateway::Parents)>> = BTreeMap::new();
     for (key, entry) in snap.gateways() {
         match plan(snap, key) {
             Ok(p) => {

@@ -78,7 +78,7 @@ impl Memory {
 #[derive(Debug)]
 pub(crate) struct RouteStatusSeen {
     pub(crate) route: std::sync::Weak<crate::snapshot::RouteEntry>,
-    pub(crate) entries: Vec<crate::gateway::ParentAttachment>,
+    pub(crate) entries: crate::gateway::Parents,
 }
 
 /// What the last reconcile of a Gateway reported, to emit Events only on transitions.

@@ -22,7 +22,7 @@ pub mod routes;
 pub use conditions::{Cond, Status};
 pub use listeners::{GatewayEval, ListenerEval, RouteGroupKind, evaluate_gateway};
 pub use refs::SecretInfo;
-pub use routes::{ParentAttachment, RouteView, attach_route, count_attached_routes};
+pub use routes::{ParentAttachment, Parents, RouteView, attach_route, count_attached_routes};
 
 /// Our `controllerName`.
 pub const CONTROLLER_NAME: &str = "gatewright.dev/gateway-controller";

@@ -46,6 +46,10 @@ pub struct ParentAttachment {
     pub wildcard_only: Option<Cond>,
 }
 
+/// A route's entries for one Gateway (one per parentRef naming it), shared between a plan,
+/// the planner's memo and what the controller remembers having written.
+pub type Parents = std::sync::Arc<Vec<ParentAttachment>>;
+
 const PARENT_OWNED: &[&str] = &[
     types::ACCEPTED,
     types::RESOLVED_REFS,

@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
-use crate::gateway::ParentAttachment;
 use crate::plan::status::merged_route_parents;
 use crate::plan::{Plan, is_subset};
 use crate::render::output::api_group;
@@ -182,7 +181,7 @@ fn status_change(gateway: &Key, what: String, live: &Value, planned: &Value) -> 
 #[must_use]
 pub fn compare(snap: &Snapshot, plans: &[(Key, Plan)], now: &Time) -> Vec<Change> {
     let mut out = Vec::new();
-    let mut written: BTreeMap<RouteKey, Vec<(&Key, Vec<ParentAttachment>)>> = BTreeMap::new();
+    let mut written: BTreeMap<RouteKey, Vec<(&Key, crate::gateway::Parents)>> = BTreeMap::new();
     for (key, p) in plans {
         let owners = p
             .gateway

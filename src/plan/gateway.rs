@@ -13,7 +13,7 @@ use crate::api::GATEWAY_CONFIG_KIND;
 use crate::gateway::conditions::{Cond, reasons, types};
 use crate::gateway::hostnames;
 use crate::gateway::listeners::{ClassKinds, GatewayEval, evaluate_gateway_with};
-use crate::gateway::routes::{ParentAttachment, count_attached_routes};
+use crate::gateway::routes::{ParentAttachment, Parents, count_attached_routes};
 use crate::gateway::{CONTROLLER_NAME, ListenerEval};
 use crate::render::context::{
     AttachedRouteVar, HostnamesVar, ListenerVar, NamespacedName, with_resources,
@@ -158,7 +158,7 @@ pub struct GatewayPlan {
     pub listener_sets: Vec<crate::gateway::listeners::ListenerSetEval>,
     /// Route attachments this Gateway decided, per route (its routes' `status.parents`
     /// entries of ours, before their own templates are rendered).
-    pub attachments: Vec<(RouteKey, Vec<ParentAttachment>)>,
+    pub attachments: Vec<(RouteKey, Parents)>,
     /// Live children of routes this Gateway no longer accepts: delete them.
     pub orphaned_route_children: Vec<ObjectKey>,
     /// What the templates saw (route templates use it too).
@@ -266,7 +266,7 @@ pub(crate) fn plan_gateway_with(
         &eval,
         memo.as_deref_mut().map(|m| &mut m.attach),
     );
-    count_attached_routes(&mut eval, attachments.iter().map(|(_, a)| a));
+    count_attached_routes(&mut eval, attachments.iter().map(|(_, a)| &**a));
 
     let mut accepted_cond = eval.accepted.clone();
     let params = infrastructure_values(snap, gw, blueprint.as_ref().ok());
@@ -595,7 +595,7 @@ fn layer(
 }
 
 /// Each route's attachments to a Gateway's listeners, in route key order.
-type RouteAttachments = [(RouteKey, Vec<ParentAttachment>)];
+type RouteAttachments = [(RouteKey, Parents)];
 
 /// The template variables of a Gateway, and the entries of the routes it accepted (in
 /// `attachments` order). `attached` holds the entry of each route of `attachments`.

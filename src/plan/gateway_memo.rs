@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::gateway::Converted;
 use super::set::{ChildState, DesiredChild, Held};
 use crate::gateway::listeners::GatewayEval;
-use crate::gateway::routes::{ParentAttachment, attach_route};
+use crate::gateway::routes::{Parents, attach_route};
 use crate::render::RenderError;
 use crate::render::context::{HostnamesVar, ListenerVar};
 use crate::render::prepared::Prepared;
@@ -210,7 +210,7 @@ impl GatewayMemo {
 pub(crate) struct Attachments {
     basis: Option<AttachBasis>,
     /// In route key order.
-    routes: Vec<(RouteKey, Arc<RouteEntry>, Vec<ParentAttachment>)>,
+    routes: Vec<(RouteKey, Arc<RouteEntry>, Parents)>,
     vars: Option<(Vec<ListenerVar>, HostnamesVar)>,
     gateway: Option<(Arc<GatewayEntry>, Arc<Value>)>,
     /// `gateway` and `vars` as template values, when a plan converted them.
@@ -230,7 +230,7 @@ struct AttachBasis {
 #[derive(Debug)]
 pub(crate) struct Attached<'s> {
     /// The attachments of each route attached to some listener, in route key order.
-    pub attachments: Vec<(RouteKey, Vec<ParentAttachment>)>,
+    pub attachments: Vec<(RouteKey, Parents)>,
     /// The entry of each route of `attachments`.
     pub entries: Vec<&'s Arc<RouteEntry>>,
     /// The listeners and hostnames of the last plan, when every attachment is what it was
@@ -300,7 +300,7 @@ pub(crate) fn attach<'s>(
         for (rkey, route) in snap.routes_referencing(key) {
             let a = attach_route(&route.view, gw, eval, snap);
             if !a.is_empty() {
-                attachments.push((rkey.clone(), a));
+                attachments.push((rkey.clone(), Arc::new(a)));
                 entries.push(route);
             }
         }
@@ -339,12 +339,12 @@ pub(crate) fn attach<'s>(
             Some((_, e, a)) if Arc::ptr_eq(&e, route) => a,
             kept => {
                 let a = attach_route(&route.view, gw, eval, snap);
-                same = same && kept.is_some_and(|(_, _, k)| k == a);
-                a
+                same = same && kept.is_some_and(|(_, _, k)| *k == a);
+                Arc::new(a)
             }
         };
         if !a.is_empty() {
-            attachments.push((rkey.clone(), a.clone()));
+            attachments.push((rkey.clone(), Arc::clone(&a)));
             entries.push(route);
         }
         memo.routes.push((rkey.clone(), Arc::clone(route), a));

@@ -24,7 +24,7 @@ use super::route::RoutePlan;
 use super::set::{DesiredChild, RolloutState};
 use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
 use crate::gateway::listeners::gateway_owned_types;
-use crate::gateway::{CONTROLLER_NAME, GATEWAY_API_GROUP, ListenerEval, ParentAttachment};
+use crate::gateway::{CONTROLLER_NAME, GATEWAY_API_GROUP, ListenerEval, ParentAttachment, Parents};
 use crate::render::RenderError;
 use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot};
 
@@ -55,7 +55,7 @@ pub struct RouteParents {
     /// The route.
     pub route: RouteKey,
     /// In parentRef order.
-    pub entries: Vec<ParentAttachment>,
+    pub entries: Parents,
 }
 
 /// The status of a Gateway, without timestamps.
@@ -399,7 +399,7 @@ pub fn rollout_cond<'a>(rollouts: impl IntoIterator<Item = &'a RolloutState>) ->
 /// the routes whose own templates failed, so the app team reading the route sees it, not
 /// only the Gateway's owner.
 fn route_parents(
-    attachments: Vec<(RouteKey, Vec<ParentAttachment>)>,
+    attachments: Vec<(RouteKey, Parents)>,
     routes: &[std::sync::Arc<RoutePlan>],
 ) -> Vec<RouteParents> {
     attachments
@@ -418,8 +418,10 @@ fn route_parents(
                     &with_more(first, errors.len()),
                 )
             });
-            for e in &mut entries {
-                e.render_error.clone_from(&render_error);
+            if render_error.is_some() || entries.iter().any(|e| e.render_error.is_some()) {
+                for e in std::sync::Arc::make_mut(&mut entries) {
+                    e.render_error.clone_from(&render_error);
+                }
             }
             RouteParents { route, entries }
         })
@@ -540,7 +542,7 @@ impl GatewayStatusPlan {
 #[must_use]
 pub fn merged_route_parents(
     snap: &Snapshot,
-    written: BTreeMap<RouteKey, Vec<(&Key, Vec<ParentAttachment>)>>,
+    written: BTreeMap<RouteKey, Vec<(&Key, Parents)>>,
     now: &Time,
 ) -> Vec<(RouteKey, Key, Value, Vec<Value>)> {
     let mut out = Vec::new();

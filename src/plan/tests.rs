@@ -414,7 +414,7 @@ fn entry_for(w: &World, gw: &Key, route: &RouteKey) -> Vec<ParentAttachment> {
         .routes
         .into_iter()
         .find(|r| &r.route == route)
-        .map(|r| r.entries)
+        .map(|r| std::sync::Arc::unwrap_or_clone(r.entries))
         .unwrap_or_default()
 }
 
