@@ -19,6 +19,7 @@ use kube::{Client, ResourceExt};
 use crate::fleet::access::{self, ProviderFile};
 use crate::fleet::members::{Verdict, verdict};
 use crate::fleet::profile::{self, ClusterProfile};
+use crate::fleet_client;
 use crate::snapshot::fleet::FleetMember;
 use crate::snapshot::{ObjectKey, Snapshot};
 
@@ -222,7 +223,7 @@ async fn reach(
         Verdict::Engage(kc) => kc,
         Verdict::Wait(why) | Verdict::Failed(why) => return Err(why),
     };
-    let client = access::member_client(p, *kubeconfig, Some("cli")).await?;
+    let client = fleet_client::member_client(p, *kubeconfig, Some("cli")).await?;
     match tokio::time::timeout(REACH, client.apiserver_version()).await {
         Ok(Ok(_)) => Ok(client),
         Ok(Err(e)) => Err(format!("its API server is unreachable: {e}")),
