@@ -16,10 +16,10 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use super::child_kinds::KindState;
 use super::cluster::Cluster;
 use super::common::{Error, MEMO_MIN_ROUTES, Work};
 use super::memory::{Reported, observed_reported};
-use super::registrar::KindState;
 use crate::gateway::conditions::{reasons, types};
 use crate::plan::gateway::OutOfScope;
 use crate::plan::rollout::{self, Progress};
