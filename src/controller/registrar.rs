@@ -82,6 +82,21 @@ impl Cluster {
         }
     }
 
+    /// Registers the kinds a Gateway's plan uses ([`Cluster::use_kinds`]), here and in
+    /// the members it places objects in ([`Cluster::place_kinds`]); whether every one of
+    /// them is known there ([`Cluster::all_kinds_known`]). Before, the caller writes
+    /// nothing: the Gateway is planned again when they have listed.
+    pub(super) fn register_kinds(
+        self: &Arc<Self>,
+        gateway: &Key,
+        kinds: &std::collections::BTreeSet<KindKey>,
+        plan: &crate::plan::Plan,
+    ) -> bool {
+        self.use_kinds(gateway, kinds.clone());
+        let placed_known = self.place_kinds(gateway, plan);
+        self.all_kinds_known(kinds) && placed_known
+    }
+
     /// Registers, in each member served, the kinds a hub Gateway places there (so their
     /// watches run there, and the Gateway is planned again when they list), and clears
     /// them where it places nothing any more. Returns whether each of those members has
