@@ -5,6 +5,7 @@
 //! parents it affects. Objects are decoded one by one, so one object that
 //! does not parse is logged and skipped instead of stalling its watch.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -125,36 +126,13 @@ pub(super) async fn run_watch<F>(
         let ev = match ev {
             Ok(ev) => ev,
             Err(e) => {
-                let reason = super::startup::watch_failure_kind(&e);
-                let message = e.to_string();
-                if role == Role::Primary && !synced {
-                    ctl.metrics.startup.failed(&step, reason, &message);
-                }
-                if !primary && !synced && matches!(reason, "Forbidden" | "Unauthorized") {
-                    let (api_version, kind) = &what;
-                    let why = format!(
-                        "kind {kind} ({api_version}) is served, but gatewright may not list it ({reason}): grant it with a ClusterRole labelled {}: \"true\" (docs/install.md: RBAC, and a new child kind); retrying",
-                        labels::AGGREGATE_TO_CHILDREN
-                    );
-                    if ctl.kinds.set_blocked(&what, why) {
-                        ctl.enqueue_kind_users(&what);
-                    }
-                }
-                if failing == Some(reason) {
-                    tracing::debug!(%step, %reason, error = %message, "watch failed again; retrying");
-                } else if !ctl.is_member() {
-                    tracing::warn!(%step, %reason, error = %message, "watch failed; retrying with backoff until it works");
-                } else if ctl.watch_failures.failed(&step, reason) {
-                    // A member whose API server is down fails every watch at once: said
-                    // once per kind of failure, for the member.
-                    tracing::warn!(cluster = %ctl.id(), %reason, error = %message, first = %step, "the member cluster's watches fail; retrying with backoff until they work");
-                } else {
-                    tracing::debug!(%step, %reason, error = %message, "watch failed; retrying with backoff until it works");
-                }
-                failing = Some(reason);
-                if reason == "Unreachable" {
-                    ctl.unreachable(&message);
-                }
+                let failed = Failed {
+                    role,
+                    synced,
+                    step: &step,
+                    what: &what,
+                };
+                failing = Some(watch_failed(&ctl, &failed, &e, failing));
                 continue;
             }
         };
@@ -188,29 +166,7 @@ pub(super) async fn run_watch<F>(
                     // deletion forever. One watch per kind: a kind whose CRD went away has
                     // its watch stopped before a new one starts (`ChildKinds::forget`).
                     if listed_once {
-                        let (api_version, kind) = &what;
-                        let dropped =
-                            with_snapshot(&ctl, |s| s.retain_listed(kind, api_version, &seen))
-                                .unwrap_or(0);
-                        if dropped > 0 {
-                            tracing::info!(%kind, dropped, "dropped objects deleted while the watch was down");
-                            ctl.enqueue_all();
-                        }
-                        // A member: what the hub mirrors of the placed objects of the
-                        // kind goes the same way (its Gateways would wait on them).
-                        if role == Role::Child
-                            && let Some(hub) = ctl.hub()
-                        {
-                            let cluster = ctl.id().as_str().to_owned();
-                            let dropped = with_snapshot(&hub, |s| {
-                                s.retain_listed_placed(&cluster, kind, api_version, &seen)
-                            })
-                            .unwrap_or(0);
-                            if dropped > 0 {
-                                tracing::info!(%kind, dropped, %cluster, "dropped placed objects deleted in the member while its watch was down");
-                                hub.enqueue_all();
-                            }
-                        }
+                        drop_what_went(&ctl, role, &what, &seen);
                     }
                     listed_once = true;
                 }
@@ -228,6 +184,89 @@ pub(super) async fn run_watch<F>(
                     }
                 }
             }
+        }
+    }
+}
+
+/// A watch that failed, as [`watch_failed`] reports it.
+struct Failed<'a> {
+    role: Role,
+    /// Whether the watch has listed once.
+    synced: bool,
+    /// Its start-up step.
+    step: &'a str,
+    /// Its kind: `(apiVersion, kind)`.
+    what: &'a (String, String),
+}
+
+/// Reports a watch's failure (the start-up step, a child kind we may not list, the log
+/// once per kind of failure, an unreachable API server); returns the kind of failure.
+fn watch_failed(
+    ctl: &Arc<Cluster>,
+    w: &Failed<'_>,
+    e: &watcher::Error,
+    failing: Option<&'static str>,
+) -> &'static str {
+    let Failed {
+        role,
+        synced,
+        step,
+        what,
+    } = *w;
+    let primary = role != Role::Child;
+    let reason = super::startup::watch_failure_kind(e);
+    let message = e.to_string();
+    if role == Role::Primary && !synced {
+        ctl.metrics.startup.failed(step, reason, &message);
+    }
+    if !primary && !synced && matches!(reason, "Forbidden" | "Unauthorized") {
+        let (api_version, kind) = what;
+        let why = format!(
+            "kind {kind} ({api_version}) is served, but gatewright may not list it ({reason}): grant it with a ClusterRole labelled {}: \"true\" (docs/install.md: RBAC, and a new child kind); retrying",
+            labels::AGGREGATE_TO_CHILDREN
+        );
+        if ctl.kinds.set_blocked(what, why) {
+            ctl.enqueue_kind_users(what);
+        }
+    }
+    if failing == Some(reason) {
+        tracing::debug!(%step, %reason, error = %message, "watch failed again; retrying");
+    } else if !ctl.is_member() {
+        tracing::warn!(%step, %reason, error = %message, "watch failed; retrying with backoff until it works");
+    } else if ctl.watch_failures.failed(step, reason) {
+        // A member whose API server is down fails every watch at once: said once per kind
+        // of failure, for the member.
+        tracing::warn!(cluster = %ctl.id(), %reason, error = %message, first = %step, "the member cluster's watches fail; retrying with backoff until they work");
+    } else {
+        tracing::debug!(%step, %reason, error = %message, "watch failed; retrying with backoff until it works");
+    }
+    if reason == "Unreachable" {
+        ctl.unreachable(&message);
+    }
+    reason
+}
+
+/// After a relist of `what` (the objects `seen`), drops what the snapshot still held of
+/// the kind and the list no longer had; in a member, the hub's mirror of its placed
+/// objects of the kind too (the hub's Gateways would wait on them).
+fn drop_what_went(ctl: &Cluster, role: Role, what: &(String, String), seen: &BTreeSet<Key>) {
+    let (api_version, kind) = what;
+    let dropped = with_snapshot(ctl, |s| s.retain_listed(kind, api_version, seen)).unwrap_or(0);
+    if dropped > 0 {
+        tracing::info!(%kind, dropped, "dropped objects deleted while the watch was down");
+        ctl.enqueue_all();
+    }
+    if role == Role::Child
+        && let Some(hub) = ctl.hub()
+    {
+        let cluster = ctl.id().as_str().to_owned();
+        let dropped = with_snapshot(&hub, |s| {
+            s.retain_listed_placed(&cluster, kind, api_version, seen)
+        })
+        .unwrap_or(0);
+        if dropped > 0 {
+            tracing::info!(%kind, dropped, %cluster, "dropped placed objects deleted in the member while its watch was down");
+            hub.enqueue_all();
         }
     }
 }
