@@ -224,23 +224,7 @@ pub fn step(
     now: Timestamp,
 ) -> Step {
     let mut out = Step::default();
-    let mut r = match old.filter(|o| o.revision == target) {
-        Some(o) => o.clone(),
-        None => {
-            // Where a rollout that did not complete started from stays the way back.
-            let from = match old {
-                Some(o) if o.phase != RolloutPhase::Complete => o.from.clone(),
-                _ => current.map(str::to_owned),
-            };
-            RolloutStatus {
-                revision: target.to_owned(),
-                from: from.filter(|f| f != target),
-                phase: RolloutPhase::Progressing,
-                waves: Vec::new(),
-                message: String::new(),
-            }
-        }
-    };
+    let mut r = rollout_toward(target, current, old);
     if matches!(
         r.phase,
         RolloutPhase::Complete | RolloutPhase::Halted | RolloutPhase::RolledBack
@@ -248,137 +232,32 @@ pub fn step(
         out.status = Some(r);
         return out;
     }
-    if policy.paused {
-        if r.phase != RolloutPhase::Paused {
-            r.phase = RolloutPhase::Paused;
-            r.message = "paused (rolloutPolicy.paused)".into();
-            out.notes.push((
-                false,
-                "RolloutPaused",
-                format!("rollout of {target} paused"),
-            ));
-        }
+    if paused(policy, &mut r, target, now, &mut out) {
         out.status = Some(r);
         return out;
-    }
-    if r.phase == RolloutPhase::Paused {
-        // Resumed: the current wave's deadline starts again.
-        r.phase = RolloutPhase::Progressing;
-        if let Some(w) = r.waves.last_mut() {
-            w.started_at = Some(Time(now));
-        }
-        out.notes.push((
-            false,
-            "RolloutResumed",
-            format!("rollout of {target} resumed"),
-        ));
     }
     let by_key: BTreeMap<&str, &Member> = members.iter().map(|m| (m.key.as_str(), m)).collect();
     loop {
         let i = r.waves.len().saturating_sub(1);
         let passed = match r.waves.last_mut() {
             None => true,
-            Some(w) => {
-                let spec = wave_spec(policy, i);
-                // Move more of the wave, at most maxUnavailable not ready at a time.
-                let alive: Vec<&Member> = w
-                    .gateways
-                    .iter()
-                    .filter(|k| !w.exempt.contains(k))
-                    .filter_map(|k| by_key.get(k.as_str()).copied())
-                    .collect();
-                let released = usize::try_from(w.released).unwrap_or(usize::MAX);
-                let unavailable = w
-                    .gateways
-                    .iter()
-                    .take(released)
-                    .filter_map(|k| by_key.get(k.as_str()))
-                    .filter(|m| !(m.on(target) && m.health == Health::Ready))
-                    .count();
-                let room = spec
-                    .max_unavailable
-                    .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX))
-                    .saturating_sub(unavailable);
-                let more = room.min(w.gateways.len().saturating_sub(released));
-                if more > 0 {
-                    out.moved
-                        .extend(w.gateways[released..released + more].iter().cloned());
-                    w.released = u32::try_from(released + more).unwrap_or(u32::MAX);
-                }
-                let released = usize::try_from(w.released).unwrap_or(usize::MAX);
-                // A Gateway the new revision cannot render halts at once.
-                let failed: Vec<String> = w
-                    .gateways
-                    .iter()
-                    .take(released)
-                    .filter(|k| !w.exempt.contains(k))
-                    .filter_map(|k| by_key.get(k.as_str()))
-                    .filter_map(|m| match &m.health {
-                        Health::Failed(why) if m.on(target) => Some(format!("{}: {why}", m.key)),
-                        _ => None,
-                    })
-                    .collect();
-                let waiting: Vec<String> = alive
-                    .iter()
-                    .filter_map(|m| {
-                        let moved = w.gateways[..released].contains(&m.key);
-                        match &m.health {
-                            _ if !moved => Some(format!("{}: not moved yet", m.key)),
-                            _ if !m.on(target) => Some(format!("{}: not on {target} yet", m.key)),
-                            Health::Ready => None,
-                            Health::NotReady(why) | Health::Failed(why) => {
-                                Some(format!("{}: {why}", m.key))
-                            }
-                        }
-                    })
-                    .collect();
-                let deadline_passed = seconds_since(w.started_at.as_ref(), now) >= spec.deadline();
-                if !failed.is_empty() || (deadline_passed && !waiting.is_empty()) {
-                    let why = if failed.is_empty() {
-                        format!(
-                            "wave {} did not pass within {} s: {}",
-                            w.name,
-                            spec.deadline(),
-                            shown(&waiting)
-                        )
-                    } else {
-                        format!(
-                            "revision {target} does not render in wave {}: {}",
-                            w.name,
-                            shown(&failed)
-                        )
-                    };
+            Some(w) => match judge_wave(
+                &wave_spec(policy, i),
+                w,
+                target,
+                &by_key,
+                now,
+                &mut r.message,
+                &mut out,
+            ) {
+                WaveVerdict::Passed => true,
+                WaveVerdict::Waits => false,
+                WaveVerdict::Halts(why) => {
                     halt(policy, &mut r, &why, members, &mut out);
                     out.status = Some(r);
                     return out;
                 }
-                if waiting.is_empty() {
-                    let since = w.healthy_since.get_or_insert(Time(now)).clone();
-                    let baked = seconds_since(Some(&since), now);
-                    if baked >= spec.bake() {
-                        true
-                    } else {
-                        // Said by when, not how long: a pass later writes nothing new.
-                        let until = since
-                            .0
-                            .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(
-                                i64::try_from(spec.bake()).unwrap_or(i64::MAX),
-                            ))
-                            .unwrap_or(since.0);
-                        r.message = format!("wave {} is Programmed; baking until {until}", w.name);
-                        out.again = Some(Duration::from_secs(spec.bake() - baked));
-                        false
-                    }
-                } else {
-                    w.healthy_since = None;
-                    let left = spec
-                        .deadline()
-                        .saturating_sub(seconds_since(w.started_at.as_ref(), now));
-                    r.message = format!("wave {} waits for {}", w.name, shown(&waiting));
-                    out.again = Some(Duration::from_secs(left.max(1)));
-                    false
-                }
-            }
+            },
         };
         if !passed {
             break;
@@ -435,6 +314,188 @@ pub fn step(
     }
     out.status = Some(r);
     out
+}
+
+/// Pauses the rollout while `rolloutPolicy.paused` says so (`true`: paused, nothing more
+/// to step), and resumes a paused one once it does not (the current wave's deadline
+/// starts again).
+fn paused(
+    policy: &RolloutPolicy,
+    r: &mut RolloutStatus,
+    target: &str,
+    now: Timestamp,
+    out: &mut Step,
+) -> bool {
+    if policy.paused {
+        if r.phase != RolloutPhase::Paused {
+            r.phase = RolloutPhase::Paused;
+            r.message = "paused (rolloutPolicy.paused)".into();
+            out.notes.push((
+                false,
+                "RolloutPaused",
+                format!("rollout of {target} paused"),
+            ));
+        }
+        return true;
+    }
+    if r.phase == RolloutPhase::Paused {
+        // Resumed: the current wave's deadline starts again.
+        r.phase = RolloutPhase::Progressing;
+        if let Some(w) = r.waves.last_mut() {
+            w.started_at = Some(Time(now));
+        }
+        out.notes.push((
+            false,
+            "RolloutResumed",
+            format!("rollout of {target} resumed"),
+        ));
+    }
+    false
+}
+
+/// The rollout toward `target`: the one under way (`old`, when it goes there), else a new
+/// one, whose way back is where a rollout that did not complete started from, else the
+/// `current` revision.
+fn rollout_toward(
+    target: &str,
+    current: Option<&str>,
+    old: Option<&RolloutStatus>,
+) -> RolloutStatus {
+    match old.filter(|o| o.revision == target) {
+        Some(o) => o.clone(),
+        None => {
+            // Where a rollout that did not complete started from stays the way back.
+            let from = match old {
+                Some(o) if o.phase != RolloutPhase::Complete => o.from.clone(),
+                _ => current.map(str::to_owned),
+            };
+            RolloutStatus {
+                revision: target.to_owned(),
+                from: from.filter(|f| f != target),
+                phase: RolloutPhase::Progressing,
+                waves: Vec::new(),
+                message: String::new(),
+            }
+        }
+    }
+}
+
+/// What [`judge_wave`] says of the current wave.
+enum WaveVerdict {
+    /// Every Gateway of it is Programmed on the target, and it has baked: the next wave.
+    Passed,
+    /// It waits (for Gateways to move or be ready, or for its bake time).
+    Waits,
+    /// It halts the rollout, saying why.
+    Halts(String),
+}
+
+/// The current wave `w` (its spec `spec`): more of it released (at most maxUnavailable
+/// not ready at a time), then whether it halts (a Gateway the target cannot render, the
+/// deadline passed), waits, bakes or has passed; what it waits for in `message`.
+fn judge_wave(
+    spec: &Wave,
+    w: &mut WaveStatus,
+    target: &str,
+    by_key: &BTreeMap<&str, &Member>,
+    now: Timestamp,
+    message: &mut String,
+    out: &mut Step,
+) -> WaveVerdict {
+    // Move more of the wave, at most maxUnavailable not ready at a time.
+    let alive: Vec<&Member> = w
+        .gateways
+        .iter()
+        .filter(|k| !w.exempt.contains(k))
+        .filter_map(|k| by_key.get(k.as_str()).copied())
+        .collect();
+    let released = usize::try_from(w.released).unwrap_or(usize::MAX);
+    let unavailable = w
+        .gateways
+        .iter()
+        .take(released)
+        .filter_map(|k| by_key.get(k.as_str()))
+        .filter(|m| !(m.on(target) && m.health == Health::Ready))
+        .count();
+    let room = spec
+        .max_unavailable
+        .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX))
+        .saturating_sub(unavailable);
+    let more = room.min(w.gateways.len().saturating_sub(released));
+    if more > 0 {
+        out.moved
+            .extend(w.gateways[released..released + more].iter().cloned());
+        w.released = u32::try_from(released + more).unwrap_or(u32::MAX);
+    }
+    let released = usize::try_from(w.released).unwrap_or(usize::MAX);
+    // A Gateway the new revision cannot render halts at once.
+    let failed: Vec<String> = w
+        .gateways
+        .iter()
+        .take(released)
+        .filter(|k| !w.exempt.contains(k))
+        .filter_map(|k| by_key.get(k.as_str()))
+        .filter_map(|m| match &m.health {
+            Health::Failed(why) if m.on(target) => Some(format!("{}: {why}", m.key)),
+            _ => None,
+        })
+        .collect();
+    let waiting: Vec<String> = alive
+        .iter()
+        .filter_map(|m| {
+            let moved = w.gateways[..released].contains(&m.key);
+            match &m.health {
+                _ if !moved => Some(format!("{}: not moved yet", m.key)),
+                _ if !m.on(target) => Some(format!("{}: not on {target} yet", m.key)),
+                Health::Ready => None,
+                Health::NotReady(why) | Health::Failed(why) => Some(format!("{}: {why}", m.key)),
+            }
+        })
+        .collect();
+    let deadline_passed = seconds_since(w.started_at.as_ref(), now) >= spec.deadline();
+    if !failed.is_empty() || (deadline_passed && !waiting.is_empty()) {
+        let why = if failed.is_empty() {
+            format!(
+                "wave {} did not pass within {} s: {}",
+                w.name,
+                spec.deadline(),
+                shown(&waiting)
+            )
+        } else {
+            format!(
+                "revision {target} does not render in wave {}: {}",
+                w.name,
+                shown(&failed)
+            )
+        };
+        return WaveVerdict::Halts(why);
+    }
+    if waiting.is_empty() {
+        let since = w.healthy_since.get_or_insert(Time(now)).clone();
+        let baked = seconds_since(Some(&since), now);
+        if baked >= spec.bake() {
+            WaveVerdict::Passed
+        } else {
+            // Said by when, not how long: a pass later writes nothing new.
+            let until = since
+                .0
+                .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(
+                    i64::try_from(spec.bake()).unwrap_or(i64::MAX),
+                ))
+                .unwrap_or(since.0);
+            *message = format!("wave {} is Programmed; baking until {until}", w.name);
+            out.again = Some(Duration::from_secs(spec.bake() - baked));
+            WaveVerdict::Waits
+        }
+    } else {
+        w.healthy_since = None;
+        let left = spec
+            .deadline()
+            .saturating_sub(seconds_since(w.started_at.as_ref(), now));
+        *message = format!("wave {} waits for {}", w.name, shown(&waiting));
+        out.again = Some(Duration::from_secs(left.max(1)));
+        WaveVerdict::Waits
+    }
 }
 
 fn shown(items: &[String]) -> String {
