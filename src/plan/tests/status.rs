@@ -11,9 +11,9 @@ struct Row {
     message_has: &'static str,
 }
 
-#[test]
-fn gateway_status_rules() {
-    let rows = [
+/// The Gateway status table.
+fn rows() -> [Row; 8] {
+    [
         Row {
             name: "children not created yet",
             setup: |w| w.gateway("gw", "c", &[("http", None)]),
@@ -102,8 +102,12 @@ fn gateway_status_rules() {
             reason: reasons::INVALID,
             message_has: "the Gateway is not accepted",
         },
-    ];
-    for row in rows {
+    ]
+}
+
+#[test]
+fn gateway_status_rules() {
+    for row in rows() {
         let mut w = World::new();
         let key = (row.setup)(&mut w);
         let p = plan(&w.snap, &key).unwrap();
