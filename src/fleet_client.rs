@@ -77,18 +77,8 @@ pub async fn member_client(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fleet::access::tests::{example, profile};
     use crate::fleet::access::{ProviderFile, exec_kubeconfig};
-
-    const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fleet/examples");
-
-    fn example(file: &str) -> String {
-        std::fs::read_to_string(format!("{EXAMPLES}/{file}")).unwrap()
-    }
-
-    fn profile(file: &str) -> ClusterProfile {
-        let v: serde_json::Value = serde_saphyr::from_str(&example(file)).unwrap();
-        ClusterProfile::from_value(&v).unwrap()
-    }
 
     #[tokio::test]
     async fn kube_hands_the_plugin_the_cluster_when_asked() {

@@ -15,7 +15,7 @@
 mod provider;
 mod secret;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use provider::{
     ArgsPolicy, EnvVar, EnvsPolicy, ExecSpec, MemberAccess, Provider, ProviderFile, exec_kubeconfig,

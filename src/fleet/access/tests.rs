@@ -6,11 +6,13 @@ use super::*;
 
 const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fleet/examples");
 
-fn example(file: &str) -> String {
+/// The text of an example file of `tests/fleet/examples`.
+pub(crate) fn example(file: &str) -> String {
     std::fs::read_to_string(format!("{EXAMPLES}/{file}")).unwrap()
 }
 
-fn profile(file: &str) -> ClusterProfile {
+/// A ClusterProfile of `tests/fleet/examples`.
+pub(crate) fn profile(file: &str) -> ClusterProfile {
     let v: serde_json::Value = serde_saphyr::from_str(&example(file)).unwrap();
     ClusterProfile::from_value(&v).unwrap()
 }
