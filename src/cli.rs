@@ -73,52 +73,9 @@ fn render_snapshot(
     use crate::plan::claims::{Claim, rank};
     let mut out = Output::default();
     let mut docs: Vec<Value> = Vec::new();
-    let mut statuses: Vec<Value> = Vec::new();
     let mut claims: Vec<Claim> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
-
-    for bp in snap.blueprints() {
-        let errors = crate::plan::class::blueprint_errors(snap, bp);
-        for e in &errors {
-            out.stderr.push(format!("error: {e}"));
-        }
-        if !errors.is_empty() {
-            out.code = EXIT_TEMPLATE;
-        }
-    }
-    for class in snap.classes() {
-        let name = class.metadata.name.clone().unwrap_or_default();
-        if let Some(cp) = plan_class(snap, &name) {
-            if !cp.accepted.status.is_true() {
-                out.stderr.push(format!(
-                    "error: GatewayClass {name}: {}",
-                    cp.accepted.message
-                ));
-                out.code = EXIT_TEMPLATE;
-            }
-            let existing = class
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.clone())
-                .unwrap_or_default();
-            let status = GatewayClassStatus {
-                conditions: Some(merge_conditions(
-                    &existing,
-                    std::slice::from_ref(&cp.accepted),
-                    &[crate::gateway::conditions::types::ACCEPTED],
-                    class.metadata.generation,
-                    now,
-                )),
-                supported_features: Some(
-                    cp.supported_features
-                        .iter()
-                        .map(|n| GatewayClassStatusSupportedFeatures { name: n.clone() })
-                        .collect(),
-                ),
-            };
-            statuses.push(status_doc("GatewayClass", None, &name, json!(status)));
-        }
-    }
+    let mut statuses = class_statuses(snap, now, &mut out);
 
     // Every Gateway's plan; then each route's entries of ours from all of them, merged as
     // the controller merges them.
@@ -186,7 +143,64 @@ fn render_snapshot(
             json!({ "parents": parents }),
         ));
     }
-    // Our policies: where each applies, and why not elsewhere.
+    statuses.extend(policy_statuses(snap, now));
+    docs.extend(statuses);
+    print(&mut out, &docs, warnings);
+    (out, claims)
+}
+
+/// Reports blueprints' errors and classes not accepted in `out`; the status of every
+/// GatewayClass of ours.
+fn class_statuses(snap: &crate::snapshot::Snapshot, now: &Time, out: &mut Output) -> Vec<Value> {
+    let mut statuses = Vec::new();
+    for bp in snap.blueprints() {
+        let errors = crate::plan::class::blueprint_errors(snap, bp);
+        for e in &errors {
+            out.stderr.push(format!("error: {e}"));
+        }
+        if !errors.is_empty() {
+            out.code = EXIT_TEMPLATE;
+        }
+    }
+    for class in snap.classes() {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        if let Some(cp) = plan_class(snap, &name) {
+            if !cp.accepted.status.is_true() {
+                out.stderr.push(format!(
+                    "error: GatewayClass {name}: {}",
+                    cp.accepted.message
+                ));
+                out.code = EXIT_TEMPLATE;
+            }
+            let existing = class
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.clone())
+                .unwrap_or_default();
+            let status = GatewayClassStatus {
+                conditions: Some(merge_conditions(
+                    &existing,
+                    std::slice::from_ref(&cp.accepted),
+                    &[crate::gateway::conditions::types::ACCEPTED],
+                    class.metadata.generation,
+                    now,
+                )),
+                supported_features: Some(
+                    cp.supported_features
+                        .iter()
+                        .map(|n| GatewayClassStatusSupportedFeatures { name: n.clone() })
+                        .collect(),
+                ),
+            };
+            statuses.push(status_doc("GatewayClass", None, &name, json!(status)));
+        }
+    }
+    statuses
+}
+
+/// The status of each of our policies: where it applies, and why not elsewhere.
+fn policy_statuses(snap: &crate::snapshot::Snapshot, now: &Time) -> Vec<Value> {
+    let mut statuses = Vec::new();
     let policy_doc = |kind: &str,
                       key: &Key,
                       existing: Option<&crate::api::PolicyStatus>,
@@ -226,11 +240,16 @@ fn render_snapshot(
             statuses.push(d);
         }
     }
+    statuses
+}
+
+/// Prints the objects, then the statuses, as YAML documents, after the warnings (each once).
+fn print(out: &mut Output, objects: &[Value], mut warnings: Vec<String>) {
     warnings.sort();
     warnings.dedup();
     out.stderr
         .extend(warnings.into_iter().map(|w| format!("warning: {w}")));
-    for d in docs.iter().chain(&statuses) {
+    for d in objects {
         match serde_saphyr::to_string(d) {
             Ok(y) => {
                 let _ = write!(out.stdout, "---\n{y}");
@@ -240,7 +259,6 @@ fn render_snapshot(
                 .push(format!("error: failed to print an object: {e}")),
         }
     }
-    (out, claims)
 }
 
 /// The stderr lines of one Gateway's plan: template errors (exit code 3), templates

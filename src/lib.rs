@@ -10,6 +10,7 @@ pub mod cli;
 pub mod controller;
 pub mod discovery;
 pub mod fleet;
+pub mod fleet_client;
 pub mod gateway;
 pub mod health;
 pub mod identity;

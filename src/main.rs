@@ -54,62 +54,7 @@ enum Command {
     /// Print our CustomResourceDefinitions as YAML.
     Crds,
     /// Run the controller against the cluster of the kubeconfig (or in-cluster config).
-    Run {
-        /// Namespace whose GatewayClassConfigs apply cluster-wide.
-        #[arg(
-            long,
-            env = "GATEWRIGHT_NAMESPACE",
-            default_value = "gatewright-system"
-        )]
-        controller_namespace: String,
-        /// Address of /metrics, /healthz and /readyz. All interfaces by default, so that
-        /// kubelet probes and Prometheus reach them in a Pod; `127.0.0.1:8080` keeps them
-        /// local, `[::]:8080` listens on IPv6 too.
-        #[arg(long, env = "GATEWRIGHT_METRICS_ADDR", default_value = "0.0.0.0:8080")]
-        metrics_addr: String,
-        /// Log format.
-        #[arg(long, env = "GATEWRIGHT_LOG_FORMAT", value_parser = ["text", "json"], default_value = "text")]
-        log_format: String,
-        /// Seconds between forced re-plans of every Gateway (drift safety net).
-        #[arg(long, env = "GATEWRIGHT_RESYNC_SECONDS", default_value_t = 3600)]
-        resync_seconds: u64,
-        /// Seconds a child of a Gateway being deleted may stay in deletion before the
-        /// Gateway reports it as stuck (an Event and a status condition).
-        #[arg(long, env = "GATEWRIGHT_DELETION_STUCK_SECONDS", default_value_t = 120)]
-        deletion_stuck_seconds: u64,
-        /// Elect a leader through a Lease: every replica watches, only the holder writes.
-        /// With --fleet: the leader serves the hub, and the members are shared among the
-        /// replicas through a Lease each (docs/fleet.md).
-        #[arg(long, env = "GATEWRIGHT_LEADER_ELECT")]
-        leader_elect: bool,
-        /// Name of the Lease (in the controller namespace).
-        #[arg(long, env = "GATEWRIGHT_LEASE_NAME", default_value = "gatewright")]
-        lease_name: String,
-        /// Seconds one attempt of an API request may take (a watch: until its headers).
-        #[arg(long, env = "GATEWRIGHT_REQUEST_TIMEOUT_SECONDS", default_value_t = 30)]
-        request_timeout_seconds: u64,
-        /// How many objects are reconciled at the same time (one at a time per object);
-        /// four per core by default, at least 4, at most 32.
-        #[arg(long, env = "GATEWRIGHT_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
-        workers: Option<u16>,
-        /// Fleet mode: also serve every member cluster the ClusterProfiles
-        /// (multicluster.x-k8s.io/v1alpha1) of this cluster, the hub, list.
-        #[arg(long, env = "GATEWRIGHT_FLEET")]
-        fleet: bool,
-        /// Fleet mode: only the ClusterProfiles (and kubeconfig Secrets) of this namespace
-        /// (every namespace when left out).
-        #[arg(long, env = "GATEWRIGHT_FLEET_NAMESPACE", requires = "fleet")]
-        fleet_namespace: Option<String>,
-        /// Fleet mode: the access-provider file (`providers: [{name, execConfig}]`) naming
-        /// the exec credential plugin for each access provider a ClusterProfile offers.
-        /// Without it, members are reached through their kubeconfig Secrets.
-        #[arg(long, env = "GATEWRIGHT_FLEET_PROVIDER_FILE", requires = "fleet")]
-        fleet_provider_file: Option<PathBuf>,
-        /// Fleet mode: the consumer name the members' kubeconfig Secrets are labelled for
-        /// (`x-k8s.io/cluster-inventory-consumer`).
-        #[arg(long, env = "GATEWRIGHT_FLEET_CONSUMER", default_value = "gatewright")]
-        fleet_consumer: String,
-    },
+    Run(RunArgs),
     /// One line per Gateway of our classes in the live cluster: class, Programmed and
     /// why, children ready/total, routes accepted/total, time since the last transition.
     Status {
@@ -192,6 +137,65 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
+}
+
+// The flags of `gatewright run` (its help is the variant's doc comment).
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Namespace whose GatewayClassConfigs apply cluster-wide.
+    #[arg(
+        long,
+        env = "GATEWRIGHT_NAMESPACE",
+        default_value = "gatewright-system"
+    )]
+    controller_namespace: String,
+    /// Address of /metrics, /healthz and /readyz. All interfaces by default, so that
+    /// kubelet probes and Prometheus reach them in a Pod; `127.0.0.1:8080` keeps them
+    /// local, `[::]:8080` listens on IPv6 too.
+    #[arg(long, env = "GATEWRIGHT_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    metrics_addr: String,
+    /// Log format.
+    #[arg(long, env = "GATEWRIGHT_LOG_FORMAT", value_parser = ["text", "json"], default_value = "text")]
+    log_format: String,
+    /// Seconds between forced re-plans of every Gateway (drift safety net).
+    #[arg(long, env = "GATEWRIGHT_RESYNC_SECONDS", default_value_t = 3600)]
+    resync_seconds: u64,
+    /// Seconds a child of a Gateway being deleted may stay in deletion before the
+    /// Gateway reports it as stuck (an Event and a status condition).
+    #[arg(long, env = "GATEWRIGHT_DELETION_STUCK_SECONDS", default_value_t = 120)]
+    deletion_stuck_seconds: u64,
+    /// Elect a leader through a Lease: every replica watches, only the holder writes.
+    /// With --fleet: the leader serves the hub, and the members are shared among the
+    /// replicas through a Lease each (docs/fleet.md).
+    #[arg(long, env = "GATEWRIGHT_LEADER_ELECT")]
+    leader_elect: bool,
+    /// Name of the Lease (in the controller namespace).
+    #[arg(long, env = "GATEWRIGHT_LEASE_NAME", default_value = "gatewright")]
+    lease_name: String,
+    /// Seconds one attempt of an API request may take (a watch: until its headers).
+    #[arg(long, env = "GATEWRIGHT_REQUEST_TIMEOUT_SECONDS", default_value_t = 30)]
+    request_timeout_seconds: u64,
+    /// How many objects are reconciled at the same time (one at a time per object);
+    /// four per core by default, at least 4, at most 32.
+    #[arg(long, env = "GATEWRIGHT_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    workers: Option<u16>,
+    /// Fleet mode: also serve every member cluster the ClusterProfiles
+    /// (multicluster.x-k8s.io/v1alpha1) of this cluster, the hub, list.
+    #[arg(long, env = "GATEWRIGHT_FLEET")]
+    fleet: bool,
+    /// Fleet mode: only the ClusterProfiles (and kubeconfig Secrets) of this namespace
+    /// (every namespace when left out).
+    #[arg(long, env = "GATEWRIGHT_FLEET_NAMESPACE", requires = "fleet")]
+    fleet_namespace: Option<String>,
+    /// Fleet mode: the access-provider file (`providers: [{name, execConfig}]`) naming
+    /// the exec credential plugin for each access provider a ClusterProfile offers.
+    /// Without it, members are reached through their kubeconfig Secrets.
+    #[arg(long, env = "GATEWRIGHT_FLEET_PROVIDER_FILE", requires = "fleet")]
+    fleet_provider_file: Option<PathBuf>,
+    /// Fleet mode: the consumer name the members' kubeconfig Secrets are labelled for
+    /// (`x-k8s.io/cluster-inventory-consumer`).
+    #[arg(long, env = "GATEWRIGHT_FLEET_CONSUMER", default_value = "gatewright")]
+    fleet_consumer: String,
 }
 
 /// Which cluster the live commands read.
@@ -368,84 +372,7 @@ fn run() -> anyhow::Result<ExitCode> {
             };
             Ok(emit(gatewright::cli::graph(&paths, format)))
         }
-        Command::Run {
-            controller_namespace,
-            metrics_addr,
-            log_format,
-            resync_seconds,
-            deletion_stuck_seconds,
-            leader_elect,
-            lease_name,
-            request_timeout_seconds,
-            workers,
-            fleet,
-            fleet_namespace,
-            fleet_provider_file,
-            fleet_consumer,
-        } => {
-            init_logging(&log_format);
-            let fleet = if fleet {
-                let providers = provider_file(fleet_provider_file.as_deref())?;
-                Some(gatewright::controller::FleetOptions {
-                    namespace: fleet_namespace,
-                    providers,
-                    consumer: fleet_consumer,
-                })
-            } else {
-                None
-            };
-            let rt = tokio::runtime::Runtime::new()?;
-            rt.block_on(async {
-                let mut config = kube::Config::infer()
-                    .await
-                    .context("failed to load a kubeconfig or in-cluster config")?;
-                // Connection and send deadlines; the answer's deadline is per request in the
-                // controller's client layer (a read timeout here would cut watches).
-                config.connect_timeout = Some(std::time::Duration::from_secs(10));
-                config.write_timeout = Some(std::time::Duration::from_secs(30));
-                // No user agent here: the controller's client stack names this replica on
-                // every request (gatewright::identity::attributed).
-                let client = kube::Client::try_from(config)
-                    .context("failed to build a client from the kubeconfig")?;
-                let opts = gatewright::controller::Options {
-                    leader_election: leader_elect
-                        .then(|| (controller_namespace.clone(), lease_name)),
-                    controller_namespace,
-                    metrics_addr: Some(metrics_addr),
-                    resync: std::time::Duration::from_secs(resync_seconds.max(10)),
-                    deletion_stuck_after: std::time::Duration::from_secs(deletion_stuck_seconds),
-                    api: gatewright::controller::Resilience {
-                        request_timeout: std::time::Duration::from_secs(
-                            request_timeout_seconds.max(1),
-                        ),
-                        ..Default::default()
-                    },
-                    fights: gatewright::controller::fight::Policy::default(),
-                    workers: workers
-                        .map_or_else(gatewright::controller::default_workers, usize::from),
-                    fleet,
-                };
-                let ctl = gatewright::controller::start(client, opts)
-                    .await
-                    .context("failed to start the controller")?;
-                // One shutdown path, for a signal and for a controller that cannot go on.
-                let failed = tokio::select! {
-                    () = shutdown_signal() => None,
-                    why = ctl.stopped() => Some(why),
-                };
-                tracing::info!("shutting down");
-                if !ctl.shutdown(std::time::Duration::from_secs(10)).await {
-                    tracing::warn!("work still under way after 10s; stopping anyway");
-                }
-                match failed {
-                    Some(gatewright::controller::Stop::Failed(why)) => {
-                        Err(anyhow::anyhow!("the controller stopped: {why}"))
-                    }
-                    _ => anyhow::Ok(()),
-                }
-            })?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Run(args) => run_controller(args),
         Command::Rollout {
             action,
             blueprint,
@@ -471,32 +398,7 @@ fn run() -> anyhow::Result<ExitCode> {
             output,
             cluster,
             fleet,
-        } => {
-            if let Some(kind) = what.first()
-                && !matches!(
-                    kind.to_ascii_lowercase().as_str(),
-                    "gateway" | "gateways" | "gtw"
-                )
-            {
-                anyhow::bail!("status reads Gateways: `status gateway NAME`, not {kind:?}");
-            }
-            let format = format_of(&output);
-            let ctl_ns = cluster.controller_namespace.clone();
-            let fleet = fleet.read()?;
-            live(&cluster, |client, ns| async move {
-                let key = what.get(1).map(|n| object_key(n, &ns));
-                let scope = (!all_namespaces).then_some(ns.as_str());
-                gatewright::live::commands::status(
-                    &client,
-                    &ctl_ns,
-                    fleet.as_ref(),
-                    scope,
-                    key.as_ref(),
-                    format,
-                )
-                .await
-            })
-        }
+        } => status(&what, all_namespaces, &output, &cluster, &fleet),
         Command::Trace {
             kind,
             name,
@@ -504,65 +406,7 @@ fn run() -> anyhow::Result<ExitCode> {
             watch,
             cluster,
             fleet,
-        } => {
-            use gatewright::live::commands::Traced;
-            let lower = kind.to_ascii_lowercase();
-            let row = gatewright::gateway::route_kinds::ROUTE_KINDS
-                .iter()
-                .find(|r| r.kind.to_ascii_lowercase() == lower || r.plural == lower);
-            if row.is_none() && !matches!(lower.as_str(), "gateway" | "gateways" | "gtw") {
-                anyhow::bail!(
-                    "trace follows a Gateway or a route: gateway, {}; not {kind:?}",
-                    gatewright::gateway::route_kinds::kind_names()
-                        .map(str::to_ascii_lowercase)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-            let format = format_of(&output);
-            let ctl_ns = cluster.controller_namespace.clone();
-            let fleet = fleet.read()?;
-            live(&cluster, |client, ns| async move {
-                let key = object_key(&name, &ns);
-                let what = match row {
-                    Some(r) => Traced::Route(gatewright::snapshot::RouteKey::new(
-                        r.kind,
-                        key.namespace,
-                        key.name,
-                    )),
-                    None => Traced::Gateway(key),
-                };
-                let mut last = String::new();
-                loop {
-                    let out = gatewright::live::commands::trace(
-                        &client,
-                        &ctl_ns,
-                        fleet.as_ref(),
-                        &what,
-                        format,
-                    )
-                    .await;
-                    if !watch {
-                        return out;
-                    }
-                    if out.stdout != last {
-                        if !last.is_empty() {
-                            println!();
-                        }
-                        print!("{}", out.stdout);
-                        let _ = std::io::stdout().flush();
-                        for l in &out.stderr {
-                            eprintln!("{l}");
-                        }
-                        last = out.stdout;
-                    }
-                    tokio::select! {
-                        () = shutdown_signal() => return gatewright::cli::Output::default(),
-                        () = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
-                    }
-                }
-            })
-        }
+        } => trace(&kind, &name, &output, watch, &cluster, &fleet),
         Command::Diff {
             paths,
             cluster,
@@ -574,24 +418,7 @@ fn run() -> anyhow::Result<ExitCode> {
                 gatewright::live::commands::diff(&client, &ctl_ns, fleet.as_ref(), &paths).await
             })
         }
-        Command::SimulateReady { all } => {
-            let play = if all {
-                gatewright::simulate::Play::All
-            } else {
-                gatewright::simulate::Play::Dataplane
-            };
-            let rt = tokio::runtime::Runtime::new()?;
-            let n = rt.block_on(async {
-                let client = kube::Client::try_default()
-                    .await
-                    .context("failed to load a kubeconfig")?;
-                gatewright::simulate::simulate_ready(&client, play)
-                    .await
-                    .context("failed to write simulated status")
-            })?;
-            println!("marked {n} children ready");
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::SimulateReady { all } => simulate_ready(all),
         Command::Crds => {
             let mut out = std::io::stdout().lock();
             out.write_all(gatewright::api::crds_yaml()?.as_bytes())?;
@@ -643,4 +470,198 @@ async fn shutdown_signal() {
         }
     }
     let _ = ctrl_c.await;
+}
+
+/// `gatewright run`: the controller, until a signal or a failure stops it.
+fn run_controller(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let RunArgs {
+        controller_namespace,
+        metrics_addr,
+        log_format,
+        resync_seconds,
+        deletion_stuck_seconds,
+        leader_elect,
+        lease_name,
+        request_timeout_seconds,
+        workers,
+        fleet,
+        fleet_namespace,
+        fleet_provider_file,
+        fleet_consumer,
+    } = args;
+    init_logging(&log_format);
+    let fleet = if fleet {
+        let providers = provider_file(fleet_provider_file.as_deref())?;
+        Some(gatewright::controller::FleetOptions {
+            namespace: fleet_namespace,
+            providers,
+            consumer: fleet_consumer,
+        })
+    } else {
+        None
+    };
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async {
+        let mut config = kube::Config::infer()
+            .await
+            .context("failed to load a kubeconfig or in-cluster config")?;
+        // Connection and send deadlines; the answer's deadline is per request in the
+        // controller's client layer (a read timeout here would cut watches).
+        config.connect_timeout = Some(std::time::Duration::from_secs(10));
+        config.write_timeout = Some(std::time::Duration::from_secs(30));
+        // No user agent here: the controller's client stack names this replica on
+        // every request (gatewright::identity::attributed).
+        let client = kube::Client::try_from(config)
+            .context("failed to build a client from the kubeconfig")?;
+        let opts = gatewright::controller::Options {
+            leader_election: leader_elect.then(|| (controller_namespace.clone(), lease_name)),
+            controller_namespace,
+            metrics_addr: Some(metrics_addr),
+            resync: std::time::Duration::from_secs(resync_seconds.max(10)),
+            deletion_stuck_after: std::time::Duration::from_secs(deletion_stuck_seconds),
+            api: gatewright::controller::Resilience {
+                request_timeout: std::time::Duration::from_secs(request_timeout_seconds.max(1)),
+                ..Default::default()
+            },
+            fights: gatewright::controller::fight::Policy::default(),
+            workers: workers.map_or_else(gatewright::controller::default_workers, usize::from),
+            fleet,
+        };
+        let ctl = gatewright::controller::start(client, opts)
+            .await
+            .context("failed to start the controller")?;
+        // One shutdown path, for a signal and for a controller that cannot go on.
+        let failed = tokio::select! {
+            () = shutdown_signal() => None,
+            why = ctl.stopped() => Some(why),
+        };
+        tracing::info!("shutting down");
+        if !ctl.shutdown(std::time::Duration::from_secs(10)).await {
+            tracing::warn!("work still under way after 10s; stopping anyway");
+        }
+        match failed {
+            Some(gatewright::controller::Stop::Failed(why)) => {
+                Err(anyhow::anyhow!("the controller stopped: {why}"))
+            }
+            _ => anyhow::Ok(()),
+        }
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `gatewright status`.
+fn status(
+    what: &[String],
+    all_namespaces: bool,
+    output: &str,
+    cluster: &ClusterArgs,
+    fleet: &FleetArgs,
+) -> anyhow::Result<ExitCode> {
+    if let Some(kind) = what.first()
+        && !matches!(
+            kind.to_ascii_lowercase().as_str(),
+            "gateway" | "gateways" | "gtw"
+        )
+    {
+        anyhow::bail!("status reads Gateways: `status gateway NAME`, not {kind:?}");
+    }
+    let format = format_of(output);
+    let ctl_ns = cluster.controller_namespace.clone();
+    let fleet = fleet.read()?;
+    live(cluster, |client, ns| async move {
+        let key = what.get(1).map(|n| object_key(n, &ns));
+        let scope = (!all_namespaces).then_some(ns.as_str());
+        gatewright::live::commands::status(
+            &client,
+            &ctl_ns,
+            fleet.as_ref(),
+            scope,
+            key.as_ref(),
+            format,
+        )
+        .await
+    })
+}
+
+/// `gatewright trace`, once or (`--watch`) every 2 s until a signal.
+fn trace(
+    kind: &str,
+    name: &str,
+    output: &str,
+    watch: bool,
+    cluster: &ClusterArgs,
+    fleet: &FleetArgs,
+) -> anyhow::Result<ExitCode> {
+    use gatewright::live::commands::Traced;
+    let lower = kind.to_ascii_lowercase();
+    let row = gatewright::gateway::route_kinds::ROUTE_KINDS
+        .iter()
+        .find(|r| r.kind.to_ascii_lowercase() == lower || r.plural == lower);
+    if row.is_none() && !matches!(lower.as_str(), "gateway" | "gateways" | "gtw") {
+        anyhow::bail!(
+            "trace follows a Gateway or a route: gateway, {}; not {kind:?}",
+            gatewright::gateway::route_kinds::kind_names()
+                .map(str::to_ascii_lowercase)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let format = format_of(output);
+    let ctl_ns = cluster.controller_namespace.clone();
+    let fleet = fleet.read()?;
+    live(cluster, |client, ns| async move {
+        let key = object_key(name, &ns);
+        let what = match row {
+            Some(r) => Traced::Route(gatewright::snapshot::RouteKey::new(
+                r.kind,
+                key.namespace,
+                key.name,
+            )),
+            None => Traced::Gateway(key),
+        };
+        let mut last = String::new();
+        loop {
+            let out =
+                gatewright::live::commands::trace(&client, &ctl_ns, fleet.as_ref(), &what, format)
+                    .await;
+            if !watch {
+                return out;
+            }
+            if out.stdout != last {
+                if !last.is_empty() {
+                    println!();
+                }
+                print!("{}", out.stdout);
+                let _ = std::io::stdout().flush();
+                for l in &out.stderr {
+                    eprintln!("{l}");
+                }
+                last = out.stdout;
+            }
+            tokio::select! {
+                () = shutdown_signal() => return gatewright::cli::Output::default(),
+                () = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+            }
+        }
+    })
+}
+
+/// `gatewright simulate-ready`.
+fn simulate_ready(all: bool) -> anyhow::Result<ExitCode> {
+    let play = if all {
+        gatewright::simulate::Play::All
+    } else {
+        gatewright::simulate::Play::Dataplane
+    };
+    let rt = tokio::runtime::Runtime::new()?;
+    let n = rt.block_on(async {
+        let client = kube::Client::try_default()
+            .await
+            .context("failed to load a kubeconfig")?;
+        gatewright::simulate::simulate_ready(&client, play)
+            .await
+            .context("failed to write simulated status")
+    })?;
+    println!("marked {n} children ready");
+    Ok(ExitCode::SUCCESS)
 }

@@ -33,6 +33,7 @@ use serde_json::{Value, json};
 use common::{TestNamespace, admin, unique_name};
 use gatewright::fleet::access::{self, ProviderFile};
 use gatewright::fleet::profile::{self, ClusterProfile};
+use gatewright::fleet_client;
 
 const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fleet/examples");
 const PLUGIN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fleet/exec-plugin");
@@ -405,7 +406,9 @@ async fn member_client(
 ) -> (String, Result<Client, kube::Error>) {
     let p = ClusterProfile::from_dynamic(&api.get(name).await.unwrap()).unwrap();
     let member = access::exec_kubeconfig(&p, file).unwrap();
-    let config = access::client_config(&p, member.kubeconfig).await.unwrap();
+    let config = fleet_client::client_config(&p, member.kubeconfig)
+        .await
+        .unwrap();
     (member.provider, Client::try_from(config))
 }
 
@@ -575,7 +578,7 @@ async fn a_member_client_through_the_kubeconfig_secret_lists_namespaces() {
         .items;
     assert_eq!(listed.len(), 1);
     let kc = access::secret_kubeconfig(&p, access::DEFAULT_CONSUMER, &listed).unwrap();
-    let member = Client::try_from(access::client_config(&p, kc).await.unwrap()).unwrap();
+    let member = Client::try_from(fleet_client::client_config(&p, kc).await.unwrap()).unwrap();
     let names = namespace_names(&member).await.unwrap();
     assert!(names.contains(&ns.name), "{names:?}");
 

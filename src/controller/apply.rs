@@ -8,11 +8,11 @@ use std::time::Instant;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
+use super::child_kinds::KindState;
 use super::client::FIELD_MANAGER;
 use super::cluster::Cluster;
 use super::common::Error;
 use super::fight::Verdict;
-use super::registrar::KindState;
 use crate::render::labels;
 use crate::snapshot::ObjectKey;
 

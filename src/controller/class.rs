@@ -25,6 +25,41 @@ pub const READY: &str = "Ready";
 /// `Stalled`: kstatus' condition for what will not progress without a change.
 pub const STALLED: &str = "Stalled";
 
+/// The status a blueprint's pass gives it: Accepted, Ready, Stalled and the rollout's
+/// Progressing merged into what it holds, the current revision, the per-revision counts
+/// and the rollout.
+fn blueprint_status(
+    existing: &crate::api::BlueprintStatus,
+    accepted: &Cond,
+    outcome: &super::revisions::Outcome,
+    generation: Option<i64>,
+) -> crate::api::BlueprintStatus {
+    let mut conds = blueprint_conditions(accepted);
+    if let Some(r) = &outcome.rollout {
+        let p = super::revisions::progressing(r);
+        if !p.status.is_true() {
+            conds[1] = Cond::f(READY, &p.reason, &p.message);
+            if conds.len() < 3 {
+                conds.push(Cond::t(STALLED, &p.reason, &p.message));
+            }
+        }
+        conds.push(p);
+    }
+    crate::api::BlueprintStatus {
+        conditions: merge_conditions(
+            &existing.conditions,
+            &conds,
+            &[types::ACCEPTED, READY, STALLED, "Progressing"],
+            generation,
+            &now(),
+        ),
+        observed_generation: generation,
+        current_revision: Some(outcome.current.clone()),
+        revisions: outcome.counts.clone(),
+        rollout: outcome.rollout.clone(),
+    }
+}
+
 /// A blueprint's conditions from its `Accepted`: `Ready` says the same (what kstatus and
 /// Flux read), and an invalid blueprint is also `Stalled` (it will not fix itself; kstatus
 /// reads it as Failed). `observedGeneration` at the top level and on each condition says
@@ -75,30 +110,7 @@ impl Cluster {
             Some(errs) => Cond::f(types::ACCEPTED, "InvalidTemplate", &errs.join("; ")),
         };
         let existing = object.status.clone().unwrap_or_default();
-        let mut conds = blueprint_conditions(&accepted);
-        if let Some(r) = &outcome.rollout {
-            let p = super::revisions::progressing(r);
-            if !p.status.is_true() {
-                conds[1] = Cond::f(READY, &p.reason, &p.message);
-                if conds.len() < 3 {
-                    conds.push(Cond::t(STALLED, &p.reason, &p.message));
-                }
-            }
-            conds.push(p);
-        }
-        let status = crate::api::BlueprintStatus {
-            conditions: merge_conditions(
-                &existing.conditions,
-                &conds,
-                &[types::ACCEPTED, READY, STALLED, "Progressing"],
-                object.metadata.generation,
-                &now(),
-            ),
-            observed_generation: object.metadata.generation,
-            current_revision: Some(outcome.current.clone()),
-            revisions: outcome.counts.clone(),
-            rollout: outcome.rollout.clone(),
-        };
+        let status = blueprint_status(&existing, &accepted, &outcome, object.metadata.generation);
         let mut desired = serde_json::to_value(&status).unwrap_or(Value::Null);
         // A merge patch removes a field only when it names it.
         if let (Some(d), Ok(Value::Object(e))) =
@@ -121,31 +133,8 @@ impl Cluster {
             }
         }
         if changed {
-            let api: Api<crate::api::GatewayClassBlueprint> = Api::all(self.client.clone());
-            self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-            self.own_status.expect(
-                own_status_key("GatewayClassBlueprint", "", name),
-                &status_view(&desired),
-            );
-            let mut written = api
-                .patch_status(
-                    name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&json!({ "status": desired })),
-                )
-                .await
-                .map_err(|e| Error::kube("write the blueprint status", e))?;
-            self.status_written(&hold_key, std::time::Instant::now());
-            // The Gateways moved read the rollout from the snapshot: it holds what we
-            // wrote at once (unless a watch event brought a newer version meanwhile).
-            written.metadata.managed_fields = None;
-            if let Ok(mut s) = self.snapshot.write()
-                && s.blueprint(name).is_some_and(|b| {
-                    b.object.metadata.resource_version == object.metadata.resource_version
-                })
-            {
-                s.put_blueprint(written);
-            }
+            self.write_blueprint_status(name, object, &desired, &hold_key)
+                .await?;
             if errors.is_some()
                 && existing
                     .conditions
@@ -163,7 +152,58 @@ impl Cluster {
                 .await;
             }
         }
-        for (warning, reason, message) in &outcome.notes {
+        self.announce_rollout(name, object, &outcome.notes).await;
+        for k in &outcome.moved {
+            self.enqueue(super::common::Work::Gateway(k.clone()));
+        }
+        Ok(outcome.again)
+    }
+
+    /// Writes a blueprint's status (a merge patch: `desired` names the fields it removes);
+    /// the snapshot holds what was written at once, for the Gateways the rollout moved
+    /// read it there (unless a watch event brought a newer version meanwhile).
+    async fn write_blueprint_status(
+        &self,
+        name: &str,
+        object: &crate::api::GatewayClassBlueprint,
+        desired: &Value,
+        hold_key: &crate::snapshot::Key,
+    ) -> Result<(), Error> {
+        let api: Api<crate::api::GatewayClassBlueprint> = Api::all(self.client.clone());
+        self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+        self.own_status.expect(
+            own_status_key("GatewayClassBlueprint", "", name),
+            &status_view(desired),
+        );
+        let mut written = api
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "status": desired })),
+            )
+            .await
+            .map_err(|e| Error::kube("write the blueprint status", e))?;
+        self.status_written(hold_key, std::time::Instant::now());
+        written.metadata.managed_fields = None;
+        if let Ok(mut s) = self.snapshot.write()
+            && s.blueprint(name).is_some_and(|b| {
+                b.object.metadata.resource_version == object.metadata.resource_version
+            })
+        {
+            s.put_blueprint(written);
+        }
+        Ok(())
+    }
+
+    /// Logs and announces what a rollout pass noted, and counts the rollouts it halted or
+    /// rolled back.
+    async fn announce_rollout(
+        &self,
+        name: &str,
+        object: &crate::api::GatewayClassBlueprint,
+        notes: &[crate::plan::waves::Note],
+    ) {
+        for (warning, reason, message) in notes {
             if *warning {
                 tracing::warn!(blueprint = %name, %reason, %message, "rollout");
             } else {
@@ -175,10 +215,6 @@ impl Cluster {
             self.event(object, *warning, reason, "Rollout", message)
                 .await;
         }
-        for k in &outcome.moved {
-            self.enqueue(super::common::Work::Gateway(k.clone()));
-        }
-        Ok(outcome.again)
     }
 
     /// Writes a GatewayClass's status and gateway-exists finalizer.

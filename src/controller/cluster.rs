@@ -19,12 +19,12 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 
+use super::child_kinds::ChildKinds;
 use super::client::{self, LeaseFence};
 use super::common::{
     ClusterId, Error, MEMO_MIN_ROUTES, NEW_GATEWAY_SETTLE, Options, Task, Work, policy_work,
 };
 use super::memory::RouteStatusSeen;
-use super::registrar::Registrar;
 use super::{echo, events, fight, memory, queue};
 use crate::snapshot::{Key, RouteKey, Snapshot};
 use crate::telemetry::Metrics;
@@ -38,7 +38,7 @@ pub struct Cluster {
     pub(super) metrics: Arc<Metrics>,
     /// The runner's queue, shared by every cluster.
     queue: Arc<queue::Queue>,
-    pub(super) kinds: Registrar,
+    pub(super) kinds: ChildKinds,
     pub(super) recorder: events::Events,
     /// What each Gateway's reconciles keep between runs.
     pub(super) memory: memory::Memory,
@@ -154,7 +154,7 @@ impl Cluster {
             opts,
             metrics,
             queue,
-            kinds: Registrar::default(),
+            kinds: ChildKinds::default(),
             own_status: echo::OwnStatus::default(),
             memory: memory::Memory::default(),
             unsynced_watches: AtomicUsize::new(usize::MAX),

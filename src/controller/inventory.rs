@@ -25,6 +25,7 @@ use super::share::Share;
 use crate::fleet::access::{self, ProviderFile};
 use crate::fleet::members::{Verdict, fingerprint, verdict};
 use crate::fleet::profile::{self, ClusterProfile};
+use crate::fleet_client;
 
 /// One change seen on the hub, or in the members this replica holds the Leases of.
 enum Change {
@@ -232,7 +233,7 @@ impl Inventory {
                             "elsewhere"
                         }
                         Some(fp) if self.engaged.get(key) == Some(&fp) => "engaged",
-                        Some(fp) => match access::member_client(p, *kubeconfig, None).await {
+                        Some(fp) => match fleet_client::member_client(p, *kubeconfig, None).await {
                             Ok(client) => {
                                 runner.engage(ClusterId::new(key), client, fence.flatten());
                                 tracing::info!(cluster = %key, "serving the member cluster");

@@ -21,6 +21,7 @@
 //! up again until it appears.
 
 mod apply;
+mod child_kinds;
 mod class;
 mod client;
 mod cluster;

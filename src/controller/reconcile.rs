@@ -16,10 +16,10 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use super::child_kinds::KindState;
 use super::cluster::Cluster;
 use super::common::{Error, MEMO_MIN_ROUTES, Work};
 use super::memory::{Reported, observed_reported};
-use super::registrar::KindState;
 use crate::gateway::conditions::{reasons, types};
 use crate::plan::gateway::OutOfScope;
 use crate::plan::rollout::{self, Progress};
@@ -148,11 +148,9 @@ impl Cluster {
         {
             return Ok(Some(wait));
         }
-        self.use_kinds(key, p.kinds.clone());
-        let placed_known = self.place_kinds(key, &p.plan);
         // Not before the watches of its child kinds have listed, here and in the members
         // it places objects in: planned again then.
-        if !self.all_kinds_known(&p.kinds) || !placed_known {
+        if !self.register_kinds(key, &p.kinds, &p.plan) {
             return Ok(None);
         }
         if self.kinds.listings() != listings {
@@ -168,10 +166,7 @@ impl Cluster {
         // New versions of make-before-break children wait until what they render settles.
         let unsettled = self.unsettled(key, &p);
         // A change that removes what a drained child advertises goes first and alone.
-        let narrowing = {
-            let snap = self.snapshot.read().map_err(|_| Error::SnapshotPoisoned)?;
-            super::narrow::narrowing(&p.plan, &p.live, &|k| snap.child(k), Timestamp::now())
-        };
+        let narrowing = self.narrowing_now(&p)?;
         let mut hold = unsettled.keys.clone();
         hold.extend(narrowing.hold.iter().cloned());
         let applied = self
@@ -205,10 +200,30 @@ impl Cluster {
         for set in &outcome.status.listener_sets {
             self.write_listener_set_status(set).await?;
         }
-        // Route status, after the route's children were applied (Flagger waits on it);
-        // not for routes whose object and entries are those found written last time.
-        // (Recorded only for Gateways with many routes: for a few, looking costs less than
-        // the memory of remembering.)
+        self.write_route_statuses(key, &p, &applied).await?;
+        self.announce(key, &p, &outcome, &applied).await;
+        self.announce_fights(key, &p.gateway, &new_fights, &child_names)
+            .await;
+        let next = requeue_after(&applied, prune_left, outcome.rollout_requeue)?;
+        self.say_narrowing(key, &narrowing.words);
+        Ok(
+            [next, unsettled.wake, status_wait, narrowing.wake, draining]
+                .into_iter()
+                .flatten()
+                .min(),
+        )
+    }
+
+    /// Route status, after the route's children were applied (Flagger waits on it); not
+    /// for routes whose object and entries are those found written last time. (Recorded
+    /// only for Gateways with many routes: for a few, looking costs less than the memory
+    /// of remembering.)
+    async fn write_route_statuses(
+        self: &Arc<Self>,
+        key: &Key,
+        p: &Planned,
+        applied: &Applied,
+    ) -> Result<(), Error> {
         let remember = p.plan.status.routes.len() >= MEMO_MIN_ROUTES;
         let routes = &p.plan.status.routes;
         let mut todo: Vec<_> = if remember {
@@ -232,17 +247,21 @@ impl Cluster {
             .buffered(REQUESTS_IN_FLIGHT)
             .collect()
             .await;
-        written.into_iter().collect::<Result<(), Error>>()?;
-        self.announce(key, &p, &outcome, &applied).await;
-        for f in &new_fights {
-            self.event(
-                &p.gateway,
-                true,
-                super::fight::REASON,
-                "Apply",
-                &f.to_string(),
-            )
-            .await;
+        written.into_iter().collect::<Result<(), Error>>()
+    }
+
+    /// An Event for each new fight over fields of the Gateway's children, and a wake-up
+    /// when the next one may be over.
+    async fn announce_fights(
+        self: &Arc<Self>,
+        key: &Key,
+        gateway: &Gateway,
+        new_fights: &[super::fight::Fight],
+        child_names: &[String],
+    ) {
+        for f in new_fights {
+            self.event(gateway, true, super::fight::REASON, "Apply", &f.to_string())
+                .await;
         }
         if let Some(d) = self
             .fights
@@ -250,8 +269,22 @@ impl Cluster {
         {
             self.enqueue_after(Work::Gateway(key.clone()), d);
         }
-        let next = requeue_after(&applied, prune_left, outcome.rollout_requeue)?;
-        let said = narrowing.words.join("; ");
+    }
+
+    /// What narrowing and draining ask of the plan now, against the live children.
+    fn narrowing_now(&self, p: &Planned) -> Result<super::narrow::Narrowing, Error> {
+        let snap = self.snapshot.read().map_err(|_| Error::SnapshotPoisoned)?;
+        Ok(super::narrow::narrowing(
+            &p.plan,
+            &p.live,
+            &|k| snap.child(k),
+            Timestamp::now(),
+        ))
+    }
+
+    /// Logs what a narrowing makes the other children wait for, once per change of it.
+    fn say_narrowing(&self, key: &Key, words: &[String]) {
+        let said = words.join("; ");
         let new_words = self
             .memory
             .with(key, |m| {
@@ -263,12 +296,6 @@ impl Cluster {
         if new_words && !said.is_empty() {
             tracing::info!(gateway = %key, waiting = %said, "narrowing: the other children wait");
         }
-        Ok(
-            [next, unsettled.wake, status_wait, narrowing.wake, draining]
-                .into_iter()
-                .flatten()
-                .min(),
-        )
     }
 
     /// Adds our finalizer, so the children are torn down before the Gateway goes.

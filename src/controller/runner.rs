@@ -360,39 +360,7 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
         std::sync::atomic::Ordering::Relaxed,
     );
     watch::start_primary_watches(&local);
-    // Fleet mode: the members the hub's inventory lists, engaged as they come and go.
-    if let Some(fleet) = runner.opts.fleet.clone() {
-        tokio::spawn(super::inventory::run(
-            Arc::downgrade(&runner),
-            local.client().clone(),
-            fleet,
-            share.as_ref().map(|(s, _)| s.clone()),
-        ));
-        if let Some((share, hub)) = share {
-            tokio::spawn(super::share::run(share, hub, runner.stop.subscribe()));
-        }
-        // Members whose API server stays unreachable stop being served for placement
-        // (DNS records stop listing them) until a watch works again.
-        let weak = Arc::downgrade(&runner);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                tick.tick().await;
-                let Some(r) = weak.upgrade() else {
-                    return;
-                };
-                let found: BTreeMap<String, String> = r
-                    .clusters()
-                    .iter()
-                    .filter(|c| c.is_member())
-                    .filter_map(|c| Some((c.id().as_str().to_owned(), c.unreachable_why()?)))
-                    .collect();
-                r.local.set_unreachable(found);
-                // What teardowns left in members not served then, deleted once they are.
-                r.local.sweep_left();
-            }
-        });
-    }
+    start_fleet(&runner, share);
     // Leader election is joined in the background, on the local cluster (the Lease and
     // the fence are its client's): its set-up retries (RBAC not seen yet, the API server
     // restarting) without holding up the watches, and the workers wait for the lease.
@@ -405,38 +373,11 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
     // dropped while this replica is not the leader (see `Runner::work`).
     let wait_for_leader = leader.clone().filter(|_| runner.share.is_none());
     for _ in 0..runner.opts.workers.max(1) {
-        let worker = runner.clone();
-        let mut leader = wait_for_leader.clone();
-        let mut stopping = runner.stop.subscribe();
-        let handle = tokio::spawn(async move {
-            let stopping = &mut stopping;
-            loop {
-                // Only the lease holder writes: wait for the lease before taking work.
-                if let Some(l) = &mut leader {
-                    while !*l.borrow_and_update() {
-                        tokio::select! {
-                            biased;
-                            () = stop_asked(stopping) => return,
-                            r = l.changed() => if r.is_err() {
-                                worker.stop_with(Stop::Failed("leader election stopped".into()));
-                                return;
-                            },
-                        }
-                    }
-                }
-                let task = tokio::select! {
-                    biased;
-                    () = stop_asked(stopping) => return,
-                    t = worker.queue.pop() => t,
-                };
-                worker
-                    .metrics
-                    .queue_depth
-                    .store(worker.queue.waiting(), std::sync::atomic::Ordering::Relaxed);
-                worker.work(&task).await;
-                worker.queue.done(&task);
-            }
-        });
+        let handle = tokio::spawn(run_worker(
+            runner.clone(),
+            wait_for_leader.clone(),
+            runner.stop.subscribe(),
+        ));
         if let Ok(mut d) = runner.drain.lock() {
             d.push(handle);
         }
@@ -451,6 +392,80 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
         }
     });
     Ok(runner)
+}
+
+/// Fleet mode: the members the hub's inventory lists, engaged as they come and go, their
+/// share among the replicas, and the sweep of members that stay unreachable.
+fn start_fleet(runner: &Arc<Runner>, share: Option<(Arc<super::share::Share>, Client)>) {
+    let Some(fleet) = runner.opts.fleet.clone() else {
+        return;
+    };
+    tokio::spawn(super::inventory::run(
+        Arc::downgrade(runner),
+        runner.local.client().clone(),
+        fleet,
+        share.as_ref().map(|(s, _)| s.clone()),
+    ));
+    if let Some((share, hub)) = share {
+        tokio::spawn(super::share::run(share, hub, runner.stop.subscribe()));
+    }
+    // Members whose API server stays unreachable stop being served for placement
+    // (DNS records stop listing them) until a watch works again.
+    let weak = Arc::downgrade(runner);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let Some(r) = weak.upgrade() else {
+                return;
+            };
+            let found: BTreeMap<String, String> = r
+                .clusters()
+                .iter()
+                .filter(|c| c.is_member())
+                .filter_map(|c| Some((c.id().as_str().to_owned(), c.unreachable_why()?)))
+                .collect();
+            r.local.set_unreachable(found);
+            // What teardowns left in members not served then, deleted once they are.
+            r.local.sweep_left();
+        }
+    });
+}
+
+/// A worker: takes tasks from the queue and works them until the runner stops; with
+/// `leader`, only while this replica holds the lease (only the lease holder writes).
+async fn run_worker(
+    worker: Arc<Runner>,
+    mut leader: Option<tokio::sync::watch::Receiver<bool>>,
+    mut stopping: tokio::sync::watch::Receiver<Option<Stop>>,
+) {
+    let stopping = &mut stopping;
+    loop {
+        // Only the lease holder writes: wait for the lease before taking work.
+        if let Some(l) = &mut leader {
+            while !*l.borrow_and_update() {
+                tokio::select! {
+                    biased;
+                    () = stop_asked(stopping) => return,
+                    r = l.changed() => if r.is_err() {
+                        worker.stop_with(Stop::Failed("leader election stopped".into()));
+                        return;
+                    },
+                }
+            }
+        }
+        let task = tokio::select! {
+            biased;
+            () = stop_asked(stopping) => return,
+            t = worker.queue.pop() => t,
+        };
+        worker
+            .metrics
+            .queue_depth
+            .store(worker.queue.waiting(), std::sync::atomic::Ordering::Relaxed);
+        worker.work(&task).await;
+        worker.queue.done(&task);
+    }
 }
 
 /// Resolves once a stop is asked for.

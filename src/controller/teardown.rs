@@ -16,10 +16,10 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditi
 use kube::discovery::Scope;
 use serde_json::{Value, json};
 
+use super::child_kinds::KindState;
 use super::cluster::Cluster;
 use super::common::Error;
 use super::echo::{now, strip_times};
-use super::registrar::KindState;
 use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
 use crate::plan::rollout::seconds_since;
 use crate::render::labels;

@@ -1,9 +1,11 @@
 //! Watches: the primary kinds (GatewayClass, our CRDs, Gateway, HTTPRoute, Namespace,
-//! ReferenceGrant, Secret, Service) and, through the [`Registrar`], every child kind a
-//! plan names, label-selected to our children. Each event updates the snapshot and
-//! enqueues the parents it affects. Objects are decoded one by one, so one object that
+//! ReferenceGrant, Secret, Service) and the machinery every watch runs on, the child
+//! kinds' too (the registrar, `registrar.rs`, starts those as plans name them,
+//! label-selected to our children). Each event updates the snapshot and enqueues the
+//! parents it affects. Objects are decoded one by one, so one object that
 //! does not parse is logged and skipped instead of stalling its watch.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -15,7 +17,6 @@ use tracing::Instrument;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta};
-use kube::discovery::Scope;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
@@ -24,301 +25,19 @@ use serde_json::Value;
 use super::cluster::Cluster;
 use super::common::Work;
 use super::echo::own_status_key;
-use super::registrar::{KindKey, KindState};
 use crate::api::{GatewayClassBlueprint, GatewayClassConfig, GatewayConfig};
 use crate::plan::affected::affected;
 use crate::render::labels;
-use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot, ingest};
-
-impl Cluster {
-    /// The state of a child kind, starting its discovery and watch the first time it is
-    /// named ([`super::registrar::Registrar::ensure`]).
-    pub(super) fn ensure_kind(self: &Arc<Self>, api_version: &str, kind: &str) -> KindState {
-        self.kinds.ensure(api_version, kind, |key| {
-            let me = self.clone();
-            let span = me.span();
-            tokio::spawn(async move { discover_and_watch(me, key).await }.instrument(span))
-                .abort_handle()
-        })
-    }
-
-    /// Whether every kind of `kinds` is known: listed, or known not to be served. Starts
-    /// the discovery of those never named before. A Gateway that finds one still pending
-    /// is planned again when it lists ([`Cluster::enqueue_kind_users`]), so the caller
-    /// returns without writing anything.
-    pub(super) fn all_kinds_known(
-        self: &Arc<Self>,
-        kinds: &std::collections::BTreeSet<KindKey>,
-    ) -> bool {
-        kinds
-            .iter()
-            .all(|(v, k)| !matches!(self.ensure_kind(v, k), KindState::Pending))
-    }
-
-    /// Sets the kinds `gateway` uses ([`super::registrar::Registrar::use_kinds`]); the objects of a kind no
-    /// Gateway uses any more are dropped from the snapshot.
-    pub(super) fn use_kinds(&self, gateway: &Key, kinds: std::collections::BTreeSet<KindKey>) {
-        for (api_version, kind) in self.kinds.use_kinds(gateway, kinds) {
-            let group = crate::kinds::group_of(&api_version);
-            with_snapshot(self, |s| {
-                s.retain_listed(&kind, &api_version, &std::collections::BTreeSet::new());
-                s.names_mut().forget(group, &kind);
-            });
-            tracing::info!(%kind, %api_version, "no Gateway uses this child kind any more; stopped watching it");
-        }
-    }
-
-    /// Re-plans the Gateways that use `kind` (it became served, or stopped being served,
-    /// or listed).
-    pub(super) fn enqueue_kind_users(&self, kind: &KindKey) {
-        let (hub, own): (Vec<Key>, Vec<Key>) = self
-            .kinds
-            .users_of(kind)
-            .into_iter()
-            .partition(|u| super::cluster::hub_gateway(u).is_some());
-        enqueue_gateways(self, own);
-        if let Some(h) = self.hub() {
-            enqueue_gateways(
-                &h,
-                hub.iter().filter_map(super::cluster::hub_gateway).collect(),
-            );
-        }
-    }
-
-    /// Registers, in each member served, the kinds a hub Gateway places there (so their
-    /// watches run there, and the Gateway is planned again when they list), and clears
-    /// them where it places nothing any more. Returns whether each of those members has
-    /// listed them: before, the hub's mirror of that member lacks them and the plan would
-    /// see them missing, so the caller returns without writing anything.
-    pub(super) fn place_kinds(&self, gateway: &Key, plan: &crate::plan::Plan) -> bool {
-        if self.is_member() {
-            return true;
-        }
-        let mut placed = placed_kinds(plan);
-        let user = super::cluster::hub_user(gateway);
-        let mut known = true;
-        for m in self.members() {
-            let kinds = placed.remove(m.id().as_str()).unwrap_or_default();
-            // Registered first: a kind that lists at once then wakes this Gateway.
-            m.use_kinds(&user, kinds.clone());
-            known &= m.all_kinds_known(&kinds);
-        }
-        known
-    }
-}
-
-/// The kinds a plan places in each member, by member.
-fn placed_kinds(
-    plan: &crate::plan::Plan,
-) -> std::collections::BTreeMap<String, std::collections::BTreeSet<KindKey>> {
-    let mut placed: std::collections::BTreeMap<String, std::collections::BTreeSet<KindKey>> =
-        std::collections::BTreeMap::new();
-    for c in plan.children() {
-        if !c.key.cluster.is_empty() {
-            placed
-                .entry(c.key.cluster.clone())
-                .or_default()
-                .insert((c.key.api_version.clone(), c.key.kind.clone()));
-        }
-    }
-    placed
-}
-
-/// Keeps the names every object of a child kind takes (ours or not) in the snapshot
-/// ([`crate::snapshot::names`]), from a metadata-only watch without our label selector,
-/// so that creating a child the cache does not hold needs no read first. A watch that
-/// fails leaves the names unknown (each create then reads), and is retried with backoff.
-async fn watch_names(ctl: Arc<Cluster>, resource: ApiResource) {
-    let (group, kind) = (resource.group.clone(), resource.kind.clone());
-    let mut stream = metadata_events(ctl.client.clone(), &resource, listed_in_pages());
-    let mut listing: Option<std::collections::HashSet<Key>> = None;
-    let mut failing = false;
-    // A member's failures are said once for the member (see `FailureLog`).
-    let step = format!("watch the names of child kind {kind} ({group})");
-    let _forget = ForgetFailures(ctl.clone(), step.clone());
-    while let Some(ev) = stream.next().await {
-        let ev = match ev {
-            Ok(ev) => ev,
-            Err(e) => {
-                let reason = super::startup::watch_failure_kind(&e);
-                if !failing && !ctl.is_member() {
-                    tracing::warn!(%kind, %group, error = %e, "failed to watch the names of a child kind; creates read first meanwhile");
-                } else if !failing && ctl.watch_failures.failed(&step, reason) {
-                    tracing::warn!(cluster = %ctl.id(), %reason, error = %e, first = %step, "the member cluster's watches fail; retrying with backoff until they work");
-                }
-                failing = true;
-                continue;
-            }
-        };
-        // `Init` only announces a list about to be requested: not a sign that it works.
-        if failing && !matches!(ev, Event::Init) {
-            if ctl.is_member() {
-                for reason in ctl.watch_failures.works(&step) {
-                    tracing::info!(cluster = %ctl.id(), %reason, "the member cluster's watches work again");
-                }
-            }
-            failing = false;
-        }
-        match ev {
-            Event::Init => listing = Some(std::collections::HashSet::new()),
-            Event::InitApply(v) => {
-                if let Some(l) = &mut listing {
-                    l.insert(key_of(&v));
-                }
-            }
-            Event::InitDone => {
-                if let Some(l) = listing.take() {
-                    with_snapshot(&ctl, |s| s.names_mut().listed(&group, &kind, l));
-                }
-            }
-            // Every change of an object of the kind (a status update) comes as an event:
-            // the write lock is taken only when the listed set of names changes.
-            Event::Apply(v) => {
-                let key = key_of(&v);
-                if name_taken(&ctl, &group, &kind, &key) == Some(false) {
-                    with_snapshot(&ctl, |s| s.names_mut().add(&group, &kind, key));
-                }
-            }
-            Event::Delete(v) => {
-                let key = key_of(&v);
-                if name_taken(&ctl, &group, &kind, &key) == Some(true) {
-                    with_snapshot(&ctl, |s| s.names_mut().remove(&group, &kind, &key));
-                }
-            }
-        }
-    }
-}
-
-/// Whether the names cache holds `key` for the kind, under the read lock.
-fn name_taken(ctl: &Cluster, group: &str, kind: &str, key: &Key) -> Option<bool> {
-    ctl.snapshot.read().ok()?.names().taken(group, kind, key)
-}
-
-/// Looks a child kind up; once served, watches it. While not served, looks again every
-/// 10 seconds (the only polling we do: it waits for a CRD to be installed). A lookup that
-/// fails for another reason (403, 5xx, no connection) is retried with backoff and leaves
-/// the kind pending: it is not reported missing.
-async fn discover_and_watch(ctl: Arc<Cluster>, key: (String, String)) {
-    let gvk = crate::kinds::gvk(&key.0, &key.1);
-    let mut failures = 0u32;
-    let mut last: Option<&'static str> = None;
-    loop {
-        match crate::discovery::lookup(&ctl.client, &gvk).await {
-            Ok((resource, scope)) => {
-                let namespaced = scope == Scope::Namespaced;
-                learn_scope(&ctl, &resource.group, &resource.kind, namespaced);
-                ctl.kinds.set(
-                    &key,
-                    KindState::Served {
-                        resource: resource.clone(),
-                        namespaced,
-                    },
-                );
-                tracing::info!(kind = %key.1, api_version = %key.0, "watching child kind");
-                let cfg = listed_in_pages().labels(&format!(
-                    "{}={}",
-                    labels::MANAGED_BY,
-                    labels::MANAGED_BY_VALUE
-                ));
-                // Objects of a built-in kind come without apiVersion and kind in watch
-                // lists; the snapshot keys children by them.
-                let types = (
-                    Value::String(resource.api_version.clone()),
-                    Value::String(resource.kind.clone()),
-                );
-                let ours = run_watch(
-                    ctl.clone(),
-                    full_events(ctl.client.clone(), &resource, cfg),
-                    Role::Child,
-                    (key.0.clone(), key.1.clone()),
-                    move |ctl, mut v, deleted| {
-                        v["apiVersion"] = types.0.clone();
-                        v["kind"] = types.1.clone();
-                        super::fight::keep_what_fights_read(&mut v);
-                        on_child(ctl, v, deleted);
-                    },
-                );
-                // Gateway API kinds are watched in full already: their names are known.
-                if resource.group == crate::gateway::GATEWAY_API_GROUP {
-                    ours.await;
-                } else {
-                    futures::future::join(ours, watch_names(ctl.clone(), resource)).await;
-                }
-                return;
-            }
-            Err(e) => {
-                let reason = super::startup::failure_kind(&e);
-                // Only discovery's own answer that the kind is not there makes it missing;
-                // any other failure (discovery refused, the API server restarting) says
-                // nothing about the kind: it stays pending and is looked up again soon.
-                if reason != "NotFound" {
-                    failures = failures.saturating_add(1);
-                    let delay = super::startup::delay(failures, super::client::jitter());
-                    if last != Some(reason) {
-                        tracing::warn!(kind = %key.1, api_version = %key.0, %reason, error = %e, retry_in = ?delay, "failed to look a child kind up; retrying");
-                    }
-                    last = Some(reason);
-                    tokio::time::sleep(delay).await;
-                    continue;
-                }
-                failures = 0;
-                last = None;
-                let msg = format!(
-                    "kind {} ({}) is not served by the API server: {e}",
-                    key.1, key.0
-                );
-                let was_missing =
-                    matches!(ctl.kinds.get(&key.0, &key.1), Some(KindState::Missing(_)));
-                ctl.kinds.set(&key, KindState::Missing(msg));
-                if !was_missing {
-                    ctl.enqueue_kind_users(&key);
-                }
-                tokio::time::sleep(Duration::from_secs(10)).await;
-            }
-        }
-    }
-}
-
-/// Records a child kind's scope as discovery found it. When that changes what was known,
-/// the blueprints naming the kind and their classes are judged again: a cluster-scoped kind
-/// a blueprint does not list makes the blueprint invalid and its classes not accepted.
-fn learn_scope(ctl: &Cluster, group: &str, kind: &str, namespaced: bool) {
-    let scope = if namespaced {
-        crate::render::scope::Scope::Namespaced
-    } else {
-        crate::render::scope::Scope::Cluster
-    };
-    let affected = with_snapshot(ctl, |s| {
-        if !s.learn_scope(group, kind, scope) {
-            return Vec::new();
-        }
-        s.blueprints()
-            .filter(|b| {
-                crate::render::prepared::literal_kinds_of(&b.object.spec)
-                    .iter()
-                    .any(|(_, _, gk)| gk.group == group && gk.kind == kind)
-            })
-            .filter_map(|b| b.object.metadata.name.clone())
-            .collect::<Vec<_>>()
-    })
-    .unwrap_or_default();
-    for bp in affected {
-        let classes = with_snapshot(ctl, |s| crate::plan::class::classes_using_blueprint(s, &bp))
-            .unwrap_or_default();
-        ctl.enqueue(Work::Blueprint(bp));
-        for c in classes {
-            ctl.enqueue(Work::Class(c));
-        }
-    }
-}
+use crate::snapshot::{Key, RouteKey, Snapshot, ingest};
 
 /// A watch configuration listing in pages of [`ingest::PAGE`].
-fn listed_in_pages() -> watcher::Config {
+pub(super) fn listed_in_pages() -> watcher::Config {
     watcher::Config::default().page_size(ingest::PAGE)
 }
 
 /// A watch's events, each object converted to JSON once.
-type JsonEvents = futures::stream::BoxStream<'static, Result<Event<Value>, watcher::Error>>;
+pub(super) type JsonEvents =
+    futures::stream::BoxStream<'static, Result<Event<Value>, watcher::Error>>;
 
 fn json_event<K: serde::Serialize>(e: Event<K>) -> Event<Value> {
     let j = |o: &K| serde_json::to_value(o).unwrap_or(Value::Null);
@@ -332,7 +51,11 @@ fn json_event<K: serde::Serialize>(e: Event<K>) -> Event<Value> {
 }
 
 /// Whole objects.
-fn full_events(client: Client, resource: &ApiResource, cfg: watcher::Config) -> JsonEvents {
+pub(super) fn full_events(
+    client: Client,
+    resource: &ApiResource,
+    cfg: watcher::Config,
+) -> JsonEvents {
     let api: Api<DynamicObject> = Api::all_with(client, resource);
     watcher::watcher(api, cfg)
         .backoff(super::startup::WatchBackoff::new())
@@ -341,7 +64,11 @@ fn full_events(client: Client, resource: &ApiResource, cfg: watcher::Config) -> 
 }
 
 /// Metadata only (`PartialObjectMetadata`): for kinds of which only existence matters.
-fn metadata_events(client: Client, resource: &ApiResource, cfg: watcher::Config) -> JsonEvents {
+pub(super) fn metadata_events(
+    client: Client,
+    resource: &ApiResource,
+    cfg: watcher::Config,
+) -> JsonEvents {
     let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, resource);
     watcher::watcher(api, cfg)
         .backoff(super::startup::WatchBackoff::new())
@@ -351,7 +78,7 @@ fn metadata_events(client: Client, resource: &ApiResource, cfg: watcher::Config)
 
 /// What a watch is to start-up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Role {
+pub(super) enum Role {
     /// A primary kind: its first list is a start-up step the caches wait for.
     Primary,
     /// A primary kind whose CRD was installed after start-up: it starts empty, so
@@ -360,11 +87,11 @@ enum Role {
     /// A primary kind of a fleet member started once a Gateway of ours appeared there:
     /// that Gateway waits for it (`Cluster::rest_watches_listed`).
     RestPrimary,
-    /// A child kind ([`Registrar`]).
+    /// A child kind ([`ChildKinds`](super::child_kinds::ChildKinds)).
     Child,
 }
 
-async fn run_watch<F>(
+pub(super) async fn run_watch<F>(
     ctl: Arc<Cluster>,
     mut stream: JsonEvents,
     role: Role,
@@ -399,36 +126,13 @@ async fn run_watch<F>(
         let ev = match ev {
             Ok(ev) => ev,
             Err(e) => {
-                let reason = super::startup::watch_failure_kind(&e);
-                let message = e.to_string();
-                if role == Role::Primary && !synced {
-                    ctl.metrics.startup.failed(&step, reason, &message);
-                }
-                if !primary && !synced && matches!(reason, "Forbidden" | "Unauthorized") {
-                    let (api_version, kind) = &what;
-                    let why = format!(
-                        "kind {kind} ({api_version}) is served, but gatewright may not list it ({reason}): grant it with a ClusterRole labelled {}: \"true\" (docs/install.md: RBAC, and a new child kind); retrying",
-                        labels::AGGREGATE_TO_CHILDREN
-                    );
-                    if ctl.kinds.set_blocked(&what, why) {
-                        ctl.enqueue_kind_users(&what);
-                    }
-                }
-                if failing == Some(reason) {
-                    tracing::debug!(%step, %reason, error = %message, "watch failed again; retrying");
-                } else if !ctl.is_member() {
-                    tracing::warn!(%step, %reason, error = %message, "watch failed; retrying with backoff until it works");
-                } else if ctl.watch_failures.failed(&step, reason) {
-                    // A member whose API server is down fails every watch at once: said
-                    // once per kind of failure, for the member.
-                    tracing::warn!(cluster = %ctl.id(), %reason, error = %message, first = %step, "the member cluster's watches fail; retrying with backoff until they work");
-                } else {
-                    tracing::debug!(%step, %reason, error = %message, "watch failed; retrying with backoff until it works");
-                }
-                failing = Some(reason);
-                if reason == "Unreachable" {
-                    ctl.unreachable(&message);
-                }
+                let failed = Failed {
+                    role,
+                    synced,
+                    step: &step,
+                    what: &what,
+                };
+                failing = Some(watch_failed(&ctl, &failed, &e, failing));
                 continue;
             }
         };
@@ -460,31 +164,9 @@ async fn run_watch<F>(
                     // what was deleted while the watch was down: a child the cache still
                     // held would never be re-created, and a teardown would wait for its
                     // deletion forever. One watch per kind: a kind whose CRD went away has
-                    // its watch stopped before a new one starts (`Registrar::forget`).
+                    // its watch stopped before a new one starts (`ChildKinds::forget`).
                     if listed_once {
-                        let (api_version, kind) = &what;
-                        let dropped =
-                            with_snapshot(&ctl, |s| s.retain_listed(kind, api_version, &seen))
-                                .unwrap_or(0);
-                        if dropped > 0 {
-                            tracing::info!(%kind, dropped, "dropped objects deleted while the watch was down");
-                            ctl.enqueue_all();
-                        }
-                        // A member: what the hub mirrors of the placed objects of the
-                        // kind goes the same way (its Gateways would wait on them).
-                        if role == Role::Child
-                            && let Some(hub) = ctl.hub()
-                        {
-                            let cluster = ctl.id().as_str().to_owned();
-                            let dropped = with_snapshot(&hub, |s| {
-                                s.retain_listed_placed(&cluster, kind, api_version, &seen)
-                            })
-                            .unwrap_or(0);
-                            if dropped > 0 {
-                                tracing::info!(%kind, dropped, %cluster, "dropped placed objects deleted in the member while its watch was down");
-                                hub.enqueue_all();
-                            }
-                        }
+                        drop_what_went(&ctl, role, &what, &seen);
                     }
                     listed_once = true;
                 }
@@ -506,8 +188,91 @@ async fn run_watch<F>(
     }
 }
 
+/// A watch that failed, as [`watch_failed`] reports it.
+struct Failed<'a> {
+    role: Role,
+    /// Whether the watch has listed once.
+    synced: bool,
+    /// Its start-up step.
+    step: &'a str,
+    /// Its kind: `(apiVersion, kind)`.
+    what: &'a (String, String),
+}
+
+/// Reports a watch's failure (the start-up step, a child kind we may not list, the log
+/// once per kind of failure, an unreachable API server); returns the kind of failure.
+fn watch_failed(
+    ctl: &Arc<Cluster>,
+    w: &Failed<'_>,
+    e: &watcher::Error,
+    failing: Option<&'static str>,
+) -> &'static str {
+    let Failed {
+        role,
+        synced,
+        step,
+        what,
+    } = *w;
+    let primary = role != Role::Child;
+    let reason = super::startup::watch_failure_kind(e);
+    let message = e.to_string();
+    if role == Role::Primary && !synced {
+        ctl.metrics.startup.failed(step, reason, &message);
+    }
+    if !primary && !synced && matches!(reason, "Forbidden" | "Unauthorized") {
+        let (api_version, kind) = what;
+        let why = format!(
+            "kind {kind} ({api_version}) is served, but gatewright may not list it ({reason}): grant it with a ClusterRole labelled {}: \"true\" (docs/install.md: RBAC, and a new child kind); retrying",
+            labels::AGGREGATE_TO_CHILDREN
+        );
+        if ctl.kinds.set_blocked(what, why) {
+            ctl.enqueue_kind_users(what);
+        }
+    }
+    if failing == Some(reason) {
+        tracing::debug!(%step, %reason, error = %message, "watch failed again; retrying");
+    } else if !ctl.is_member() {
+        tracing::warn!(%step, %reason, error = %message, "watch failed; retrying with backoff until it works");
+    } else if ctl.watch_failures.failed(step, reason) {
+        // A member whose API server is down fails every watch at once: said once per kind
+        // of failure, for the member.
+        tracing::warn!(cluster = %ctl.id(), %reason, error = %message, first = %step, "the member cluster's watches fail; retrying with backoff until they work");
+    } else {
+        tracing::debug!(%step, %reason, error = %message, "watch failed; retrying with backoff until it works");
+    }
+    if reason == "Unreachable" {
+        ctl.unreachable(&message);
+    }
+    reason
+}
+
+/// After a relist of `what` (the objects `seen`), drops what the snapshot still held of
+/// the kind and the list no longer had; in a member, the hub's mirror of its placed
+/// objects of the kind too (the hub's Gateways would wait on them).
+fn drop_what_went(ctl: &Cluster, role: Role, what: &(String, String), seen: &BTreeSet<Key>) {
+    let (api_version, kind) = what;
+    let dropped = with_snapshot(ctl, |s| s.retain_listed(kind, api_version, seen)).unwrap_or(0);
+    if dropped > 0 {
+        tracing::info!(%kind, dropped, "dropped objects deleted while the watch was down");
+        ctl.enqueue_all();
+    }
+    if role == Role::Child
+        && let Some(hub) = ctl.hub()
+    {
+        let cluster = ctl.id().as_str().to_owned();
+        let dropped = with_snapshot(&hub, |s| {
+            s.retain_listed_placed(&cluster, kind, api_version, seen)
+        })
+        .unwrap_or(0);
+        if dropped > 0 {
+            tracing::info!(%kind, dropped, %cluster, "dropped placed objects deleted in the member while its watch was down");
+            hub.enqueue_all();
+        }
+    }
+}
+
 /// Forgets a watch's failures when it stops.
-struct ForgetFailures(Arc<Cluster>, String);
+pub(super) struct ForgetFailures(pub(super) Arc<Cluster>, pub(super) String);
 
 impl Drop for ForgetFailures {
     fn drop(&mut self) {
@@ -572,7 +337,7 @@ fn same_but_status(old: &Value, new: &Value) -> bool {
     strip(old) == strip(new)
 }
 
-fn key_of(v: &Value) -> Key {
+pub(super) fn key_of(v: &Value) -> Key {
     Key::new(
         v["metadata"]["namespace"]
             .as_str()
@@ -585,11 +350,11 @@ fn key_of(v: &Value) -> Key {
     )
 }
 
-fn with_snapshot<T>(ctl: &Cluster, f: impl FnOnce(&mut Snapshot) -> T) -> Option<T> {
+pub(super) fn with_snapshot<T>(ctl: &Cluster, f: impl FnOnce(&mut Snapshot) -> T) -> Option<T> {
     ctl.snapshot.write().ok().map(|mut s| f(&mut s))
 }
 
-fn enqueue_gateways(ctl: &Cluster, keys: Vec<Key>) {
+pub(super) fn enqueue_gateways(ctl: &Cluster, keys: Vec<Key>) {
     for k in keys {
         ctl.enqueue(Work::Gateway(k));
     }
@@ -922,7 +687,7 @@ fn on_primary(ctl: &Arc<Cluster>, source: &ingest::Source, mut v: Value, deleted
 }
 
 /// Enqueues the work `change` makes ([`affected`]).
-fn enqueue_affected(ctl: &Cluster, change: &ingest::Change) {
+pub(super) fn enqueue_affected(ctl: &Cluster, change: &ingest::Change) {
     let Ok(a) = ctl.snapshot.read().map(|s| affected(&s, change)) else {
         return;
     };
@@ -975,34 +740,4 @@ fn fetch_secret_type(ctl: &Arc<Cluster>, key: Key) {
         }
         enqueue_gateways(&ctl, gateways_naming_secret(&ctl, &key));
     });
-}
-
-fn on_child(ctl: &Arc<Cluster>, v: Value, deleted: bool) {
-    let key = ObjectKey::of(&v);
-    // A placed object a hub Gateway wrote here: the hub plans with it too.
-    if !key.cluster.is_empty()
-        && key.cluster == ctl.id().as_str()
-        && let Some(hub) = ctl.hub()
-    {
-        on_child(&hub, v.clone(), deleted);
-    }
-    if deleted {
-        ctl.fights
-            .on_deleted(&key.to_string(), std::time::Instant::now());
-    }
-    let change = match with_snapshot(ctl, |s| ingest::apply(s, ingest::Kind::Child, v, deleted)) {
-        Some(Ok(c)) => c,
-        Some(Err(e)) => {
-            tracing::warn!(object = %key, error = %e, "skipping a child that does not decode");
-            return;
-        }
-        None => return,
-    };
-    // Gateways waiting for this object to go (another parent held it).
-    if deleted {
-        for gw in ctl.waiters_of(&key) {
-            ctl.enqueue(Work::Gateway(gw));
-        }
-    }
-    enqueue_affected(ctl, &change);
 }

@@ -6,8 +6,8 @@
 //! gatewright, and, for members reached without a provider, the hub's kubeconfig Secrets.
 //! Out: a [`profile::ClusterProfile`] with the parts gatewright reads, and a
 //! [`kube::config::Kubeconfig`] per member ([`access`]), which the shell turns into a
-//! `kube::Client` for `Runner::add_cluster`. Nothing here does I/O: the shell lists and
-//! watches, this module decides.
+//! `kube::Client` for `Runner::add_cluster` (`src/fleet_client.rs`, where an exec plugin
+//! runs). Nothing here does I/O: the shell lists and watches, this module decides.
 
 pub mod access;
 pub mod members;

@@ -384,36 +384,7 @@ pub async fn diff(
         Ok(r) => r,
         Err(e) => return e,
     };
-    // Each object of the files as the API server would store it (defaults filled in,
-    // validated, generation bumped when the spec changes): a dry-run replace of the live
-    // object, or a dry-run create.
-    let mut objects = Vec::with_capacity(files.len());
-    let kinds = crate::discovery::Cached::new(client.clone());
-    for d in files {
-        let what = format!(
-            "{} {}",
-            d.object["kind"].as_str().unwrap_or_default(),
-            d.object["metadata"]["name"].as_str().unwrap_or_default()
-        );
-        match server_form(&kinds, &listed.objects, &d.object).await {
-            Ok(v) => objects.push(v),
-            Err(e) => {
-                let at = format!("{} (document {})", d.path.display(), d.index);
-                match e {
-                    kube::Error::Api(s) if s.code == 404 => out.stderr.push(format!(
-                        "warning: {at}: {what}: {}; compared as written",
-                        s.message
-                    )),
-                    e => {
-                        out.stderr
-                            .push(format!("error: {at}: the API server refuses {what}: {e}"));
-                        out.code = EXIT_INPUT;
-                    }
-                }
-                objects.push(d.object);
-            }
-        }
-    }
+    let objects = server_forms(client, &listed, files, &mut out).await;
     let mut snap = match listed.snapshot(controller_namespace) {
         Ok(s) => s,
         Err(e) => return failed(EXIT_INPUT, e),
@@ -455,14 +426,6 @@ pub async fn diff(
         },
         None => std::collections::BTreeMap::new(),
     };
-    // The API server a child lives on: the hub's, or its member's.
-    let on = |key: &crate::snapshot::ObjectKey| {
-        if key.cluster.is_empty() {
-            Some(client)
-        } else {
-            members.get(&key.cluster)
-        }
-    };
     let planned = plans(&snap, &keys);
     for (k, p) in &planned {
         for e in p.errors() {
@@ -471,8 +434,82 @@ pub async fn diff(
         }
     }
     let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let changes = dry_run_changes(
+        compare(&snap, &planned, &now),
+        client,
+        &members,
+        &listed,
+        &mut out,
+    )
+    .await;
+    out.stdout = waves + &super::diff::print(&changes);
+    if out.code == EXIT_OK && !changes.is_empty() {
+        out.code = EXIT_CHANGES;
+    }
+    out
+}
+
+/// Each object of the files as the API server would store it (defaults filled in,
+/// validated, generation bumped when the spec changes): a dry-run replace of the live
+/// object, or a dry-run create. An object it refuses is compared as written (said in
+/// `out`).
+async fn server_forms(
+    client: &Client,
+    listed: &super::Listed,
+    files: Vec<crate::snapshot::files::Document>,
+    out: &mut Output,
+) -> Vec<Value> {
+    let mut objects = Vec::with_capacity(files.len());
+    let kinds = crate::discovery::Cached::new(client.clone());
+    for d in files {
+        let what = format!(
+            "{} {}",
+            d.object["kind"].as_str().unwrap_or_default(),
+            d.object["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        match server_form(&kinds, &listed.objects, &d.object).await {
+            Ok(v) => objects.push(v),
+            Err(e) => {
+                let at = format!("{} (document {})", d.path.display(), d.index);
+                match e {
+                    kube::Error::Api(s) if s.code == 404 => out.stderr.push(format!(
+                        "warning: {at}: {what}: {}; compared as written",
+                        s.message
+                    )),
+                    e => {
+                        out.stderr
+                            .push(format!("error: {at}: the API server refuses {what}: {e}"));
+                        out.code = EXIT_INPUT;
+                    }
+                }
+                objects.push(d.object);
+            }
+        }
+    }
+    objects
+}
+
+/// Each planned change as the API server would make it: a dry run on the API server the
+/// child lives on (the hub's, `client`, or its member's). An update whose final form
+/// holds nothing new is no change; a change the server refuses is kept as planned (said
+/// in `out`).
+async fn dry_run_changes(
+    planned_changes: Vec<Change>,
+    client: &Client,
+    members: &std::collections::BTreeMap<String, Client>,
+    listed: &super::Listed,
+    out: &mut Output,
+) -> Vec<Change> {
+    // The API server a child lives on: the hub's, or its member's.
+    let on = |key: &crate::snapshot::ObjectKey| {
+        if key.cluster.is_empty() {
+            Some(client)
+        } else {
+            members.get(&key.cluster)
+        }
+    };
     let mut changes = Vec::new();
-    for c in compare(&snap, &planned, &now) {
+    for c in planned_changes {
         match c {
             Change::Update {
                 gateway,
@@ -480,7 +517,7 @@ pub async fn diff(
                 key,
                 live,
                 planned,
-            } => match dry_run(on(&key), &listed, &key, &planned).await {
+            } => match dry_run(on(&key), listed, &key, &planned).await {
                 // The server's final form holds nothing new: no change.
                 Ok(after) if content(&after) == content(&live) => {}
                 Ok(after) => changes.push(Change::Update {
@@ -507,7 +544,7 @@ pub async fn diff(
                 planned,
                 template,
             } => {
-                if let Err(e) = dry_run(on(&key), &listed, &key, &planned).await {
+                if let Err(e) = dry_run(on(&key), listed, &key, &planned).await {
                     out.stderr.push(format!("error: Gateway {gateway}: {e}"));
                 }
                 changes.push(Change::Create {
@@ -520,9 +557,5 @@ pub async fn diff(
             other => changes.push(other),
         }
     }
-    out.stdout = waves + &super::diff::print(&changes);
-    if out.code == EXIT_OK && !changes.is_empty() {
-        out.code = EXIT_CHANGES;
-    }
-    out
+    changes
 }

@@ -19,6 +19,7 @@ use kube::{Client, ResourceExt};
 use crate::fleet::access::{self, ProviderFile};
 use crate::fleet::members::{Verdict, verdict};
 use crate::fleet::profile::{self, ClusterProfile};
+use crate::fleet_client;
 use crate::snapshot::fleet::FleetMember;
 use crate::snapshot::{ObjectKey, Snapshot};
 
@@ -127,6 +128,23 @@ pub async fn read(
     }
     // What the plans place, read in each member; each kind looked up once per member
     // (by the member's own discovery).
+    read_placed(snap, gateways, &clients, &mut found).await;
+    // The hub's own children that only placement brings (a DNS record listing the
+    // members' addresses renders once their gateways are read): the hub's list, planned
+    // without the members, did not look for their kinds, so they are read here.
+    read_hub_children(hub, snap, gateways, &mut found).await;
+    found.clients = clients;
+    Ok(found)
+}
+
+/// Reads, in each member served (its client in `clients`), what the plans of `gateways`
+/// place there; what cannot be read is said in `found`.
+async fn read_placed(
+    snap: &mut Snapshot,
+    gateways: &[crate::snapshot::Key],
+    clients: &BTreeMap<String, Client>,
+    found: &mut FleetFound,
+) {
     let placed: Vec<ObjectKey> = planned(snap, gateways)
         .into_iter()
         .filter(|key| !key.cluster.is_empty())
@@ -157,9 +175,17 @@ pub async fn read(
             }
         }
     }
-    // The hub's own children that only placement brings (a DNS record listing the
-    // members' addresses renders once their gateways are read): the hub's list, planned
-    // without the members, did not look for their kinds, so they are read here.
+}
+
+/// Reads the hub's own children of `gateways` that the snapshot lacks, kind by kind (a
+/// kind the hub does not serve: the child is missing); what cannot be read is said in
+/// `found`.
+async fn read_hub_children(
+    hub: &Client,
+    snap: &mut Snapshot,
+    gateways: &[crate::snapshot::Key],
+    found: &mut FleetFound,
+) {
     let mut hub_kinds: BTreeMap<(String, String), Served> = BTreeMap::new();
     let missing: Vec<ObjectKey> = planned(snap, gateways)
         .into_iter()
@@ -182,8 +208,6 @@ pub async fn read(
             }
         }
     }
-    found.clients = clients;
-    Ok(found)
 }
 
 /// Every child the plans of `gateways` name, placed or not.
@@ -222,7 +246,7 @@ async fn reach(
         Verdict::Engage(kc) => kc,
         Verdict::Wait(why) | Verdict::Failed(why) => return Err(why),
     };
-    let client = access::member_client(p, *kubeconfig, Some("cli")).await?;
+    let client = fleet_client::member_client(p, *kubeconfig, Some("cli")).await?;
     match tokio::time::timeout(REACH, client.apiserver_version()).await {
         Ok(Ok(_)) => Ok(client),
         Ok(Err(e)) => Err(format!("its API server is unreachable: {e}")),

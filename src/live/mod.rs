@@ -202,6 +202,15 @@ fn forbidden(e: &anyhow::Error) -> bool {
 /// A list the API server refused (other than a kind it does not serve).
 pub async fn list(client: &Client, controller_namespace: &str) -> anyhow::Result<Listed> {
     let mut listed = Listed::default();
+    list_primary(client, &mut listed).await?;
+    read_named_secrets(client, controller_namespace, &mut listed).await?;
+    list_children(client, controller_namespace, &mut listed).await?;
+    Ok(listed)
+}
+
+/// Lists every primary source once ([`ingest::sources`]): our children among them are
+/// left to [`list_children`].
+async fn list_primary(client: &Client, listed: &mut Listed) -> anyhow::Result<()> {
     for p in ingest::sources() {
         let got = match list_all(
             client,
@@ -249,7 +258,16 @@ pub async fn list(client: &Client, controller_namespace: &str) -> anyhow::Result
             ),
         }
     }
-    // The types of the non-TLS Secrets a Gateway names (a wrong type is reported).
+    Ok(())
+}
+
+/// Reads the types of the non-TLS Secrets a Gateway names (a wrong type is reported),
+/// their data dropped.
+async fn read_named_secrets(
+    client: &Client,
+    controller_namespace: &str,
+    listed: &mut Listed,
+) -> anyhow::Result<()> {
     let named: BTreeSet<crate::snapshot::Key> = {
         let snap = listed
             .snapshot(controller_namespace)
@@ -276,6 +294,17 @@ pub async fn list(client: &Client, controller_namespace: &str) -> anyhow::Result
             listed.objects.push(v);
         }
     }
+    Ok(())
+}
+
+/// Lists our children, kind by kind as the plans name them (a plan made with some children
+/// known may render templates, and so kinds, it held back without them: looked for again,
+/// up to [`CHILD_ROUNDS`] times), with each kind's scope as discovery found it.
+async fn list_children(
+    client: &Client,
+    controller_namespace: &str,
+    listed: &mut Listed,
+) -> anyhow::Result<()> {
     let mut tried: BTreeSet<KindKey> = BTreeSet::new();
     for _ in 0..CHILD_ROUNDS {
         let snap = listed
@@ -330,7 +359,7 @@ pub async fn list(client: &Client, controller_namespace: &str) -> anyhow::Result
             listed.child_kinds.insert(key, resource);
         }
     }
-    Ok(listed)
+    Ok(())
 }
 
 /// The child kinds the Gateways of `snap` use: what their plans render and prune, and

@@ -91,97 +91,117 @@ pub async fn rollout(
             ),
         },
         Action::Pause | Action::Resume => {
-            let paused = action == Action::Pause;
-            if bp.spec.rollout_policy.is_none() {
-                return failed(
-                    EXIT_INPUT,
-                    format!(
-                        "GatewayClassBlueprint {name} has no rolloutPolicy: every change reaches every Gateway at once, there is nothing to {}",
-                        if paused { "pause" } else { "resume" }
-                    ),
-                );
-            }
-            let patch = serde_json::json!({"spec": {"rolloutPolicy": {"paused": paused}}});
-            match api
-                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => Output {
-                    stdout: format!(
-                        "gatewayclassblueprint/{name} {}\n",
-                        if paused { "paused" } else { "resumed" }
-                    ),
-                    ..Output::default()
-                },
-                Err(e) => failed(
-                    EXIT_INPUT,
-                    format!("failed to patch GatewayClassBlueprint {name}: {e}"),
-                ),
+            pause_or_resume(&api, &bp, name, action == Action::Pause).await
+        }
+        Action::Undo => undo(client, &api, &bp, name, to).await,
+    }
+}
+
+/// `rollout pause|resume`: sets `spec.rolloutPolicy.paused` (a blueprint without a
+/// rolloutPolicy has nothing to pause).
+async fn pause_or_resume(
+    api: &Api<GatewayClassBlueprint>,
+    bp: &GatewayClassBlueprint,
+    name: &str,
+    paused: bool,
+) -> Output {
+    if bp.spec.rollout_policy.is_none() {
+        return failed(
+            EXIT_INPUT,
+            format!(
+                "GatewayClassBlueprint {name} has no rolloutPolicy: every change reaches every Gateway at once, there is nothing to {}",
+                if paused { "pause" } else { "resume" }
+            ),
+        );
+    }
+    let patch = serde_json::json!({"spec": {"rolloutPolicy": {"paused": paused}}});
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Output {
+            stdout: format!(
+                "gatewayclassblueprint/{name} {}\n",
+                if paused { "paused" } else { "resumed" }
+            ),
+            ..Output::default()
+        },
+        Err(e) => failed(
+            EXIT_INPUT,
+            format!("failed to patch GatewayClassBlueprint {name}: {e}"),
+        ),
+    }
+}
+
+/// `rollout undo`: the blueprint's spec back to revision `to`, else to the one the rollout
+/// started from, else to the one before the newest; its rolloutPolicy kept.
+async fn undo(
+    client: &Client,
+    api: &Api<GatewayClassBlueprint>,
+    bp: &GatewayClassBlueprint,
+    name: &str,
+    to: Option<i64>,
+) -> Output {
+    let revs = match revisions(client, name).await {
+        Ok(r) => r,
+        Err(e) => {
+            return failed(
+                EXIT_INPUT,
+                format!("failed to list the revisions of {name}: {e}"),
+            );
+        }
+    };
+    let current = bp.status.as_ref().and_then(|s| s.current_revision.clone());
+    let target = match to {
+        Some(n) => revs.iter().find(|r| r.spec.revision == n),
+        None => {
+            let from = bp
+                .status
+                .as_ref()
+                .and_then(|s| s.rollout.as_ref())
+                .filter(|r| Some(&r.revision) == current.as_ref())
+                .and_then(|r| r.from.clone());
+            match from {
+                Some(f) => revs
+                    .iter()
+                    .find(|r| r.metadata.name.as_deref() == Some(f.as_str())),
+                None => revs.iter().rev().find(|r| r.metadata.name != current),
             }
         }
-        Action::Undo => {
-            let revs = match revisions(client, name).await {
-                Ok(r) => r,
-                Err(e) => {
-                    return failed(
-                        EXIT_INPUT,
-                        format!("failed to list the revisions of {name}: {e}"),
-                    );
-                }
-            };
-            let current = bp.status.as_ref().and_then(|s| s.current_revision.clone());
-            let target = match to {
-                Some(n) => revs.iter().find(|r| r.spec.revision == n),
+    };
+    let Some(target) = target else {
+        return failed(
+            EXIT_INPUT,
+            match to {
+                Some(n) => format!("GatewayClassBlueprint {name} has no revision {n}"),
                 None => {
-                    let from = bp
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.rollout.as_ref())
-                        .filter(|r| Some(&r.revision) == current.as_ref())
-                        .and_then(|r| r.from.clone());
-                    match from {
-                        Some(f) => revs
-                            .iter()
-                            .find(|r| r.metadata.name.as_deref() == Some(f.as_str())),
-                        None => revs.iter().rev().find(|r| r.metadata.name != current),
-                    }
+                    format!("GatewayClassBlueprint {name} has no earlier revision to go back to")
                 }
-            };
-            let Some(target) = target else {
-                return failed(
-                    EXIT_INPUT,
-                    match to {
-                        Some(n) => format!("GatewayClassBlueprint {name} has no revision {n}"),
-                        None => format!(
-                            "GatewayClassBlueprint {name} has no earlier revision to go back to"
-                        ),
-                    },
-                );
-            };
-            let target_name = target.metadata.name.clone().unwrap_or_default();
-            if current.as_deref() == Some(target_name.as_str()) {
-                return Output {
-                    stdout: format!("gatewayclassblueprint/{name} already at {target_name}\n"),
-                    ..Output::default()
-                };
-            }
-            let mut next = bp.clone();
-            let policy = next.spec.rollout_policy.take();
-            next.spec = target.spec.template.clone();
-            next.spec.rollout_policy = policy;
-            next.status = None;
-            next.metadata.managed_fields = None;
-            match api.replace(name, &PostParams::default(), &next).await {
-                Ok(_) => Output {
-                    stdout: format!("gatewayclassblueprint/{name} rolled back to {target_name}\n"),
-                    ..Output::default()
-                },
-                Err(e) => failed(
-                    EXIT_INPUT,
-                    format!("failed to update GatewayClassBlueprint {name}: {e}"),
-                ),
-            }
-        }
+            },
+        );
+    };
+    let target_name = target.metadata.name.clone().unwrap_or_default();
+    if current.as_deref() == Some(target_name.as_str()) {
+        return Output {
+            stdout: format!("gatewayclassblueprint/{name} already at {target_name}\n"),
+            ..Output::default()
+        };
+    }
+    let mut next = bp.clone();
+    let policy = next.spec.rollout_policy.take();
+    next.spec = target.spec.template.clone();
+    next.spec.rollout_policy = policy;
+    next.status = None;
+    next.metadata.managed_fields = None;
+    match api.replace(name, &PostParams::default(), &next).await {
+        Ok(_) => Output {
+            stdout: format!("gatewayclassblueprint/{name} rolled back to {target_name}\n"),
+            ..Output::default()
+        },
+        Err(e) => failed(
+            EXIT_INPUT,
+            format!("failed to update GatewayClassBlueprint {name}: {e}"),
+        ),
     }
 }
 

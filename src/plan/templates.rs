@@ -72,32 +72,16 @@ pub(crate) fn render_set(
     let mut out = SetResult::default();
     let decoration = labels::Decoration::new(&input.owner);
     let mut resource_values = ResourceValues::default();
-    for name in &prepared.graph(input.set).order {
-        if prepared
-            .entry(input.set, name)
-            .and_then(|e| e.rollout.as_ref())
-            .is_some_and(crate::api::Rollout::make_before_break)
-        {
-            out.pending.insert(name.clone(), Vec::new());
-        }
-    }
+    nothing_pending(input, &mut out);
     let mut replacements = Replacements::default();
-    'templates: for (position, name) in prepared.graph(input.set).order.iter().enumerate() {
+    for (position, name) in prepared.graph(input.set).order.iter().enumerate() {
         let deps = prepared
             .graph(input.set)
             .deps
             .get(name)
             .cloned()
             .unwrap_or_default();
-        if let Some(blocker) = deps
-            .iter()
-            .find(|d| out.unsettled.contains(*d) || !out.resources.contains_key(*d))
-        {
-            out.held.push(Held {
-                template: name.clone(),
-                reason: format!("waiting for template {blocker}"),
-            });
-            out.unsettled.insert(name.clone());
+        if waits_for_a_template(name, &deps, &mut out) {
             continue;
         }
         let Some(entry) = prepared.entry(input.set, name) else {
@@ -114,88 +98,9 @@ pub(crate) fn render_set(
             version => if rollout.is_some() { VERSION_PLACEHOLDER } else { "" },
             ..ctx
         };
-        let renders_kind = input
-            .route_kind
-            .is_none_or(|k| entry.route_kinds().any(|r| r == k));
-        let at = Placement {
-            blueprint: &prepared.name,
-            template: name,
-            namespace: input.namespace,
-            cluster_scoped: &prepared.spec.cluster_scoped_kinds,
+        let Some(mut objects) = render_objects(input, entry, name, &deps, &ctx, &mut out) else {
+            continue;
         };
-        // A placed template renders once per member it places in; any other once, for
-        // the parent's own cluster.
-        let targets = match &entry.placement {
-            None => vec![None],
-            Some(p) => super::placement::targets(p, input.fleet, input.places)
-                .into_iter()
-                .map(Some)
-                .collect(),
-        };
-        let mut objects: Vec<Value> = Vec::new();
-        for target in targets {
-            // `cluster` is in the base context (empty); a placed render sees its member.
-            let placed_ctx = target.map(|m| {
-                minijinja::context! {
-                    cluster => super::placement::cluster_value(m),
-                    ..ctx.clone()
-                }
-            });
-            let ctx = placed_ctx.as_ref().unwrap_or(&ctx);
-            let rendered = if renders_kind {
-                prepared.compiled.render(input.set, name, ctx)
-            } else {
-                Ok(String::new())
-            };
-            let text = match rendered {
-                Ok(t) => t,
-                Err(e) if !deps.is_empty() && e.category == "UndefinedVariable" => {
-                    out.held.push(Held {
-                        template: name.clone(),
-                        reason: format!(
-                            "waiting for what it reads from {}: {}",
-                            join(&deps),
-                            e.message
-                        ),
-                    });
-                    out.unsettled.insert(name.clone());
-                    continue 'templates;
-                }
-                Err(e) => {
-                    out.errors.push(e);
-                    out.unsettled.insert(name.clone());
-                    continue 'templates;
-                }
-            };
-            let rendered = match prepared
-                .objects(&text, at)
-                .and_then(|o| check_scopes(&o, at, input.scopes).map(|unknown| (o, unknown)))
-            {
-                Ok((o, unknown)) => {
-                    out.warnings.extend(unknown.iter().map(|gk| {
-                        format!(
-                            "blueprint {}: template {name}: the scope of kind {} ({}) is unknown (give its CustomResourceDefinition with -f); rendered as namespaced",
-                            prepared.name,
-                            gk.kind,
-                            if gk.group.is_empty() { "core" } else { &gk.group }
-                        )
-                    }));
-                    o
-                }
-                Err(e) => {
-                    out.errors.push(e);
-                    out.unsettled.insert(name.clone());
-                    continue 'templates;
-                }
-            };
-            let start = objects.len();
-            objects.extend(rendered.as_ref().iter().cloned());
-            if let Some(member) = target {
-                for obj in &mut objects[start..] {
-                    super::placement::place(obj, member);
-                }
-            }
-        }
         let (version, slots) = match rollout {
             Some(r) => stamp_versions(&mut objects, r),
             None => (None, vec![None; objects.len()]),
@@ -206,57 +111,16 @@ pub(crate) fn render_set(
         let mut complete = true;
         let mut held_elsewhere = false;
         for (mut obj, slot) in objects.into_iter().zip(slots) {
-            decoration.apply(&mut obj, name);
-            if obj["metadata"]["annotations"][labels::CLUSTER].is_string() {
-                // In another cluster than its parent: an owner reference there would name
-                // an object that does not exist, and that cluster's garbage collector
-                // would delete it.
-                if let Some(m) = obj["metadata"].as_object_mut() {
-                    m.remove("ownerReferences");
-                }
-            }
-            if !obj["metadata"]["annotations"].is_object() {
-                obj["metadata"]["annotations"] = serde_json::json!({});
-            }
-            let ann = &mut obj["metadata"]["annotations"];
-            ann[labels::ORDER] = Value::String(position.to_string());
-            if let Some(slot) = slot {
-                ann[labels::SLOT] = Value::String(slot);
-            }
-            if !uses.is_empty() {
-                ann[labels::USES] = Value::String(uses.join(","));
-            }
+            decorate(&mut obj, &decoration, name, position, slot, &uses);
             let key = ObjectKey::of(&obj);
-            if out.children.iter().any(|c| c.key == key) {
-                out.errors.push(
-                    RenderError::new(
-                        &prepared.name,
-                        name,
-                        None,
-                        format!("{key} is rendered twice"),
-                    )
-                    .with_category("InvalidOutput"),
-                );
-                continue;
-            }
-            if let Some(holder) =
-                (input.all_children)(&key).and_then(|l| held_by_another(&l, &input.owner))
-            {
-                out.errors.push(
-                    RenderError::new(
-                        &prepared.name,
-                        name,
-                        None,
-                        format!(
-                            "{key} is already held by {holder}; this parent renders the same object, so nothing is written to it (name it after its parent, for example with lib.name)"
-                        ),
-                    )
-                    .with_category("ChildConflict"),
-                );
-                out.conflicts.push(key);
-                complete = false;
-                held_elsewhere = true;
-                continue;
+            match refused(input, name, &key, &mut out) {
+                Some(Refused::Twice) => continue,
+                Some(Refused::HeldElsewhere) => {
+                    complete = false;
+                    held_elsewhere = true;
+                    continue;
+                }
+                None => {}
             }
             let live_obj = live.get(&key).copied();
             match readiness::judge(&prepared.compiled, entry, live_obj) {
@@ -310,6 +174,217 @@ pub(crate) fn render_set(
     }
     replacements.finish(prepared, input, &mut out);
     out
+}
+
+/// Every make-before-break template of the set has nothing pending yet (what
+/// `pending.<template>` reads until a replacement renders).
+fn nothing_pending(input: &SetInput<'_>, out: &mut SetResult) {
+    let prepared = input.prepared;
+    for name in &prepared.graph(input.set).order {
+        if prepared
+            .entry(input.set, name)
+            .and_then(|e| e.rollout.as_ref())
+            .is_some_and(crate::api::Rollout::make_before_break)
+        {
+            out.pending.insert(name.clone(), Vec::new());
+        }
+    }
+}
+
+/// Whether template `name` waits for one of the templates it reads (`deps`), unsettled
+/// or without its objects yet: held, said in `out`.
+fn waits_for_a_template(name: &str, deps: &BTreeSet<String>, out: &mut SetResult) -> bool {
+    let Some(blocker) = deps
+        .iter()
+        .find(|d| out.unsettled.contains(*d) || !out.resources.contains_key(*d))
+    else {
+        return false;
+    };
+    out.held.push(Held {
+        template: name.to_owned(),
+        reason: format!("waiting for template {blocker}"),
+    });
+    out.unsettled.insert(name.to_owned());
+    true
+}
+
+/// The objects template `name` renders: once per member it places in (a placed
+/// template), else once, each parsed and its kind's scope checked. `None`: it failed, or
+/// waits for what it reads from `deps` (said in `out`).
+fn render_objects(
+    input: &SetInput<'_>,
+    entry: &crate::api::TemplateEntry,
+    name: &str,
+    deps: &BTreeSet<String>,
+    ctx: &minijinja::Value,
+    out: &mut SetResult,
+) -> Option<Vec<Value>> {
+    let prepared = input.prepared;
+    let renders_kind = input
+        .route_kind
+        .is_none_or(|k| entry.route_kinds().any(|r| r == k));
+    let at = Placement {
+        blueprint: &prepared.name,
+        template: name,
+        namespace: input.namespace,
+        cluster_scoped: &prepared.spec.cluster_scoped_kinds,
+    };
+    // A placed template renders once per member it places in; any other once, for
+    // the parent's own cluster.
+    let targets = match &entry.placement {
+        None => vec![None],
+        Some(p) => super::placement::targets(p, input.fleet, input.places)
+            .into_iter()
+            .map(Some)
+            .collect(),
+    };
+    let mut objects: Vec<Value> = Vec::new();
+    for target in targets {
+        // `cluster` is in the base context (empty); a placed render sees its member.
+        let placed_ctx = target.map(|m| {
+            minijinja::context! {
+                cluster => super::placement::cluster_value(m),
+                ..ctx.clone()
+            }
+        });
+        let ctx = placed_ctx.as_ref().unwrap_or(ctx);
+        let rendered = if renders_kind {
+            prepared.compiled.render(input.set, name, ctx)
+        } else {
+            Ok(String::new())
+        };
+        let text = match rendered {
+            Ok(t) => t,
+            Err(e) if !deps.is_empty() && e.category == "UndefinedVariable" => {
+                out.held.push(Held {
+                    template: name.to_owned(),
+                    reason: format!(
+                        "waiting for what it reads from {}: {}",
+                        join(deps),
+                        e.message
+                    ),
+                });
+                out.unsettled.insert(name.to_owned());
+                return None;
+            }
+            Err(e) => {
+                out.errors.push(e);
+                out.unsettled.insert(name.to_owned());
+                return None;
+            }
+        };
+        let rendered = match prepared
+            .objects(&text, at)
+            .and_then(|o| check_scopes(&o, at, input.scopes).map(|unknown| (o, unknown)))
+        {
+            Ok((o, unknown)) => {
+                out.warnings.extend(unknown.iter().map(|gk| {
+                    format!(
+                        "blueprint {}: template {name}: the scope of kind {} ({}) is unknown (give its CustomResourceDefinition with -f); rendered as namespaced",
+                        prepared.name,
+                        gk.kind,
+                        if gk.group.is_empty() { "core" } else { &gk.group }
+                    )
+                }));
+                o
+            }
+            Err(e) => {
+                out.errors.push(e);
+                out.unsettled.insert(name.to_owned());
+                return None;
+            }
+        };
+        let start = objects.len();
+        objects.extend(rendered.as_ref().iter().cloned());
+        if let Some(member) = target {
+            for obj in &mut objects[start..] {
+                super::placement::place(obj, member);
+            }
+        }
+    }
+    Some(objects)
+}
+
+/// Decorates a rendered object as a child of this parent: the labels and owner reference
+/// every child carries (no owner reference in another cluster than its parent's), its
+/// template's place in the order, its version slot, and the versions of the templates it
+/// reads.
+fn decorate(
+    obj: &mut Value,
+    decoration: &labels::Decoration<'_>,
+    name: &str,
+    position: usize,
+    slot: Option<String>,
+    uses: &[String],
+) {
+    decoration.apply(obj, name);
+    if obj["metadata"]["annotations"][labels::CLUSTER].is_string() {
+        // In another cluster than its parent: an owner reference there would name
+        // an object that does not exist, and that cluster's garbage collector
+        // would delete it.
+        if let Some(m) = obj["metadata"].as_object_mut() {
+            m.remove("ownerReferences");
+        }
+    }
+    if !obj["metadata"]["annotations"].is_object() {
+        obj["metadata"]["annotations"] = serde_json::json!({});
+    }
+    let ann = &mut obj["metadata"]["annotations"];
+    ann[labels::ORDER] = Value::String(position.to_string());
+    if let Some(slot) = slot {
+        ann[labels::SLOT] = Value::String(slot);
+    }
+    if !uses.is_empty() {
+        ann[labels::USES] = Value::String(uses.join(","));
+    }
+}
+
+/// Why an object this set renders cannot be its child.
+enum Refused {
+    /// The set renders it twice.
+    Twice,
+    /// Another parent holds it.
+    HeldElsewhere,
+}
+
+/// Whether the object `key` template `name` rendered is refused (said in `out`): rendered
+/// twice, or held by another parent.
+fn refused(
+    input: &SetInput<'_>,
+    name: &str,
+    key: &ObjectKey,
+    out: &mut SetResult,
+) -> Option<Refused> {
+    let prepared = input.prepared;
+    if out.children.iter().any(|c| &c.key == key) {
+        out.errors.push(
+            RenderError::new(
+                &prepared.name,
+                name,
+                None,
+                format!("{key} is rendered twice"),
+            )
+            .with_category("InvalidOutput"),
+        );
+        return Some(Refused::Twice);
+    }
+    if let Some(holder) = (input.all_children)(key).and_then(|l| held_by_another(&l, &input.owner))
+    {
+        out.errors.push(
+            RenderError::new(
+                &prepared.name,
+                name,
+                None,
+                format!(
+                    "{key} is already held by {holder}; this parent renders the same object, so nothing is written to it (name it after its parent, for example with lib.name)"
+                ),
+            )
+            .with_category("ChildConflict"),
+        );
+        out.conflicts.push(key.clone());
+        return Some(Refused::HeldElsewhere);
+    }
+    None
 }
 
 fn join(s: &BTreeSet<String>) -> String {

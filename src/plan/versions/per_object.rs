@@ -79,37 +79,17 @@ impl SlotsStep<'_> {
         let ready = |c: &DesiredChild| {
             live.contains_key(&c.key) && state_of(&c.key).is_some_and(|s| s.readiness.is_ready())
         };
-        // New objects (no version of them live, or only this one) while dependents read
-        // the template: shown once ready; until then, changed objects do not switch. A
-        // version dependents name is theirs, unless an object no longer rendered carries
-        // it too (the same content under an earlier name): dependents read that one.
-        let fresh: Vec<&DesiredChild> = children
-            .iter()
-            .filter(|c| {
-                let v = version_label(&c.object);
-                established
-                    && (!in_use.contains(v)
-                        || gone
-                            .iter()
-                            .any(|g| version_label(g) == v && ObjectKey::of(g) != c.key))
-                    && !input.live.iter().any(|l| {
-                        labels::template(l) == Some(name.as_str())
-                            && labels::slot(l) == labels::slot(&c.object)
-                            && ObjectKey::of(l) != c.key
-                    })
-            })
-            .collect();
+        let fresh = if established {
+            fresh(&children, name, &in_use, &gone, input.live)
+        } else {
+            Vec::new()
+        };
         let fresh_waiting: Vec<String> = fresh
             .iter()
             .filter(|c| !ready(c))
             .map(|c| c.key.to_string())
             .collect();
-        let hold = (!fresh_waiting.is_empty()).then(|| {
-            format!(
-                "waiting for the new {} to be ready first (what this one drops may move there)",
-                fresh_waiting.join(", ")
-            )
-        });
+        let hold = hold_for(&fresh_waiting);
         let mut serving: Vec<Value> = Vec::new();
         let mut pending: Vec<Value> = Vec::new();
         let mut versions: Vec<String> = Vec::new();
@@ -123,11 +103,7 @@ impl SlotsStep<'_> {
             if fresh.iter().any(|f| f.key == c.key) {
                 // The same content under an earlier name, which serves meanwhile: status
                 // judges that one (below) until this one is ready, as for a replacement.
-                let earlier: Vec<String> = gone
-                    .iter()
-                    .filter(|g| version_label(g) == v && ObjectKey::of(g) != c.key)
-                    .map(|g| ObjectKey::of(g).to_string())
-                    .collect();
+                let earlier = earlier_names(&gone, &v, &c.key);
                 if ready(c) {
                     out.states.extend(state);
                     serving.extend(live_obj);
@@ -138,25 +114,8 @@ impl SlotsStep<'_> {
                     }
                     let started = live_obj.as_ref().map(|o| created(o).to_owned());
                     pending.extend(live_obj);
-                    let why = match state.map(|s| s.readiness) {
-                        Some(Readiness::NotReady(why)) => format!("{} ({why})", c.key),
-                        _ => format!("{} (not created yet)", c.key),
-                    };
-                    let serves = if earlier.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; {} keeps serving", earlier.join(", "))
-                    };
-                    out.rollouts.push(RolloutState {
-                        template: name.clone(),
-                        object: slot.map(str::to_owned),
-                        from: None,
-                        to: v,
-                        phase: RolloutPhase::WaitingForNew,
-                        waiting_for: format!("the new object to be ready: {why}{serves}"),
-                        started,
-                        timeout_seconds: self.timeout,
-                    });
+                    out.rollouts
+                        .push(self.waiting_for_new(c, v, state, started, &earlier));
                 }
                 continue;
             }
@@ -184,17 +143,7 @@ impl SlotsStep<'_> {
         }
         // Objects no longer rendered: read while anything of the template waits.
         if waiting && established {
-            for g in &gone {
-                if let Ok(r) = readiness::judge(&input.prepared.compiled, self.entry, Some(g)) {
-                    out.states.push(ChildState {
-                        template: name.clone(),
-                        key: ObjectKey::of(g),
-                        readiness: r,
-                    });
-                }
-                serving.push((***g).clone());
-                versions.push(version_label(g).to_owned());
-            }
+            self.serve_gone(input, &gone, out, &mut serving, &mut versions);
         }
         let vanished = Vanished {
             template: name.clone(),
@@ -210,6 +159,110 @@ impl SlotsStep<'_> {
         out.pending.insert(name.clone(), pending);
         (versions, vanished)
     }
+
+    /// The objects no longer rendered (`gone`), read by dependents meanwhile: judged for
+    /// status, served with their versions.
+    fn serve_gone(
+        &self,
+        input: &SetInput<'_>,
+        gone: &[&Arc<Value>],
+        out: &mut SetResult,
+        serving: &mut Vec<Value>,
+        versions: &mut Vec<String>,
+    ) {
+        for g in gone {
+            if let Ok(r) = readiness::judge(&input.prepared.compiled, self.entry, Some(g)) {
+                out.states.push(ChildState {
+                    template: self.name.clone(),
+                    key: ObjectKey::of(g),
+                    readiness: r,
+                });
+            }
+            serving.push((***g).clone());
+            versions.push(version_label(g).to_owned());
+        }
+    }
+
+    /// The rollout state of `c`, a new object not ready yet (its version `v`, its state,
+    /// when it was created), while `earlier` (the same content under an earlier name)
+    /// serves meanwhile.
+    fn waiting_for_new(
+        &self,
+        c: &DesiredChild,
+        v: String,
+        state: Option<ChildState>,
+        started: Option<String>,
+        earlier: &[String],
+    ) -> RolloutState {
+        let why = match state.map(|s| s.readiness) {
+            Some(Readiness::NotReady(why)) => format!("{} ({why})", c.key),
+            _ => format!("{} (not created yet)", c.key),
+        };
+        let serves = if earlier.is_empty() {
+            String::new()
+        } else {
+            format!("; {} keeps serving", earlier.join(", "))
+        };
+        RolloutState {
+            template: self.name.clone(),
+            object: labels::slot(&c.object).map(str::to_owned),
+            from: None,
+            to: v,
+            phase: RolloutPhase::WaitingForNew,
+            waiting_for: format!("the new object to be ready: {why}{serves}"),
+            started,
+            timeout_seconds: self.timeout,
+        }
+    }
+}
+
+/// What a changed object waits for while new objects of its template (`fresh_waiting`)
+/// are not ready: what it drops may move there.
+fn hold_for(fresh_waiting: &[String]) -> Option<String> {
+    (!fresh_waiting.is_empty()).then(|| {
+        format!(
+            "waiting for the new {} to be ready first (what this one drops may move there)",
+            fresh_waiting.join(", ")
+        )
+    })
+}
+
+/// The objects no longer rendered (`gone`) that carry version `v` under another name than
+/// `key`'s: the same content under an earlier name, which serves meanwhile.
+fn earlier_names(gone: &[&Arc<Value>], v: &str, key: &ObjectKey) -> Vec<String> {
+    gone.iter()
+        .filter(|g| version_label(g) == v && &ObjectKey::of(g) != key)
+        .map(|g| ObjectKey::of(g).to_string())
+        .collect()
+}
+
+/// The new objects of template `name` (no version of them live, or only this one) once
+/// dependents read the template: shown once ready; until then, changed objects do not
+/// switch. A version dependents name (`in_use`) is theirs, unless an object no longer
+/// rendered (`gone`) carries it too (the same content under an earlier name): dependents
+/// read that one.
+fn fresh<'c>(
+    children: &'c [DesiredChild],
+    name: &str,
+    in_use: &BTreeSet<&str>,
+    gone: &[&Arc<Value>],
+    live: &[Arc<Value>],
+) -> Vec<&'c DesiredChild> {
+    children
+        .iter()
+        .filter(|c| {
+            let v = version_label(&c.object);
+            (!in_use.contains(v)
+                || gone
+                    .iter()
+                    .any(|g| version_label(g) == v && ObjectKey::of(g) != c.key))
+                && !live.iter().any(|l| {
+                    labels::template(l) == Some(name)
+                        && labels::slot(l) == labels::slot(&c.object)
+                        && ObjectKey::of(l) != c.key
+                })
+        })
+        .collect()
 }
 
 /// The objects per-object templates no longer render stay while dependents read them or

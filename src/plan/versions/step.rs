@@ -52,15 +52,8 @@ impl RolloutStep<'_> {
         hold: Option<&str>,
     ) -> Settled {
         let name = self.name;
+        let olds = self.olds(input.live);
         let v = self.version;
-        let mut olds: BTreeMap<&str, Vec<&Arc<Value>>> = BTreeMap::new();
-        for c in input.live.iter().filter(|c| {
-            labels::template(c) == Some(name.as_str())
-                && version_label(c) != v
-                && self.slot.is_none_or(|s| labels::slot(c) == Some(s))
-        }) {
-            olds.entry(version_label(c)).or_default().push(c);
-        }
         let ready_now = self.complete && self.new_states.iter().all(|s| s.readiness.is_ready());
         let new_ready = ready_now && hold.is_none();
         if olds.is_empty() {
@@ -117,42 +110,14 @@ impl RolloutStep<'_> {
             // applied beside it (and shown as pending). Versions neither serving nor
             // pointed at are superseded.
             let objs = olds.get(old.as_str()).cloned().unwrap_or_default();
-            for o in &objs {
-                let key = ObjectKey::of(o);
-                if let Ok(r) = readiness::judge(&input.prepared.compiled, self.entry, Some(o)) {
-                    out.states.push(ChildState {
-                        template: name.clone(),
-                        key: key.clone(),
-                        readiness: r,
-                    });
-                }
-            }
+            judge_old(input, self.entry, name, &objs, out);
             for ver in olds
                 .keys()
                 .filter(|ver| **ver == old || in_use.contains(*ver))
             {
                 out.keep.extend(old_keys(ver));
             }
-            let waiting_for = match hold {
-                Some(why) if ready_now => {
-                    format!("{why}; version {old} keeps serving until then")
-                }
-                _ => {
-                    let waiting: Vec<String> = self
-                        .new_states
-                        .iter()
-                        .filter(|s| !s.readiness.is_ready())
-                        .map(|s| match &s.readiness {
-                            Readiness::NotReady(why) => format!("{} ({why})", s.key),
-                            _ => format!("{} (not created yet)", s.key),
-                        })
-                        .collect();
-                    format!(
-                        "the new version to be ready: {}; version {old} keeps serving",
-                        waiting.join("; ")
-                    )
-                }
-            };
+            let waiting_for = waiting_for(&self.new_states, hold, ready_now, &old);
             out.rollouts.push(RolloutState {
                 template: name.clone(),
                 object,
@@ -191,6 +156,70 @@ impl RolloutStep<'_> {
                 pending: Vec::new(),
                 active: Some(v),
             }
+        }
+    }
+
+    /// The live objects of the template (of this object, per object) of another version
+    /// than this pass's, by version.
+    fn olds<'l>(&self, live: &'l [Arc<Value>]) -> BTreeMap<&'l str, Vec<&'l Arc<Value>>> {
+        let mut olds: BTreeMap<&str, Vec<&Arc<Value>>> = BTreeMap::new();
+        for c in live.iter().filter(|c| {
+            labels::template(c) == Some(self.name.as_str())
+                && version_label(c) != self.version
+                && self.slot.is_none_or(|s| labels::slot(c) == Some(s))
+        }) {
+            olds.entry(version_label(c)).or_default().push(c);
+        }
+        olds
+    }
+}
+
+/// Status judges the old version's objects `objs` while they serve.
+fn judge_old(
+    input: &SetInput<'_>,
+    entry: &crate::api::TemplateEntry,
+    name: &str,
+    objs: &[&Arc<Value>],
+    out: &mut SetResult,
+) {
+    for o in objs {
+        let key = ObjectKey::of(o);
+        if let Ok(r) = readiness::judge(&input.prepared.compiled, entry, Some(o)) {
+            out.states.push(ChildState {
+                template: name.to_owned(),
+                key: key.clone(),
+                readiness: r,
+            });
+        }
+    }
+}
+
+/// What the replacement waits for while version `old` keeps serving: what `hold`
+/// says once the new version is ready (`ready_now`), else the new objects (`new_states`)
+/// not ready.
+fn waiting_for(
+    new_states: &[ChildState],
+    hold: Option<&str>,
+    ready_now: bool,
+    old: &str,
+) -> String {
+    match hold {
+        Some(why) if ready_now => {
+            format!("{why}; version {old} keeps serving until then")
+        }
+        _ => {
+            let waiting: Vec<String> = new_states
+                .iter()
+                .filter(|s| !s.readiness.is_ready())
+                .map(|s| match &s.readiness {
+                    Readiness::NotReady(why) => format!("{} ({why})", s.key),
+                    _ => format!("{} (not created yet)", s.key),
+                })
+                .collect();
+            format!(
+                "the new version to be ready: {}; version {old} keeps serving",
+                waiting.join("; ")
+            )
         }
     }
 }
