@@ -3,9 +3,11 @@
 use std::sync::Arc;
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::GatewayStatusAddresses;
+use gateway_api::apis::standard::gateways::{Gateway, GatewayStatusAddresses};
 use serde_json::Value;
 
+pub use super::context::GatewayContext;
+use super::context::build_context;
 use super::gateway_memo::Rendered;
 use super::set::{ChildState, DesiredChild, Held, SetInput};
 use super::templates::{prune_list, render_set};
@@ -13,11 +15,9 @@ use crate::api::GATEWAY_CONFIG_KIND;
 use crate::gateway::conditions::{Cond, reasons, types};
 use crate::gateway::hostnames;
 use crate::gateway::listeners::{ClassKinds, GatewayEval, evaluate_gateway_with};
-use crate::gateway::routes::{ParentAttachment, Parents, count_attached_routes};
+use crate::gateway::routes::{Parents, count_attached_routes};
 use crate::gateway::{CONTROLLER_NAME, ListenerEval};
-use crate::render::context::{
-    AttachedRouteVar, HostnamesVar, ListenerVar, NamespacedName, with_resources,
-};
+use crate::render::context::with_resources;
 use crate::render::engine::STATUS_TEMPLATE;
 use crate::render::labels::{GatewayDecoration, Owner};
 use crate::render::output::parse_documents;
@@ -25,103 +25,6 @@ use crate::render::prepared::Prepared;
 use crate::render::values::{Layer, merge_layers};
 use crate::render::{RenderError, TemplateSet};
 use crate::snapshot::{GatewayEntry, Key, ObjectKey, RouteEntry, RouteKey, Snapshot};
-
-/// What the Gateway templates saw; route templates of the same Gateway see the same.
-#[derive(Debug, Default)]
-pub struct GatewayContext {
-    /// The Gateway as JSON (the snapshot's, shared).
-    pub gateway: Arc<Value>,
-    /// The GatewayClass as JSON.
-    pub class: Value,
-    /// Merged values.
-    pub values: Value,
-    /// Normalized listeners.
-    pub listeners: Vec<ListenerVar>,
-    /// Routes accepted by the Gateway, sorted (so [`GatewayContext::accepts`] can search).
-    pub routes: Vec<RouteKey>,
-    /// Accepted hostnames.
-    pub hostnames: HostnamesVar,
-    /// The accepted routes as template values (each parsed only if a template reads it).
-    pub route_values: Vec<minijinja::Value>,
-    /// All of the above as the template context (without `resources`), built on first
-    /// use ([`GatewayContext::base`]): a plan whose renders all come from its memo never
-    /// builds it.
-    base: std::sync::OnceLock<minijinja::Value>,
-    /// Parts of `base` as template values: given by the memo when they are what an
-    /// earlier plan converted, else converted with `base` (and then kept by the memo).
-    pub(crate) converted: Converted,
-    /// The labels and annotations every child of the Gateway carries, built once.
-    pub decoration: GatewayDecoration,
-}
-
-/// The costly parts of a Gateway's template context as template values (see
-/// [`GatewayContext::base`]).
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Converted {
-    /// `gateway`.
-    pub gateway: std::sync::OnceLock<minijinja::Value>,
-    /// `listeners` and `hostnames`.
-    pub vars: std::sync::OnceLock<(minijinja::Value, minijinja::Value)>,
-}
-
-impl GatewayContext {
-    /// The template context every template of the Gateway sees (without `resources`),
-    /// built once, when a template first renders.
-    pub fn base(&self) -> &minijinja::Value {
-        use minijinja::value::{Serde, Value as V};
-        // What `TemplateContext::to_value` makes, part by part, so that the parts an
-        // earlier plan converted are reused.
-        self.base.get_or_init(|| {
-            let gateway = self
-                .converted
-                .gateway
-                .get_or_init(|| V::from(Serde(&*self.gateway)));
-            let (listeners, hostnames) = self.converted.vars.get_or_init(|| {
-                (
-                    V::from(Serde(&self.listeners)),
-                    V::from(Serde(&self.hostnames)),
-                )
-            });
-            minijinja::context! {
-                gateway => gateway.clone(),
-                class => V::from(Serde(&self.class)),
-                values => V::from(Serde(&self.values)),
-                listeners => listeners.clone(),
-                routes => V::from(self.route_values.clone()),
-                hostnames => hostnames.clone(),
-                cluster => V::from(Serde(super::placement::own_cluster())),
-            }
-        })
-    }
-
-    fn new(
-        gateway: Arc<Value>,
-        class: Value,
-        values: Value,
-        listeners: Vec<ListenerVar>,
-        routes: Vec<RouteKey>,
-        hostnames: HostnamesVar,
-    ) -> Self {
-        Self {
-            gateway,
-            class,
-            values,
-            listeners,
-            routes,
-            hostnames,
-            route_values: Vec::new(),
-            base: std::sync::OnceLock::new(),
-            converted: Converted::default(),
-            decoration: GatewayDecoration::default(),
-        }
-    }
-
-    /// Whether the Gateway accepted `route`.
-    #[must_use]
-    pub fn accepts(&self, route: &RouteKey) -> bool {
-        self.routes.binary_search(route).is_ok()
-    }
-}
 
 /// Everything the controller must make true for one Gateway.
 #[derive(Debug)]
@@ -268,24 +171,8 @@ pub(crate) fn plan_gateway_with(
     );
     count_attached_routes(&mut eval, attachments.iter().map(|(_, a)| &**a));
 
-    let mut accepted_cond = eval.accepted.clone();
     let params = infrastructure_values(snap, gw, blueprint.as_ref().ok());
-    if let Err(msg) = &params {
-        accepted_cond = Cond::f(types::ACCEPTED, reasons::INVALID_PARAMETERS, msg);
-    }
-    let blueprint = match blueprint {
-        Ok(b) => Some(b),
-        Err(msg) => {
-            if accepted_cond.status.is_true() {
-                accepted_cond = Cond::f(
-                    types::ACCEPTED,
-                    reasons::INVALID,
-                    &format!("GatewayClass {class_name} is not accepted: {msg}"),
-                );
-            }
-            None
-        }
-    };
+    let (accepted_cond, blueprint) = accepted_condition(&eval, &params, blueprint, class_name);
     let accepted = accepted_cond.status.is_true();
 
     let gateway_json = memo
@@ -348,60 +235,9 @@ pub(crate) fn plan_gateway_with(
 
     if let (true, Some(prepared)) = (accepted, blueprint.as_ref()) {
         plan.context.route_values = accepted_routes.iter().map(|r| r.lazy_value()).collect();
-        // A placed template's render also depends on the fleet, which the memo does not
-        // key on: such blueprints are rendered afresh.
-        let reuse = !prepared.places();
-        let rendered = match memo
-            .as_ref()
-            .filter(|_| reuse)
-            .and_then(|m| m.rendered_for(&context_ref(&plan), prepared, &live, snap))
-        {
-            Some(r) => r.clone(),
-            None => {
-                let input = SetInput {
-                    prepared,
-                    set: TemplateSet::Gateway,
-                    namespace: &key.namespace,
-                    owner: Owner {
-                        parent: &plan.context.gateway,
-                        gateway: &plan.context.gateway,
-                        parent_uid: &uid,
-                        gateway_uid: &uid,
-                        decoration: &plan.context.decoration,
-                    },
-                    live: &live.objects,
-                    scopes: snap.scopes(),
-                    all_children: &|k| snap.holder(k),
-                    fleet: snap.fleet(),
-                    places: snap.places(),
-                    route_kind: None,
-                };
-                let r = render_gateway(&input, plan.context.base(), gw);
-                if let Some(memo) = memo.as_deref_mut().filter(|_| reuse) {
-                    let inputs = super::gateway_memo::GatewayInputs::of(
-                        &context_ref(&plan),
-                        prepared,
-                        &live,
-                        snap,
-                    );
-                    memo.remember(inputs, &r, snap, prepared);
-                }
-                r
-            }
-        };
+        let rendered = render_own(&plan, gw, prepared, snap, &live, memo.as_deref_mut());
         take_rendered(&mut plan, rendered);
-        // Route children of routes this Gateway no longer accepts.
-        let mut route_children = snap.route_children_by_gateway(&uid).peekable();
-        if route_children.peek().is_some() {
-            let accepted: std::collections::BTreeSet<&str> =
-                accepted_routes.iter().map(|r| r.uid.as_str()).collect();
-            plan.orphaned_route_children = route_children
-                .filter(|(k, parent)| {
-                    !accepted.contains(parent) && super::placement::deletable(k, snap.fleet())
-                })
-                .map(|(k, _)| k.clone())
-                .collect();
-        }
+        plan.orphaned_route_children = orphaned_route_children(snap, &uid, &accepted_routes);
     }
     if let Some(memo) = memo {
         memo.live = live;
@@ -409,6 +245,107 @@ pub(crate) fn plan_gateway_with(
 
     plan.listeners = eval.listeners;
     Ok(plan)
+}
+
+/// The Gateway's `Accepted`, as its evaluation, its parameters and its class's blueprint
+/// decide it; and the blueprint, when the class resolved to one.
+fn accepted_condition(
+    eval: &GatewayEval,
+    params: &Result<Value, String>,
+    blueprint: Result<Arc<Prepared>, String>,
+    class_name: &str,
+) -> (Cond, Option<Arc<Prepared>>) {
+    let mut accepted_cond = eval.accepted.clone();
+    if let Err(msg) = params {
+        accepted_cond = Cond::f(types::ACCEPTED, reasons::INVALID_PARAMETERS, msg);
+    }
+    let blueprint = match blueprint {
+        Ok(b) => Some(b),
+        Err(msg) => {
+            if accepted_cond.status.is_true() {
+                accepted_cond = Cond::f(
+                    types::ACCEPTED,
+                    reasons::INVALID,
+                    &format!("GatewayClass {class_name} is not accepted: {msg}"),
+                );
+            }
+            None
+        }
+    };
+    (accepted_cond, blueprint)
+}
+
+/// What the Gateway's own templates render for `plan`: what `memo` kept when nothing they
+/// read changed, else rendered (and kept).
+fn render_own(
+    plan: &GatewayPlan,
+    gw: &Gateway,
+    prepared: &Arc<Prepared>,
+    snap: &Snapshot,
+    live: &super::gateway_memo::LiveChildren,
+    memo: Option<&mut super::gateway_memo::GatewayMemo>,
+) -> Rendered {
+    // A placed template's render also depends on the fleet, which the memo does not
+    // key on: such blueprints are rendered afresh.
+    let reuse = !prepared.places();
+    match memo
+        .as_ref()
+        .filter(|_| reuse)
+        .and_then(|m| m.rendered_for(&context_ref(plan), prepared, live, snap))
+    {
+        Some(r) => r.clone(),
+        None => {
+            let input = SetInput {
+                prepared,
+                set: TemplateSet::Gateway,
+                namespace: &plan.key.namespace,
+                owner: Owner {
+                    parent: &plan.context.gateway,
+                    gateway: &plan.context.gateway,
+                    parent_uid: &plan.uid,
+                    gateway_uid: &plan.uid,
+                    decoration: &plan.context.decoration,
+                },
+                live: &live.objects,
+                scopes: snap.scopes(),
+                all_children: &|k| snap.holder(k),
+                fleet: snap.fleet(),
+                places: snap.places(),
+                route_kind: None,
+            };
+            let r = render_gateway(&input, plan.context.base(), gw);
+            if let Some(memo) = memo.filter(|_| reuse) {
+                let inputs = super::gateway_memo::GatewayInputs::of(
+                    &context_ref(plan),
+                    prepared,
+                    live,
+                    snap,
+                );
+                memo.remember(inputs, &r, snap, prepared);
+            }
+            r
+        }
+    }
+}
+
+/// The live children of routes the Gateway `uid` no longer accepts (to delete).
+fn orphaned_route_children(
+    snap: &Snapshot,
+    uid: &str,
+    accepted_routes: &[&Arc<RouteEntry>],
+) -> Vec<ObjectKey> {
+    let mut route_children = snap.route_children_by_gateway(uid).peekable();
+    if route_children.peek().is_none() {
+        return Vec::new();
+    }
+    let accepted: std::collections::BTreeSet<&str> =
+        accepted_routes.iter().map(|r| r.uid.as_str()).collect();
+    route_children
+        .filter(|(k, parent)| {
+            !accepted.contains(parent) && super::placement::deletable(k, snap.fleet())
+        })
+        .map(|(k, _)| k.clone())
+        .collect()
 }
 
 /// What the Gateway's own templates read of its plan, for [`super::gateway_memo`].
@@ -592,188 +529,6 @@ fn layer(
         default,
         override_,
     }
-}
-
-/// Each route's attachments to a Gateway's listeners, in route key order.
-type RouteAttachments = [(RouteKey, Parents)];
-
-/// The template variables of a Gateway, and the entries of the routes it accepted (in
-/// `attachments` order). `attached` holds the entry of each route of `attachments`.
-/// `vars`: the listeners and hostnames an earlier plan made of the same attachments.
-fn build_context<'a>(
-    gateway: Arc<Value>,
-    class: Value,
-    eval: &GatewayEval,
-    (attachments, attached): (&RouteAttachments, &[&'a Arc<RouteEntry>]),
-    vars: Option<(Vec<ListenerVar>, HostnamesVar)>,
-    values: Option<Value>,
-) -> (GatewayContext, Vec<&'a Arc<RouteEntry>>) {
-    let values = values.unwrap_or_else(|| Value::Object(serde_json::Map::new()));
-    if let Some((listeners, hostnames)) = vars {
-        let (routes, entries) = attachments
-            .iter()
-            .zip(attached)
-            .filter(|((_, parents), _)| parents.iter().any(ParentAttachment::is_accepted))
-            .map(|((rkey, _), entry)| (rkey.clone(), *entry))
-            .unzip();
-        return (
-            GatewayContext::new(gateway, class, values, listeners, routes, hostnames),
-            entries,
-        );
-    }
-    let spec_listeners: &[Value] = gateway["spec"]["listeners"]
-        .as_array()
-        .map_or(&[], Vec::as_slice);
-    let mut listeners: Vec<ListenerVar> = eval
-        .listeners
-        .iter()
-        .enumerate()
-        .map(|(i, l)| ListenerVar {
-            name: l.name.clone(),
-            key: match &l.set {
-                None => l.name.clone(),
-                Some((_, set)) => crate::render::safe_name(&format!("{set}-{}", l.name), 253),
-            },
-            listener_set: l.set.as_ref().map(|(namespace, name)| NamespacedName {
-                namespace: namespace.clone(),
-                name: name.clone(),
-            }),
-            port: l.port,
-            protocol: l.protocol.clone(),
-            hostname: l.hostname.clone(),
-            tls: match &l.set {
-                None => spec_listeners
-                    .iter()
-                    .find(|s| s["name"] == l.name.as_str())
-                    .and_then(|s| s.get("tls").cloned()),
-                Some(_) => eval
-                    .set_spec(i)
-                    .and_then(|s| s.tls.as_ref())
-                    .and_then(|t| serde_json::to_value(t).ok()),
-            },
-            tls_mode: l.tls_mode.clone(),
-            certificate_refs: l
-                .certificate_refs
-                .iter()
-                .map(|(namespace, name)| NamespacedName {
-                    namespace: namespace.clone(),
-                    name: name.clone(),
-                })
-                .collect(),
-            valid: l.is_valid(),
-            routes: Vec::new(),
-            attached_routes: l.attached_routes,
-        })
-        .collect();
-    let mut routes = Vec::new();
-    let mut entries = Vec::new();
-    let mut names = Vec::new();
-    // Names a certificate of the Gateway's may list: not those of passthrough listeners.
-    let mut certificate_names = Vec::new();
-    // Of those, the names of listeners served with a generated certificate (terminating
-    // TLS, no certificateRefs of their own): what `hostnames.tls` lists. Borrowed: cloned
-    // only when they differ from `precise` (below).
-    let mut generated_names: Vec<&String> = Vec::new();
-    // Whether some certificate name may come from no generated-certificate listener. Not
-    // while each other listener of a route's attachment carries the very names a
-    // generated one does (HTTP and HTTPS on one hostname): then `tls` is `precise`.
-    let mut tls_differs = false;
-    // Per attachment: the names of its generated-certificate listeners, and of the others.
-    let mut generated_here: Vec<&[String]> = Vec::new();
-    let mut others_here: Vec<&[String]> = Vec::new();
-    for ((rkey, parents), entry) in attachments.iter().zip(attached) {
-        let mut any = false;
-        for p in parents.iter().filter(|p| p.is_accepted()) {
-            any = true;
-            generated_here.clear();
-            others_here.clear();
-            for la in &p.listeners {
-                if let Some(l) = listeners.iter_mut().find(|l| {
-                    l.name == la.listener
-                        && l.listener_set.as_ref().map(|s| (&s.namespace, &s.name))
-                            == la.set.as_ref().map(|(ns, n)| (ns, n))
-                }) {
-                    if l.valid {
-                        names.extend(la.hostnames.iter().cloned());
-                        match l.tls_mode.as_deref() {
-                            Some(crate::gateway::listeners::TLS_PASSTHROUGH) => {}
-                            Some(crate::gateway::listeners::TLS_TERMINATE)
-                                if l.certificate_refs.is_empty() =>
-                            {
-                                certificate_names.extend(la.hostnames.iter().cloned());
-                                generated_names.extend(&la.hostnames);
-                                generated_here.push(&la.hostnames);
-                            }
-                            _ => {
-                                certificate_names.extend(la.hostnames.iter().cloned());
-                                if !la.hostnames.is_empty() {
-                                    others_here.push(&la.hostnames);
-                                }
-                            }
-                        }
-                    }
-                    // Routes are visited one after the other: this route can only be
-                    // the listener's last one.
-                    if !l.routes.last().is_some_and(|r| {
-                        r.kind == rkey.kind && r.namespace == rkey.namespace && r.name == rkey.name
-                    }) {
-                        l.routes.push(AttachedRouteVar {
-                            kind: rkey.kind.clone(),
-                            namespace: rkey.namespace.clone(),
-                            name: rkey.name.clone(),
-                            hostnames: la.hostnames.clone(),
-                        });
-                    }
-                }
-            }
-            tls_differs = tls_differs || others_here.iter().any(|o| !generated_here.contains(o));
-        }
-        if any {
-            routes.push(rkey.clone());
-            entries.push(*entry);
-        }
-    }
-    let names_len = names.len();
-    let union = hostnames::dedupe_sorted(names);
-    let intersection = hostnames::drop_covered(&union);
-    // Without a passthrough listener every name may go in a certificate: no second sort.
-    let precise = if certificate_names.len() == names_len {
-        union
-            .iter()
-            .filter(|h| crate::gateway::routes::is_precise(h))
-            .cloned()
-            .collect()
-    } else {
-        hostnames::dedupe_sorted(
-            certificate_names
-                .into_iter()
-                .filter(|h| crate::gateway::routes::is_precise(h)),
-        )
-    };
-    // No generated-certificate listener (an HTTP-only Gateway): no name. Every certificate
-    // name also through one (the common HTTP + HTTPS Gateway): `precise`, no second sort.
-    let tls = if generated_names.is_empty() {
-        Vec::new()
-    } else if !tls_differs {
-        precise.clone()
-    } else {
-        hostnames::dedupe_sorted(
-            generated_names
-                .into_iter()
-                .filter(|h| crate::gateway::routes::is_precise(h))
-                .cloned(),
-        )
-    };
-    let hostnames = HostnamesVar {
-        union,
-        intersection,
-        precise,
-        tls,
-    };
-    (
-        GatewayContext::new(gateway, class, values, listeners, routes, hostnames),
-        entries,
-    )
 }
 
 fn render_addresses(

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use gateway_api::apis::standard::gateways::{Gateway, GatewaySpec, GatewayStatusAddresses};
 use serde_json::Value;
 
-use super::gateway::Converted;
+use super::context::Converted;
 use super::set::{ChildState, DesiredChild, Held};
 use crate::gateway::listeners::GatewayEval;
 use crate::gateway::routes::{Parents, attach_route};

@@ -11,6 +11,7 @@
 pub mod affected;
 pub mod claims;
 pub mod class;
+mod context;
 pub mod drain;
 pub mod gateway;
 mod gateway_memo;
