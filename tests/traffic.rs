@@ -1207,7 +1207,9 @@ async fn traffic_through_traefik() {
     // (f) Make-before-break while the issuer is broken, then mended, under HTTPS load: the
     // CA Issuer pointed at a Secret that does not exist (cert-manager reports it not Ready;
     // the CA's key stays, so the client's trust does not change), a hostname added (a
-    // Certificate cert-manager cannot issue yet), then the Issuer put back.
+    // Certificate cert-manager cannot issue yet), then the Issuer put back. A run that fails
+    // in between leaves it broken until the next `tests/cluster/downstream up` (this test
+    // and tests/real_downstream.rs run it first), which applies the issuers again.
     assert_eq!(
         d.ca_issuer.0, "Issuer",
         "the test breaks a namespaced CA Issuer"
