@@ -140,6 +140,33 @@ fn downstream() -> Downstream {
     }
 }
 
+/// The state dir of the harness's cluster: the kubeconfig's, when it is a cluster of
+/// tests/cluster/up.
+fn harness_dir() -> Option<PathBuf> {
+    let kubeconfig = PathBuf::from(std::env::var_os("KUBECONFIG")?);
+    let dir = kubeconfig.parent()?.to_owned();
+    dir.join(".gatewright-cluster").exists().then_some(dir)
+}
+
+/// Restarts one component of the harness's cluster in `dir` (tests/cluster/restart).
+async fn restart(dir: PathBuf, args: &'static [&'static str]) {
+    tokio::task::spawn_blocking(move || {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cluster/restart");
+        let out = Command::new(script)
+            .args(args)
+            .env("GATEWRIGHT_CLUSTER_DIR", &dir)
+            .output()
+            .expect("run tests/cluster/restart");
+        assert!(
+            out.status.success(),
+            "restart {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    })
+    .await
+    .unwrap();
+}
+
 // ---------------------------------------------------------------------------------------
 // Backends: echo processes in a network namespace of the test's own.
 
@@ -1376,6 +1403,88 @@ async fn traffic_through_traefik() {
             .map(|h| format!("DNS:{h}"))
             .collect::<Vec<_>>()
     );
+
+    // (g) The API server killed and kept away 3 s, then started again, under HTTPS load and
+    // plain requests: Traefik keeps serving its last configuration, so every request is
+    // answered; once the API server is back, a weight change reaches the dataplane again
+    // (Traefik's, gatewright's and the test's watches all come back). Only on the harness's
+    // cluster, whose API server the test can restart.
+    if let Some(dir) = harness_dir() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let load = https_load(
+            tls.clone(),
+            ps,
+            web.clone(),
+            stop.clone(),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let plain = {
+            let (stop, late) = (stop.clone(), late.clone());
+            let split = [names.stable.clone(), names.canary.clone()];
+            tokio::spawn(async move {
+                let (mut ok, mut failed) = (0usize, Vec::new());
+                while !stop.load(Ordering::Relaxed) {
+                    match http(p, &late, "/", &[]).await {
+                        // The canary, then (the weights changed) either.
+                        Ok(a) if a.backend().is_some_and(|b| split.iter().any(|s| s == b)) => {
+                            ok += 1;
+                        }
+                        other => failed.push(format!("{other:?}")),
+                    }
+                }
+                (ok, failed)
+            })
+        };
+        let t = Instant::now();
+        restart(dir, &["--kill", "--down", "3", "kube-apiserver"]).await;
+        let back_after = t.elapsed();
+        let weights = (50, 50);
+        apply_yaml(
+            &client,
+            &route_yaml(ns, &gw, &host_refs(&hosts4), &names, weights),
+        )
+        .await;
+        traefik_took(&client, ns, &uid, weights).await;
+        let followed_after = t.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        let g_load = load.await.unwrap();
+        let (plain_ok, plain_failed) = plain.await.unwrap();
+        let (counts, failed) = tally(p, &web, REQUESTS).await;
+        let got = counts.get(&names.canary).copied().unwrap_or(0);
+        #[allow(clippy::cast_precision_loss, reason = "a few hundred requests")]
+        let share = 100.0 * got as f64 / REQUESTS as f64;
+        eprintln!(
+            "traffic (g): the API server killed, away 3 s, serving again {back_after:.1?} after \
+             the kill: {} HTTPS requests ({} failed, {} failed handshakes) and {} plain ones ({} \
+             failed) meanwhile; then weights 50/50 reached Traefik {followed_after:.1?} after the \
+             kill: canary {got}/{REQUESTS} = {share:.1} %, failed {failed}",
+            g_load.sent(),
+            g_load.failed.len(),
+            g_load.handshakes_failed,
+            plain_ok + plain_failed.len(),
+            plain_failed.len(),
+        );
+        assert!(
+            g_load.failed.is_empty(),
+            "HTTPS requests failed while the API server was away: {:?}",
+            g_load.failed
+        );
+        assert!(
+            plain_failed.is_empty(),
+            "plain requests failed while the API server was away: {plain_failed:?}"
+        );
+        assert!(
+            g_load.ok > 0 && plain_ok > 0,
+            "requests were sent meanwhile"
+        );
+        assert_eq!(failed, 0);
+        assert!(
+            (share - 50.0).abs() <= TOLERANCE,
+            "canary share {share:.1} % at weight 50 after the restart (±{TOLERANCE})"
+        );
+    } else {
+        eprintln!("traffic (g): left out: not the cluster of tests/cluster/up");
+    }
 
     // Teardown: the Gateway, its children (DNS drained first), the class, the backends.
     let t = Instant::now();
