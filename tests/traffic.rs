@@ -25,7 +25,9 @@
 //! answered until external-dns has deleted its record, and only then answered 404; (f) a
 //! client sending HTTPS requests continuously while the issuer is broken, a hostname is
 //! added, and the issuer is mended sees no failed request and no failed handshake, and the
-//! new name is served over HTTPS once its certificate is issued.
+//! new name is served over HTTPS once its certificate is issued; (g) with the API server
+//! killed and away 3 s, every request is still answered (Traefik keeps its last
+//! configuration), and a weight change reaches the dataplane once it is back.
 //!
 //! Needs tests/cluster/downstream with Traefik (the default; `DOWNSTREAM_TRAEFIK=0` turns it
 //! off): on the harness's cluster the test runs `tests/cluster/downstream up` itself (a no-op
