@@ -23,6 +23,7 @@ mod upgrade;
 
 const CLASSES: &[&str] = &[
     "istio-certmanager-externaldns",
+    "traefik-certmanager-externaldns",
     "contour-istio",
     "aws-alb-crossplane",
 ];
@@ -1650,6 +1651,33 @@ fn every_route_kind_with_every_shipped_class() {
                     istio["spec"]["listeners"]
                 );
             }
+            "traefik-certmanager-externaldns" => {
+                // HTTP and gRPC: Traefik reads TLS and TCP routes only on its experimental
+                // channel, so those listeners are refused, naming the class.
+                assert_eq!(route_accepted(&all, "GRPCRoute", "orders"), accepted());
+                let grpc = children("GRPCRoute");
+                assert_eq!(grpc.len(), 1);
+                assert_eq!(grpc[0]["spec"]["rules"][0]["backendRefs"][1]["weight"], 10);
+                for (kind, name) in [
+                    ("TLSRoute", "db-passthrough"),
+                    ("TLSRoute", "api-terminate"),
+                    ("TCPRoute", "postgres"),
+                ] {
+                    assert_eq!(
+                        route_accepted(&all, kind, name),
+                        not_allowed(),
+                        "{kind} {name}"
+                    );
+                }
+                for l in ["tls-passthrough", "tls-terminate", "postgres"] {
+                    assert_eq!(
+                        condition(listener(l), "Accepted")["reason"],
+                        "UnsupportedProtocol",
+                        "{l}"
+                    );
+                }
+                assert_eq!(children("TLSRoute").len() + children("TCPRoute").len(), 0);
+            }
             "contour-istio" => {
                 assert_eq!(route_accepted(&all, "GRPCRoute", "orders"), accepted());
                 assert_eq!(children("GRPCRoute").len(), 1);
@@ -1861,5 +1889,63 @@ fn placement_is_refused_where_it_cannot_apply() {
     assert!(
         stderr.contains("template copy") && stderr.contains("operator Exists takes no values"),
         "{stderr}"
+    );
+}
+
+/// The Traefik gateway's listeners as the class renders them for its example, once the
+/// certificate is issued, with `extra` (YAML documents) beside the example: (name, port).
+fn traefik_listeners(extra: &str) -> Vec<(String, u64)> {
+    let class = "traefik-certmanager-externaldns";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("extra.yaml"), extra).unwrap();
+    let mut live: Vec<Value> = Vec::new();
+    for _ in 0..8 {
+        let (out, _) = render_with_live(class, dir.path(), &live);
+        let ours: Vec<Value> = out
+            .iter()
+            .filter(|d| d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gatewright")
+            .cloned()
+            .collect();
+        if let Some(g) = ours.iter().find(|d| d["kind"] == "Gateway") {
+            assert_eq!(g["metadata"]["name"], "public-traefik");
+            assert_eq!(g["spec"]["gatewayClassName"], "traefik");
+            return g["spec"]["listeners"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| {
+                    (
+                        l["name"].as_str().unwrap().to_owned(),
+                        l["port"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+        }
+        live = ours.iter().map(gatewright::simulate::as_ready).collect();
+    }
+    panic!("{class}: the Traefik gateway never rendered");
+}
+
+#[test]
+fn the_traefik_gateway_listens_on_the_entrypoints_ports() {
+    // The defaults: Traefik's Helm chart entrypoints, web on 8000 and websecure on 8443.
+    assert_eq!(
+        traefik_listeners(""),
+        [("http".to_owned(), 8000), ("https".to_owned(), 8443)]
+    );
+    // A GatewayClassConfig mapping 80 elsewhere keeps the default for 443 (maps merge key
+    // by key), and a port the map does not name is kept as it is.
+    let config = "apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassConfig\nmetadata: {name: ports, namespace: gatewright-system}\nspec:\n  targetRef: {group: gateway.networking.k8s.io, kind: GatewayClass, name: traefik-certmanager-externaldns}\n  default:\n    traefik:\n      gatewayClassName: traefik\n      ports: {\"80\": 18080, \"8443\": 1}\n";
+    assert_eq!(
+        traefik_listeners(config),
+        [("http".to_owned(), 18080), ("https".to_owned(), 8443)]
+    );
+    let unmapped = config.replace(
+        "{\"80\": 18080, \"8443\": 1}",
+        "{\"80\": null, \"443\": null}",
+    );
+    assert_eq!(
+        traefik_listeners(&unmapped),
+        [("http".to_owned(), 80), ("https".to_owned(), 443)]
     );
 }

@@ -1,9 +1,11 @@
-//! Real traffic through the whole datapath: the shipped class `istio-certmanager-externaldns`
-//! drives Traefik (tests/cluster/downstream runs it: a Gateway API dataplane as a process)
-//! with only a values override, a `GatewayClassConfig` setting `istio.gatewayClassName:
-//! traefik` and the real cert-manager's CA issuer. Nothing is simulated: Traefik programs the
-//! child Gateway and the shadow routes and writes their status, cert-manager issues the
-//! certificate Traefik serves, external-dns publishes the records.
+//! Real traffic through the whole datapath: the shipped class `traefik-certmanager-externaldns`
+//! drives Traefik (tests/cluster/downstream runs it: a Gateway API dataplane as a process),
+//! configured as a platform team would, by a `GatewayClassConfig`: `traefik.gatewayClassName`
+//! the GatewayClass Traefik runs here, `traefik.ports` mapping the parent's listener ports 80
+//! and 443 to the ports of Traefik's entrypoints, and the real cert-manager's CA issuer.
+//! Nothing is simulated: Traefik programs the child Gateway and the shadow routes and writes
+//! their status, cert-manager issues the certificate Traefik serves, external-dns publishes
+//! the records.
 //!
 //! Backends are processes of our own (tests/traffic/echo.py: it answers with its name and
 //! the request as JSON), one per "pod", each on its own address in a network namespace the
@@ -13,13 +15,19 @@
 //! on 127.0.0.1 with the Host header (and SNI) set.
 //!
 //! What it proves, each figure printed: (a) requests reach the backend the route names by
-//! hostname, path and header; (b) weights 70/30 and a Flagger-like sequence of canary
-//! weights (0, 10, 30, 50, 100) give each backend its share of 400 requests within ±5
-//! points; (c) HTTPS shows the certificate cert-manager issued, with exactly the route's
-//! names; (d) a client sending HTTPS requests continuously while a hostname is added (the
-//! certificate replaced make-before-break through real issuance) sees no failed request and
-//! no failed handshake; (e) a hostname removed from the route is answered until
-//! external-dns has deleted its record, and only then answered 404.
+//! hostname, path, header and method; (a') request and response header filters, a redirect
+//! and a rewrite act as written on the user's route; (b) weights 70/30 and a Flagger-like
+//! sequence of canary weights (0, 10, 30, 50, 100) give each backend its share of 400
+//! requests within ±5 points; (c) HTTPS shows the certificate cert-manager issued, with
+//! exactly the route's names; (d) a client sending HTTPS requests continuously while a
+//! hostname is added (the certificate replaced make-before-break through real issuance)
+//! sees no failed request and no failed handshake; (e) a hostname removed from the route is
+//! answered until external-dns has deleted its record, and only then answered 404; (f) a
+//! client sending HTTPS requests continuously while the issuer is broken, a hostname is
+//! added, and the issuer is mended sees no failed request and no failed handshake, and the
+//! new name is served over HTTPS once its certificate is issued; (g) with the API server
+//! killed and away 3 s, every request is still answered (Traefik keeps its last
+//! configuration), and a weight change reaches the dataplane once it is back.
 //!
 //! Needs tests/cluster/downstream with Traefik (the default; `DOWNSTREAM_TRAEFIK=0` turns it
 //! off): on the harness's cluster the test runs `tests/cluster/downstream up` itself (a no-op
@@ -46,13 +54,15 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
@@ -130,6 +140,33 @@ fn downstream() -> Downstream {
         netns_dir: PathBuf::from(traefik("netns_dir")),
         external_dns_log: PathBuf::from(env["external_dns_log"]),
     }
+}
+
+/// The state dir of the harness's cluster: the kubeconfig's, when it is a cluster of
+/// tests/cluster/up.
+fn harness_dir() -> Option<PathBuf> {
+    let kubeconfig = PathBuf::from(std::env::var_os("KUBECONFIG")?);
+    let dir = kubeconfig.parent()?.to_owned();
+    dir.join(".gatewright-cluster").exists().then_some(dir)
+}
+
+/// Restarts one component of the harness's cluster in `dir` (tests/cluster/restart).
+async fn restart(dir: PathBuf, args: &'static [&'static str]) {
+    tokio::task::spawn_blocking(move || {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cluster/restart");
+        let out = Command::new(script)
+            .args(args)
+            .env("GATEWRIGHT_CLUSTER_DIR", &dir)
+            .output()
+            .expect("run tests/cluster/restart");
+        assert!(
+            out.status.success(),
+            "restart {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    })
+    .await
+    .unwrap();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -274,10 +311,12 @@ fn backend_yaml(ns: &str, svc: &str, addr: Ipv4Addr) -> String {
 // ---------------------------------------------------------------------------------------
 // Requests.
 
-/// One request's outcome: the status code and, for a 200, the backend's JSON answer.
+/// One request's outcome: the status code, the response headers (lower-case names, last
+/// value) and, for a 200, the backend's JSON answer.
 #[derive(Debug)]
 struct Answer {
     code: u16,
+    headers: BTreeMap<String, String>,
     body: Value,
 }
 
@@ -288,15 +327,16 @@ impl Answer {
     }
 }
 
-/// Sends `GET path` with `Host: host` and `headers` over `stream` (HTTP/1.1, then closed),
-/// and reads the answer.
+/// Sends `method path` with `Host: host` and `headers` over `stream` (HTTP/1.1, no body,
+/// then closed), and reads the answer.
 async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
+    method: &str,
     host: &str,
     path: &str,
     headers: &[(&str, &str)],
 ) -> Result<Answer, String> {
-    let mut req = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n");
+    let mut req = format!("{method} {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -337,17 +377,38 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| format!("no status code: {head:?}"))?;
+    let headers = head
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
     let body = if code == 200 {
         serde_json::from_str(body.trim()).map_err(|e| format!("body {body:?}: {e}"))?
     } else {
         Value::Null
     };
-    Ok(Answer { code, body })
+    Ok(Answer {
+        code,
+        headers,
+        body,
+    })
 }
 
-/// A plain HTTP request to Traefik's `web` entrypoint.
+/// A plain HTTP `GET` to Traefik's `web` entrypoint.
 async fn http(
     port: u16,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<Answer, String> {
+    request(port, "GET", host, path, headers).await
+}
+
+/// A plain HTTP request of `method` to Traefik's `web` entrypoint.
+async fn request(
+    port: u16,
+    method: &str,
     host: &str,
     path: &str,
     headers: &[(&str, &str)],
@@ -355,7 +416,7 @@ async fn http(
     let mut s = tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port))
         .await
         .map_err(|e| format!("connect: {e}"))?;
-    exchange(&mut s, host, path, headers).await
+    exchange(&mut s, method, host, path, headers).await
 }
 
 /// How an HTTPS request failed.
@@ -412,10 +473,74 @@ async fn https(
     let leaf = s.get_ref().1.peer_certificates().unwrap()[0]
         .clone()
         .into_owned();
-    let answer = exchange(&mut s, host, path, &[])
+    let answer = exchange(&mut s, "GET", host, path, &[])
         .await
         .map_err(TlsFailure::Request)?;
     Ok((answer, leaf))
+}
+
+/// What a client sending HTTPS requests continuously saw.
+struct Load {
+    /// Requests answered 200.
+    ok: usize,
+    handshakes_failed: usize,
+    /// Every failed request (no answer, a failed handshake, or not a 200), why.
+    failed: Vec<String>,
+    /// Each leaf certificate shown to an answered request, and to how many.
+    seen: Vec<(CertificateDer<'static>, usize)>,
+}
+
+impl Load {
+    /// How many answered requests were shown `leaf`.
+    fn served(&self, leaf: &CertificateDer<'static>) -> usize {
+        self.seen
+            .iter()
+            .find(|(c, _)| c == leaf)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    fn sent(&self) -> usize {
+        self.ok + self.failed.len()
+    }
+}
+
+/// Sends HTTPS requests for `/` to `host`, one after the other, each on a new connection
+/// (a handshake each), until `stop`; `sent` counts them as they go.
+fn https_load(
+    tls: tokio_rustls::TlsConnector,
+    port: u16,
+    host: String,
+    stop: Arc<AtomicBool>,
+    sent: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<Load> {
+    tokio::spawn(async move {
+        let mut load = Load {
+            ok: 0,
+            handshakes_failed: 0,
+            failed: Vec::new(),
+            seen: Vec::new(),
+        };
+        while !stop.load(Ordering::Relaxed) {
+            match https(&tls, port, &host, "/").await {
+                Ok((a, leaf)) if a.code == 200 => {
+                    load.ok += 1;
+                    match load.seen.iter_mut().find(|(c, _)| *c == leaf) {
+                        Some((_, n)) => *n += 1,
+                        None => load.seen.push((leaf, 1)),
+                    }
+                }
+                Ok((a, _)) => load.failed.push(format!("status {}", a.code)),
+                Err(e) => {
+                    if matches!(e, TlsFailure::Handshake(_)) {
+                        load.handshakes_failed += 1;
+                    }
+                    load.failed.push(e.to_string());
+                }
+            }
+            sent.fetch_add(1, Ordering::Relaxed);
+        }
+        load
+    })
 }
 
 /// The certificates of a PEM bundle, as DER.
@@ -620,12 +745,61 @@ struct Names {
     beta: String,
 }
 
-/// The user's route: `/api` to the api backend, header `x-variant: beta` to the beta
-/// backend, everything else split between stable and canary by `weights`.
+/// The hostname the route's URLRewrite rule gives the requests it rewrites.
+const REWRITTEN_HOST: &str = "orders.internal";
+
+/// The user's route: `/api` to the api backend, header `x-variant: beta` and method `POST`
+/// to the beta backend; `/headers` to the api backend with request and response header
+/// filters, `/old` redirected to `https://<host>/new` (301), `/rewrite` to the api backend
+/// rewritten to `/v2` on [`REWRITTEN_HOST`]; everything else split between stable and
+/// canary by `weights` (the last rule).
 fn route_yaml(ns: &str, gw: &str, hosts: &[&str], n: &Names, weights: (u32, u32)) -> String {
     let (ws, wc) = weights;
     format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {gw}, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: {gw}}}]\n  hostnames: {hosts:?}\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /api}}}}]\n    backendRefs: [{{name: {api}, port: {BACKEND_PORT}}}]\n  - matches: [{{path: {{type: PathPrefix, value: /}}, headers: [{{name: x-variant, value: beta}}]}}]\n    backendRefs: [{{name: {beta}, port: {BACKEND_PORT}}}]\n  - backendRefs:\n    - {{name: {stable}, port: {BACKEND_PORT}, weight: {ws}}}\n    - {{name: {canary}, port: {BACKEND_PORT}, weight: {wc}}}\n",
+        r"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: {gw}, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: {gw}}}]
+  hostnames: {hosts:?}
+  rules:
+  - matches: [{{path: {{type: PathPrefix, value: /api}}}}]
+    backendRefs: [{{name: {api}, port: {BACKEND_PORT}}}]
+  - matches: [{{path: {{type: PathPrefix, value: /}}, headers: [{{name: x-variant, value: beta}}]}}]
+    backendRefs: [{{name: {beta}, port: {BACKEND_PORT}}}]
+  - matches: [{{path: {{type: PathPrefix, value: /}}, method: POST}}]
+    backendRefs: [{{name: {beta}, port: {BACKEND_PORT}}}]
+  - matches: [{{path: {{type: PathPrefix, value: /headers}}}}]
+    filters:
+    - type: RequestHeaderModifier
+      requestHeaderModifier:
+        set: [{{name: x-env, value: prod}}]
+        add: [{{name: x-added, value: by-the-route}}]
+        remove: [x-drop]
+    - type: ResponseHeaderModifier
+      responseHeaderModifier:
+        set: [{{name: cache-control, value: no-store}}]
+        add: [{{name: x-route, value: headers}}]
+        remove: [x-backend]
+    backendRefs: [{{name: {api}, port: {BACKEND_PORT}}}]
+  - matches: [{{path: {{type: PathPrefix, value: /old}}}}]
+    filters:
+    - type: RequestRedirect
+      requestRedirect:
+        scheme: https
+        path: {{type: ReplacePrefixMatch, replacePrefixMatch: /new}}
+        statusCode: 301
+  - matches: [{{path: {{type: PathPrefix, value: /rewrite}}}}]
+    filters:
+    - type: URLRewrite
+      urlRewrite:
+        hostname: {REWRITTEN_HOST}
+        path: {{type: ReplacePrefixMatch, replacePrefixMatch: /v2}}
+    backendRefs: [{{name: {api}, port: {BACKEND_PORT}}}]
+  - backendRefs:
+    - {{name: {stable}, port: {BACKEND_PORT}, weight: {ws}}}
+    - {{name: {canary}, port: {BACKEND_PORT}, weight: {wc}}}
+",
         api = n.api,
         beta = n.beta,
         stable = n.stable,
@@ -633,14 +807,12 @@ fn route_yaml(ns: &str, gw: &str, hosts: &[&str], n: &Names, weights: (u32, u32)
     )
 }
 
-/// The parent Gateway: an HTTP and an HTTPS listener for `*.<zone>` on the ports of
-/// Traefik's `web` and `websecure` entrypoints (Traefik serves a listener on the entrypoint
-/// of its port), the HTTPS one's certificate generated by the class.
-fn gateway_yaml(ns: &str, gw: &str, class: &str, zone: &str, d: &Downstream) -> String {
+/// The parent Gateway: an HTTP listener on 80 and an HTTPS one on 443 for `*.<zone>`, the
+/// HTTPS one's certificate generated by the class (whose `traefik.ports` the test maps to
+/// the ports of Traefik's `web` and `websecure` entrypoints).
+fn gateway_yaml(ns: &str, gw: &str, class: &str, zone: &str) -> String {
     format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {gw}, namespace: {ns}}}\nspec:\n  gatewayClassName: {class}\n  listeners:\n  - name: http\n    port: {web}\n    protocol: HTTP\n    hostname: \"*.{zone}\"\n  - name: https\n    port: {websecure}\n    protocol: HTTPS\n    hostname: \"*.{zone}\"\n    tls:\n      mode: Terminate\n      options: {{gatewright.dev/certificate: generated}}\n",
-        web = d.web_port,
-        websecure = d.websecure_port,
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {gw}, namespace: {ns}}}\nspec:\n  gatewayClassName: {class}\n  listeners:\n  - name: http\n    port: 80\n    protocol: HTTP\n    hostname: \"*.{zone}\"\n  - name: https\n    port: 443\n    protocol: HTTPS\n    hostname: \"*.{zone}\"\n    tls:\n      mode: Terminate\n      options: {{gatewright.dev/certificate: generated}}\n",
     )
 }
 
@@ -669,8 +841,10 @@ async fn traffic_through_traefik() {
         apply_yaml(&client, &backend_yaml(ns, svc, addr)).await;
     }
 
-    // The shipped class, its child Gateway's class set to Traefik's and its issuer to the
-    // real cert-manager's CA issuer, by a GatewayClassConfig (the platform team's way).
+    // The shipped Traefik class, by a GatewayClassConfig (the platform team's way): its
+    // child Gateway's class is the one Traefik runs here, the parent's ports 80 and 443 go
+    // to the ports of Traefik's entrypoints, and the issuer is the real cert-manager's CA
+    // issuer.
     let ctl = gatewright::controller::start(
         client.clone(),
         gatewright::controller::Options {
@@ -685,14 +859,16 @@ async fn traffic_through_traefik() {
     let class = unique_name("traffic");
     apply_yaml(
         &client,
-        &common::shipped_class_yaml("istio-certmanager-externaldns", &class),
+        &common::shipped_class_yaml("traefik-certmanager-externaldns", &class),
     )
     .await;
     apply_yaml(
         &client,
         &format!(
-            "apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassConfig\nmetadata: {{name: {class}, namespace: {ns}}}\nspec:\n  targetRef: {{group: gateway.networking.k8s.io, kind: GatewayClass, name: {class}}}\n  default:\n    istio: {{gatewayClassName: {traefik}}}\n    certificate:\n      issuerRef: {{group: cert-manager.io, kind: {kind}, name: {ca}}}\n",
+            "apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassConfig\nmetadata: {{name: {class}, namespace: {ns}}}\nspec:\n  targetRef: {{group: gateway.networking.k8s.io, kind: GatewayClass, name: {class}}}\n  default:\n    traefik:\n      gatewayClassName: {traefik}\n      ports: {{\"80\": {web}, \"443\": {websecure}}}\n    certificate:\n      issuerRef: {{group: cert-manager.io, kind: {kind}, name: {ca}}}\n",
             traefik = d.traefik_class,
+            web = d.web_port,
+            websecure = d.websecure_port,
             kind = d.ca_issuer.0,
             ca = d.ca_issuer.1,
         ),
@@ -705,7 +881,7 @@ async fn traffic_through_traefik() {
     let mut hosts = vec![web.clone(), shop.clone()];
     hosts.sort();
     let t = Instant::now();
-    apply_yaml(&client, &gateway_yaml(ns, &gw, &class, zone, &d)).await;
+    apply_yaml(&client, &gateway_yaml(ns, &gw, &class, zone)).await;
     apply_yaml(
         &client,
         &route_yaml(ns, &gw, &host_refs(&hosts), &names, (100, 0)),
@@ -726,8 +902,20 @@ async fn traffic_through_traefik() {
     )
     .await;
     let programmed_after = t.elapsed();
-    let child = serde_json::to_value(gateways.get(&format!("{gw}-istio")).await.unwrap()).unwrap();
+    let child =
+        serde_json::to_value(gateways.get(&format!("{gw}-traefik")).await.unwrap()).unwrap();
     assert_eq!(child["spec"]["gatewayClassName"], d.traefik_class.as_str());
+    let ports: Vec<&Value> = child["spec"]["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| &l["port"])
+        .collect();
+    assert_eq!(
+        ports,
+        [&json!(d.web_port), &json!(d.websecure_port)],
+        "the parent's 80 and 443 on the entrypoints' ports"
+    );
     assert_eq!(
         cond(&child, "Programmed").unwrap()["status"],
         "True",
@@ -772,6 +960,96 @@ async fn traffic_through_traefik() {
     eprintln!(
         "traffic (a): {} -> {}, {shop} -> stable, /api -> {}, x-variant: beta -> {}, {stranger} -> 404",
         web, names.stable, names.api, names.beta
+    );
+
+    // (a') Method match and filters, as written on the user's route: the copy on Traefik's
+    // gateway carries the rules unchanged, and every one shows in the answer.
+    let routes = dynamic(&client, ns, "gateway.networking.k8s.io", "v1", "HTTPRoute");
+    let original = serde_json::to_value(routes.get(&gw).await.unwrap()).unwrap();
+    let copies = children(&routes, &uid).await;
+    assert_eq!(copies.len(), 1, "one route copy");
+    assert_eq!(
+        copies[0]["spec"]["rules"], original["spec"]["rules"],
+        "the copy keeps the route's matches, filters and weights"
+    );
+    let post = request(p, "POST", &web, "/", &[]).await.unwrap();
+    assert_eq!(post.backend(), Some(names.beta.as_str()), "{post:?}");
+    assert_eq!(post.body["method"], "POST");
+    let put = request(p, "PUT", &web, "/", &[]).await.unwrap();
+    assert_eq!(put.backend(), Some(names.stable.as_str()), "{put:?}");
+    assert_eq!(put.body["method"], "PUT");
+    // Request headers: set overrides the client's value, add adds, remove removes; the
+    // backend echoes what it received.
+    let plain = http(p, &web, "/api", &[]).await.unwrap();
+    assert_eq!(
+        plain.headers.get("x-backend").map(String::as_str),
+        Some(names.api.as_str()),
+        "the backend's own response header, unfiltered: {plain:?}"
+    );
+    let filtered = http(
+        p,
+        &web,
+        "/headers/check",
+        &[("x-env", "dev"), ("x-drop", "1"), ("x-keep", "1")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(filtered.backend(), Some(names.api.as_str()), "{filtered:?}");
+    let seen = &filtered.body["headers"];
+    assert_eq!(seen["x-env"], "prod", "RequestHeaderModifier set: {seen}");
+    assert_eq!(
+        seen["x-added"], "by-the-route",
+        "RequestHeaderModifier add: {seen}"
+    );
+    assert!(
+        seen.get("x-drop").is_none(),
+        "RequestHeaderModifier remove: {seen}"
+    );
+    assert_eq!(seen["x-keep"], "1", "{seen}");
+    assert_eq!(filtered.body["path"], "/headers/check");
+    // Response headers: set, add, and the backend's x-backend removed.
+    let h = |k: &str| filtered.headers.get(k).map(String::as_str);
+    assert_eq!(
+        h("cache-control"),
+        Some("no-store"),
+        "{:?}",
+        filtered.headers
+    );
+    assert_eq!(h("x-route"), Some("headers"), "{:?}", filtered.headers);
+    assert_eq!(h("x-backend"), None, "{:?}", filtered.headers);
+    // A redirect: 301 to https, the matched prefix replaced; no backend reached.
+    let redirect = http(p, &web, "/old/page", &[]).await.unwrap();
+    assert_eq!(redirect.code, 301, "{redirect:?}");
+    let location = redirect
+        .headers
+        .get("location")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(location, format!("https://{web}/new/page"), "{redirect:?}");
+    assert!(!redirect.headers.contains_key("x-backend"), "{redirect:?}");
+    // A rewrite: the backend sees the new prefix and hostname.
+    let rewritten = http(p, &web, "/rewrite/items", &[]).await.unwrap();
+    assert_eq!(
+        rewritten.backend(),
+        Some(names.api.as_str()),
+        "{rewritten:?}"
+    );
+    assert_eq!(rewritten.body["path"], "/v2/items", "{rewritten:?}");
+    assert_eq!(rewritten.body["host"], REWRITTEN_HOST, "{rewritten:?}");
+    eprintln!(
+        "traffic (a'): POST / -> {} (PUT / -> {}); /headers: the backend got x-env: {}, \
+         x-added: {}, no x-drop; the client got cache-control: {}, x-route: {}, no x-backend; \
+         /old/page -> {} {location}; /rewrite/items -> {} as {}{}",
+        names.beta,
+        names.stable,
+        seen["x-env"].as_str().unwrap_or_default(),
+        seen["x-added"].as_str().unwrap_or_default(),
+        h("cache-control").unwrap_or_default(),
+        h("x-route").unwrap_or_default(),
+        redirect.code,
+        names.api,
+        rewritten.body["host"].as_str().unwrap_or_default(),
+        rewritten.body["path"].as_str().unwrap_or_default(),
     );
 
     // (b) Weights: 70/30, then a Flagger-like progression of the canary's weight.
@@ -842,32 +1120,13 @@ async fn traffic_through_traefik() {
     // (d) Make-before-break under load: HTTPS requests on new connections, continuously,
     // while a hostname is added to the route.
     let stop = Arc::new(AtomicBool::new(false));
-    let load = {
-        let (stop, tls, web) = (stop.clone(), tls.clone(), web.clone());
-        tokio::spawn(async move {
-            let mut seen: Vec<(CertificateDer<'static>, usize)> = Vec::new();
-            let (mut ok, mut handshakes_failed, mut failed) = (0usize, 0usize, Vec::new());
-            while !stop.load(Ordering::Relaxed) {
-                match https(&tls, ps, &web, "/").await {
-                    Ok((a, leaf)) if a.code == 200 => {
-                        ok += 1;
-                        match seen.iter_mut().find(|(c, _)| *c == leaf) {
-                            Some((_, n)) => *n += 1,
-                            None => seen.push((leaf, 1)),
-                        }
-                    }
-                    Ok((a, _)) => failed.push(format!("status {}", a.code)),
-                    Err(e) => {
-                        if matches!(e, TlsFailure::Handshake(_)) {
-                            handshakes_failed += 1;
-                        }
-                        failed.push(e.to_string());
-                    }
-                }
-            }
-            (ok, handshakes_failed, failed, seen)
-        })
-    };
+    let load = https_load(
+        tls.clone(),
+        ps,
+        web.clone(),
+        stop.clone(),
+        Arc::new(AtomicUsize::new(0)),
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     let t = Instant::now();
     let added = format!("{}.{zone}", unique_name("new"));
@@ -889,33 +1148,30 @@ async fn traffic_through_traefik() {
     let rotated_after = t.elapsed();
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, Ordering::Relaxed);
-    let (ok, handshakes_failed, failed, seen) = load.await.unwrap();
+    let d_load = load.await.unwrap();
     let elapsed = t.elapsed() + Duration::from_secs(2);
-    let old_served = seen
-        .iter()
-        .find(|(c, _)| *c == issued_leaf)
-        .map_or(0, |(_, n)| *n);
-    let new_served = seen
-        .iter()
-        .find(|(c, _)| *c == new_leaf)
-        .map_or(0, |(_, n)| *n);
+    let old_served = d_load.served(&issued_leaf);
+    let new_served = d_load.served(&new_leaf);
     eprintln!(
-        "traffic (d): {} HTTPS requests while {added} was added: {ok} answered ({old_served} with \
-         the old certificate, {new_served} with the new), {} failed, {handshakes_failed} failed \
-         handshakes, {:.0} requests/s; the new name served over HTTPS {rotated_after:.1?} after \
-         the route changed",
-        ok + failed.len(),
-        failed.len(),
-        (ok + failed.len()) as f64 / elapsed.as_secs_f64(),
+        "traffic (d): {} HTTPS requests while {added} was added: {} answered ({old_served} with \
+         the old certificate, {new_served} with the new), {} failed, {} failed handshakes, \
+         {:.0} requests/s; the new name served over HTTPS {rotated_after:.1?} after the route \
+         changed",
+        d_load.sent(),
+        d_load.ok,
+        d_load.failed.len(),
+        d_load.handshakes_failed,
+        d_load.sent() as f64 / elapsed.as_secs_f64(),
     );
     assert!(
-        failed.is_empty(),
-        "failed requests during the rotation: {failed:?}"
+        d_load.failed.is_empty(),
+        "failed requests during the rotation: {:?}",
+        d_load.failed
     );
-    assert_eq!(handshakes_failed, 0);
+    assert_eq!(d_load.handshakes_failed, 0);
     assert_eq!(
         old_served + new_served,
-        ok,
+        d_load.ok,
         "only the two issued certificates were shown"
     );
     assert!(new_served > 0, "the new certificate was served to the load");
@@ -976,6 +1232,261 @@ async fn traffic_through_traefik() {
          after external-dns had deleted its record), then 404 {deleted_after:.1?} after the change; \
          {web} answered throughout"
     );
+
+    // (f) Make-before-break while the issuer is broken, then mended, under HTTPS load: the
+    // CA Issuer pointed at a Secret that does not exist (cert-manager reports it not Ready;
+    // the CA's key stays, so the client's trust does not change), a hostname added (a
+    // Certificate cert-manager cannot issue yet), then the Issuer put back. A run that fails
+    // in between leaves it broken until the next `tests/cluster/downstream up` (this test
+    // and tests/real_downstream.rs run it first), which applies the issuers again.
+    assert_eq!(
+        d.ca_issuer.0, "Issuer",
+        "the test breaks a namespaced CA Issuer"
+    );
+    let issuers = dynamic(&client, ns, "cert-manager.io", "v1", "Issuer");
+    let certs = dynamic(&client, ns, "cert-manager.io", "v1", "Certificate");
+    let ca_secret = issuers.get(&d.ca_issuer.1).await.unwrap().data["spec"]["ca"]["secretName"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The certificate for the names left (replaced when the name left), served.
+    let mut left = hosts3.clone();
+    left.sort();
+    let cert3 = issued_for(&client, ns, &uid, &host_refs(&left)).await;
+    let (pem3, _) = issued(&client, ns, &cert3).await;
+    let leaf3 = pem_certificates(&pem3)[0].clone();
+    wait_for("the certificate for the names left served", T, || async {
+        let (a, leaf) = https(&tls, ps, &web, "/").await.ok()?;
+        (a.code == 200 && leaf == leaf3).then_some(())
+    })
+    .await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicUsize::new(0));
+    let load = https_load(tls.clone(), ps, web.clone(), stop.clone(), sent.clone());
+    let t = Instant::now();
+    issuers
+        .patch(
+            &d.ca_issuer.1,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"ca": {"secretName": format!("{ca_secret}-missing")}}})),
+        )
+        .await
+        .unwrap();
+    wait_for("the CA Issuer not Ready", T, || async {
+        let i = serde_json::to_value(issuers.get(&d.ca_issuer.1).await.unwrap()).unwrap();
+        (cond(&i, "Ready")?["status"] == "False").then_some(())
+    })
+    .await;
+    let late = format!("{}.{zone}", unique_name("late"));
+    let mut hosts4 = vec![web.clone(), added.clone(), late.clone()];
+    hosts4.sort();
+    apply_yaml(
+        &client,
+        &route_yaml(ns, &gw, &host_refs(&hosts4), &names, (0, 100)),
+    )
+    .await;
+    // cert-manager has tried: the new Certificate's CertificateRequest waits on the issuer.
+    let requests = dynamic(&client, ns, "cert-manager.io", "v1", "CertificateRequest");
+    let pending = wait_for(
+        "the new Certificate's CertificateRequest Pending on the broken issuer",
+        T,
+        || async {
+            let pending = children(&certs, &uid)
+                .await
+                .into_iter()
+                .find(|c| c["spec"]["dnsNames"] == json!(hosts4))?;
+            let all = requests.list(&ListParams::default()).await.unwrap();
+            all.items
+                .into_iter()
+                .map(|r| serde_json::to_value(r).unwrap())
+                .any(|r| {
+                    r["metadata"]["annotations"]["cert-manager.io/certificate-name"]
+                        == pending["metadata"]["name"]
+                        && cond(&r, "Ready").is_some_and(|c| c["reason"] == "Pending")
+                })
+                .then_some(pending)
+        },
+    )
+    .await;
+    let pending_name = pending["metadata"]["name"].as_str().unwrap().to_owned();
+    // The new name is routed over HTTP meanwhile; over HTTPS the old certificate keeps
+    // serving the other names, on Traefik's gateway as on the load's connections.
+    wait_for(&format!("{late} answered over HTTP"), T, || async {
+        let a = http(p, &late, "/", &[]).await.ok()?;
+        (a.backend() == Some(names.canary.as_str())).then_some(())
+    })
+    .await;
+    let before = sent.load(Ordering::Relaxed);
+    wait_for(
+        "100 HTTPS requests sent while the issuer is broken",
+        T,
+        || async { (sent.load(Ordering::Relaxed) >= before + 100).then_some(()) },
+    )
+    .await;
+    let child =
+        serde_json::to_value(gateways.get(&format!("{gw}-traefik")).await.unwrap()).unwrap();
+    let refs: Vec<&Value> = child["spec"]["listeners"][1]["tls"]["certificateRefs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["name"])
+        .collect();
+    assert_eq!(
+        refs,
+        [&cert3["spec"]["secretName"]],
+        "the HTTPS listener keeps the issued certificate while the new one waits"
+    );
+    let late_refused = https(&tls, ps, &late, "/").await.err();
+    let broken_for = t.elapsed();
+    // The issuer mended; cert-manager looks again at once when the Issuer changes.
+    let mended = Instant::now();
+    issuers
+        .patch(
+            &d.ca_issuer.1,
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"annotations": {"gatewright.dev/mended": unique_name("at")}},
+                "spec": {"ca": {"secretName": ca_secret}},
+            })),
+        )
+        .await
+        .unwrap();
+    let cert4 = wait_for("the new Certificate issued", T, || async {
+        let c = serde_json::to_value(certs.get(&pending_name).await.ok()?).unwrap();
+        (cond(&c, "Ready")?["status"] == "True").then_some(c)
+    })
+    .await;
+    let issued_after = mended.elapsed();
+    let (pem4, ca4) = issued(&client, ns, &cert4).await;
+    assert_eq!(ca4, ca, "the same CA: the issuer was mended, not replaced");
+    let newest = pem_certificates(&pem4)[0].clone();
+    let issued_at = Instant::now();
+    wait_for(&format!("{late} answered over HTTPS"), T, || async {
+        let (a, leaf) = https(&tls, ps, &late, "/").await.ok()?;
+        (a.code == 200 && leaf == newest).then_some(())
+    })
+    .await;
+    let late_served_after = issued_at.elapsed();
+    issued_for(&client, ns, &uid, &host_refs(&hosts4)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let f_load = load.await.unwrap();
+    let elapsed = t.elapsed();
+    let (old_served, new_served) = (f_load.served(&leaf3), f_load.served(&newest));
+    eprintln!(
+        "traffic (f): {} HTTPS requests while the issuer was broken ({broken_for:.1?}, {late} \
+         added; its HTTPS handshake meanwhile: {}) and mended: {} answered ({old_served} with \
+         the old certificate, {new_served} with the new), {} failed, {} failed handshakes, \
+         {:.0} requests/s; issued {issued_after:.1?} after the issuer was mended, {late} served \
+         over HTTPS {late_served_after:.1?} after that",
+        f_load.sent(),
+        late_refused.map_or_else(|| "answered".to_owned(), |e| e.to_string()),
+        f_load.ok,
+        f_load.failed.len(),
+        f_load.handshakes_failed,
+        f_load.sent() as f64 / elapsed.as_secs_f64(),
+    );
+    assert!(
+        f_load.failed.is_empty(),
+        "failed requests while the issuer was broken and mended: {:?}",
+        f_load.failed
+    );
+    assert_eq!(f_load.handshakes_failed, 0);
+    assert_eq!(
+        old_served + new_served,
+        f_load.ok,
+        "only the two issued certificates were shown"
+    );
+    assert!(new_served > 0, "the new certificate was served to the load");
+    assert_eq!(
+        sans(&pem4),
+        hosts4
+            .iter()
+            .map(|h| format!("DNS:{h}"))
+            .collect::<Vec<_>>()
+    );
+
+    // (g) The API server killed and kept away 3 s, then started again, under HTTPS load and
+    // plain requests: Traefik keeps serving its last configuration, so every request is
+    // answered; once the API server is back, a weight change reaches the dataplane again
+    // (Traefik's, gatewright's and the test's watches all come back). Only on the harness's
+    // cluster, whose API server the test can restart.
+    if let Some(dir) = harness_dir() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let load = https_load(
+            tls.clone(),
+            ps,
+            web.clone(),
+            stop.clone(),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let plain = {
+            let (stop, late) = (stop.clone(), late.clone());
+            let split = [names.stable.clone(), names.canary.clone()];
+            tokio::spawn(async move {
+                let (mut ok, mut failed) = (0usize, Vec::new());
+                while !stop.load(Ordering::Relaxed) {
+                    match http(p, &late, "/", &[]).await {
+                        // The canary, then (the weights changed) either.
+                        Ok(a) if a.backend().is_some_and(|b| split.iter().any(|s| s == b)) => {
+                            ok += 1;
+                        }
+                        other => failed.push(format!("{other:?}")),
+                    }
+                }
+                (ok, failed)
+            })
+        };
+        let t = Instant::now();
+        restart(dir, &["--kill", "--down", "3", "kube-apiserver"]).await;
+        let back_after = t.elapsed();
+        let weights = (50, 50);
+        apply_yaml(
+            &client,
+            &route_yaml(ns, &gw, &host_refs(&hosts4), &names, weights),
+        )
+        .await;
+        traefik_took(&client, ns, &uid, weights).await;
+        let followed_after = t.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        let g_load = load.await.unwrap();
+        let (plain_ok, plain_failed) = plain.await.unwrap();
+        let (counts, failed) = tally(p, &web, REQUESTS).await;
+        let got = counts.get(&names.canary).copied().unwrap_or(0);
+        #[allow(clippy::cast_precision_loss, reason = "a few hundred requests")]
+        let share = 100.0 * got as f64 / REQUESTS as f64;
+        eprintln!(
+            "traffic (g): the API server killed, away 3 s, serving again {back_after:.1?} after \
+             the kill: {} HTTPS requests ({} failed, {} failed handshakes) and {} plain ones ({} \
+             failed) meanwhile; then weights 50/50 reached Traefik {followed_after:.1?} after the \
+             kill: canary {got}/{REQUESTS} = {share:.1} %, failed {failed}",
+            g_load.sent(),
+            g_load.failed.len(),
+            g_load.handshakes_failed,
+            plain_ok + plain_failed.len(),
+            plain_failed.len(),
+        );
+        assert!(
+            g_load.failed.is_empty(),
+            "HTTPS requests failed while the API server was away: {:?}",
+            g_load.failed
+        );
+        assert!(
+            plain_failed.is_empty(),
+            "plain requests failed while the API server was away: {plain_failed:?}"
+        );
+        assert!(
+            g_load.ok > 0 && plain_ok > 0,
+            "requests were sent meanwhile"
+        );
+        assert_eq!(failed, 0);
+        assert!(
+            (share - 50.0).abs() <= TOLERANCE,
+            "canary share {share:.1} % at weight 50 after the restart (±{TOLERANCE})"
+        );
+    } else {
+        eprintln!("traffic (g): left out: not the cluster of tests/cluster/up");
+    }
 
     // Teardown: the Gateway, its children (DNS drained first), the class, the backends.
     let t = Instant::now();

@@ -16,6 +16,7 @@ use crate::strings::{user_string, user_value};
 /// The shipped classes.
 pub const CLASSES: &[&str] = &[
     "istio-certmanager-externaldns",
+    "traefik-certmanager-externaldns",
     "contour-istio",
     "aws-alb-crossplane",
 ];
@@ -325,6 +326,7 @@ fn grant() -> impl Strategy<Value = Grant> {
 fn values() -> impl Strategy<Value = Value> {
     let key = prop::sample::select(vec![
         "istio",
+        "traefik",
         "certificate",
         "dns",
         "aws",
@@ -335,7 +337,7 @@ fn values() -> impl Strategy<Value = Value> {
     ]);
     let inner = prop_oneof![
         3 => prop::collection::btree_map(
-            prop::sample::select(vec!["gatewayClassName", "ttl", "issuerRef", "region", "tags", "providerConfig", "className", "minReplicas", "maxReplicas", "minAvailable", "hostedZoneId", "certificateArn", "subnets"]),
+            prop::sample::select(vec!["gatewayClassName", "ports", "ttl", "issuerRef", "region", "tags", "providerConfig", "className", "minReplicas", "maxReplicas", "minAvailable", "hostedZoneId", "certificateArn", "subnets"]),
             user_value(),
             0..3,
         ).prop_map(|m| json!(m)),

@@ -2,7 +2,8 @@
 """A backend for the traffic tests (tests/traffic.rs): one per "pod", each on its own address
 in the test's network namespace. It answers every request with 200 and a JSON object naming
 itself and echoing the request: {"name", "method", "path", "host", "headers"}; request
-headers as a map of lower-case names to their (last) value.
+headers as a map of lower-case names to their (last) value. Its answer carries the header
+`x-backend: NAME` too, for a route's response header filter to act on.
 
     echo.py NAME ADDRESS PORT
 
@@ -32,6 +33,7 @@ class Echo(BaseHTTPRequestHandler):
         ).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
+        self.send_header("x-backend", self.server.name)
         self.send_header("content-length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
