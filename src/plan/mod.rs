@@ -24,6 +24,7 @@ pub mod rollout;
 pub mod route;
 mod set;
 pub mod status;
+pub mod teardown;
 mod templates;
 mod versions;
 pub mod waves;
