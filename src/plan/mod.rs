@@ -15,6 +15,7 @@ pub mod drain;
 pub mod gateway;
 mod gateway_memo;
 pub mod memo;
+pub mod narrowing;
 pub mod placement;
 pub mod policy;
 pub mod progress;
