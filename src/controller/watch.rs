@@ -645,3 +645,46 @@ fn fetch_secret_type(ctl: &Arc<Cluster>, key: Key) {
         enqueue_gateways(&ctl, gateways_naming_secret(&ctl, &key));
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Namespace;
+
+    use super::*;
+
+    #[test]
+    fn a_member_watches_first_only_what_tells_whether_one_of_ours_is_there() {
+        let first: Vec<ingest::Kind> = ingest::sources()
+            .into_iter()
+            .map(|s| s.kind)
+            .filter(watched_first)
+            .collect();
+        assert_eq!(
+            first,
+            [
+                ingest::Kind::GatewayClass,
+                ingest::Kind::Gateway,
+                ingest::Kind::ListenerSet
+            ]
+        );
+        // The rest is left for later, not dropped.
+        assert!(ingest::sources().len() > first.len());
+    }
+
+    #[test]
+    fn an_event_keeps_its_kind_and_its_object_as_json() {
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some("app".into());
+        let Event::Apply(v) = json_event(Event::Apply(ns.clone())) else {
+            panic!("not an apply");
+        };
+        assert_eq!(v["metadata"]["name"], "app");
+        assert!(
+            matches!(json_event(Event::Delete(ns)), Event::Delete(d) if d["metadata"]["name"] == "app")
+        );
+        assert!(matches!(
+            json_event::<Namespace>(Event::InitDone),
+            Event::InitDone
+        ));
+    }
+}
