@@ -23,7 +23,8 @@ use super::common::Error;
 use super::echo::{now, strip_times};
 use crate::gateway::conditions::{Cond, merge_conditions};
 use crate::plan::teardown::{
-    StuckDeletion, left_behind, next_group, stuck_deletions, teardown_cond,
+    StuckDeletion, left_behind, look_again, next_group, stuck_deletions, teardown_cond,
+    template_set,
 };
 use crate::render::labels;
 use crate::render::labels::GATEWAY_FINALIZER;
@@ -82,11 +83,7 @@ impl Cluster {
             .iter()
             .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
         {
-            let set = if labels::parent_uid(c) == Some(uid.as_str()) {
-                crate::render::TemplateSet::Gateway
-            } else {
-                crate::render::TemplateSet::Route
-            };
+            let set = template_set(c, &uid);
             if let Some((words, again)) = self
                 .drain_or_delete_child(gw, "Teardown", prepared.as_deref(), set, c)
                 .await?
@@ -99,22 +96,10 @@ impl Cluster {
         // holds the teardown: say so on the Gateway and in an Event, once.
         let limit = i64::try_from(self.opts.deletion_stuck_after.as_secs()).unwrap_or(i64::MAX);
         let (stuck, next_check) = stuck_deletions(&group, limit, Timestamp::now());
-        let mut cond = teardown_cond(children.len(), &group, &stuck);
-        if !draining.is_empty() && stuck.is_empty() {
-            cond.message = format!(
-                "draining before deleting, {} children left: {}",
-                children.len(),
-                draining.join("; ")
-            );
-        }
+        let cond = teardown_cond(children.len(), &group, &stuck, &draining);
         self.write_teardown_condition(key, gw, &cond).await?;
         self.announce_stuck(key, gw, &stuck).await;
-        // Child deletions wake this Gateway through the child watches; look again at the
-        // next deadline, or every 30 s while stuck.
-        let again = next_check.map_or(30, |n| u64::try_from(n).unwrap_or(1).max(1));
-        Ok(Some(Duration::from_secs(
-            wake.map_or(again, |w| w.min(again)),
-        )))
+        Ok(Some(look_again(next_check, wake)))
     }
 
     /// One Warning per member whose placed children a teardown newly leaves there.

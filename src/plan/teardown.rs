@@ -5,11 +5,13 @@
 //! that says so. `controller/teardown.rs` deletes, drains and writes what this decides.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use crate::gateway::conditions::{Cond, reasons, types};
+use crate::render::TemplateSet;
 use crate::render::labels;
 use crate::snapshot::ObjectKey;
 use crate::snapshot::fleet::FleetMember;
@@ -113,10 +115,26 @@ pub fn stuck_deletions(
     (stuck, next_check)
 }
 
-/// The `gatewright.dev/Teardown` condition: deleting (naming what goes now), or stuck
-/// (naming each deletion that hangs).
+/// The `gatewright.dev/Teardown` condition: deleting (naming what goes now, or, while
+/// children of the group drain first, what each waits for: `draining`), or stuck (naming
+/// each deletion that hangs).
 #[must_use]
-pub fn teardown_cond(left: usize, group: &[&Value], stuck: &[StuckDeletion]) -> Cond {
+pub fn teardown_cond(
+    left: usize,
+    group: &[&Value],
+    stuck: &[StuckDeletion],
+    draining: &[String],
+) -> Cond {
+    if stuck.is_empty() && !draining.is_empty() {
+        return Cond::f(
+            types::TEARDOWN,
+            reasons::DELETING,
+            &format!(
+                "draining before deleting, {left} children left: {}",
+                draining.join("; ")
+            ),
+        );
+    }
     if stuck.is_empty() {
         let now: Vec<String> = group.iter().map(|c| ObjectKey::of(c).to_string()).collect();
         return Cond::f(
@@ -134,6 +152,26 @@ pub fn teardown_cond(left: usize, group: &[&Value], stuck: &[StuckDeletion]) -> 
         reasons::DELETION_STUCK,
         &format!("the teardown waits: {}", whys.join("; ")),
     )
+}
+
+/// The template set a child of the Gateway of `gateway_uid` was rendered from: the
+/// Gateway's own when the Gateway is its parent, else a route's.
+#[must_use]
+pub fn template_set(child: &Value, gateway_uid: &str) -> TemplateSet {
+    if labels::parent_uid(child) == Some(gateway_uid) {
+        TemplateSet::Gateway
+    } else {
+        TemplateSet::Route
+    }
+}
+
+/// When a teardown that is not done looks again: at the next deletion that would be stuck
+/// (`next_check`, seconds), else in 30 s, and sooner when a drain asks (`drain_wake`).
+/// Child deletions wake the Gateway before that through the child watches.
+#[must_use]
+pub fn look_again(next_check: Option<i64>, drain_wake: Option<u64>) -> Duration {
+    let again = next_check.map_or(30, |n| u64::try_from(n).unwrap_or(1).max(1));
+    Duration::from_secs(drain_wake.map_or(again, |w| w.min(again)))
 }
 
 #[cfg(test)]
@@ -201,9 +239,9 @@ mod tests {
             stuck[0].why
         );
         assert_eq!(next, Some(241), "the young one is stuck in 241 s");
-        let c = teardown_cond(3, &group, &stuck);
+        let c = teardown_cond(3, &group, &stuck, &[]);
         assert_eq!(c.reason, reasons::DELETION_STUCK);
-        let c = teardown_cond(3, &group, &[]);
+        let c = teardown_cond(3, &group, &[], &[]);
         assert_eq!(c.reason, reasons::DELETING);
         assert!(c.message.contains("3 left"), "{}", c.message);
     }
@@ -279,7 +317,7 @@ mod tests {
         assert!(stuck.is_empty());
         assert_eq!(next, None);
         // Deleting names what goes now.
-        let c = teardown_cond(5, &[&a, &b], &stuck);
+        let c = teardown_cond(5, &[&a, &b], &stuck, &[]);
         assert_eq!(c.type_, types::TEARDOWN);
         assert!(
             c.message.contains("5 left") && c.message.contains("ConfigMap ns/a, ConfigMap ns/b"),
@@ -304,12 +342,53 @@ mod tests {
         let keys: Vec<&str> = stuck.iter().map(|s| s.child.as_str()).collect();
         assert_eq!(keys, ["ConfigMap ns/one", "ConfigMap ns/two"]);
         assert_eq!(next, Some(61), "soon is stuck in 61 s, before later");
-        let c = teardown_cond(4, &[&one, &two], &stuck);
+        let c = teardown_cond(4, &[&one, &two], &stuck, &[]);
         assert!(
             c.message.contains("ns/one has been deleting for 600s")
                 && c.message.contains("ns/two has been deleting for 540s"),
             "{}",
             c.message
         );
+    }
+
+    #[test]
+    fn drains_are_named_while_nothing_is_stuck_and_a_stuck_deletion_wins() {
+        let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
+        let a = child("a", "gw", "t", None);
+        let draining = ["ConfigMap ns/a drained; waiting for it to be ready".to_owned()];
+        let c = teardown_cond(2, &[&a], &[], &draining);
+        assert_eq!(c.reason, reasons::DELETING);
+        assert_eq!(
+            c.message,
+            "draining before deleting, 2 children left: ConfigMap ns/a drained; waiting for it to be ready"
+        );
+        let mut old = child("old", "gw", "t", None);
+        old["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let (stuck, _) = stuck_deletions(&[&old], 300, now);
+        let c = teardown_cond(2, &[&a, &old], &stuck, &draining);
+        assert_eq!(c.reason, reasons::DELETION_STUCK);
+        assert!(!c.message.contains("draining"), "{}", c.message);
+    }
+
+    #[test]
+    fn a_child_is_of_the_gateways_templates_only_when_the_gateway_is_its_parent() {
+        assert_eq!(
+            template_set(&child("c", "gw", "t", None), "gw"),
+            TemplateSet::Gateway
+        );
+        assert_eq!(
+            template_set(&child("c", "route-1", "t", None), "gw"),
+            TemplateSet::Route
+        );
+    }
+
+    #[test]
+    fn a_teardown_looks_again_at_the_next_deadline_or_the_drains_else_in_30_s() {
+        let s = Duration::from_secs;
+        assert_eq!(look_again(None, None), s(30));
+        assert_eq!(look_again(Some(241), None), s(241));
+        assert_eq!(look_again(Some(0), None), s(1), "never at once");
+        assert_eq!(look_again(Some(241), Some(10)), s(10));
+        assert_eq!(look_again(None, Some(45)), s(30));
     }
 }
