@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::cluster::Cluster;
 use super::common::Error;
 use crate::api::Drain;
-use crate::plan::drain::{DrainStep, drain_step};
+use crate::plan::drain::{DrainStep, drain_patch, drain_step};
 use crate::plan::narrowing::{DRAIN_LOOK_AGAIN, Narrowing, drain_of_live};
 use crate::render::TemplateSet;
 use crate::render::labels;
@@ -78,15 +78,7 @@ impl Cluster {
                 Ok(None)
             }
             Some((d, DrainStep::Patch)) => {
-                let mut patch = d.patch.clone();
-                if let Value::Object(p) = &mut patch {
-                    let meta = p.entry("metadata").or_insert_with(|| json!({}));
-                    if !meta["annotations"].is_object() {
-                        meta["annotations"] = json!({});
-                    }
-                    meta["annotations"][labels::DRAIN_STARTED_AT] =
-                        Value::String(Timestamp::now().to_string());
-                }
+                let patch = drain_patch(d, Timestamp::now());
                 self.patch_child(key, &patch, Some(live)).await?;
                 Ok(Some((
                     format!("{key} drained; waiting for it to be ready"),
