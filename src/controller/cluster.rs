@@ -123,6 +123,26 @@ pub(super) fn hub_gateway(user: &Key) -> Option<Key> {
         .map(|ns| Key::new(ns.to_owned(), user.name.clone()))
 }
 
+/// The inventory's `members` as placement reads them: a member the hub's view says is
+/// served, but whose watches find its API server `unreachable` (by name: why), is not.
+fn with_unreachable(
+    members: &[crate::snapshot::fleet::FleetMember],
+    unreachable: &BTreeMap<String, String>,
+) -> Vec<crate::snapshot::fleet::FleetMember> {
+    members
+        .iter()
+        .cloned()
+        .map(|mut m| {
+            if m.unserved.is_none()
+                && let Some(why) = unreachable.get(&m.name)
+            {
+                m.unserved = Some(why.clone());
+            }
+            m
+        })
+        .collect()
+}
+
 impl Cluster {
     /// A cluster reached through `client` (its stack is built here, with `fence` on
     /// writes), queueing its work in `queue`. Its watches are not started yet
@@ -299,22 +319,11 @@ impl Cluster {
     /// Puts the fleet in the snapshot: the inventory's, with the members found
     /// unreachable not served. Re-plans every Gateway when it changed.
     fn refresh_fleet(&self) {
-        let Ok((members, shared)) = self.fleet.lock().map(|f| {
-            let members: Vec<crate::snapshot::fleet::FleetMember> = f
-                .members
-                .iter()
-                .cloned()
-                .map(|mut m| {
-                    if m.unserved.is_none()
-                        && let Some(why) = f.unreachable.get(&m.name)
-                    {
-                        m.unserved = Some(why.clone());
-                    }
-                    m
-                })
-                .collect();
-            (members, f.shared)
-        }) else {
+        let Ok((members, shared)) = self
+            .fleet
+            .lock()
+            .map(|f| (with_unreachable(&f.members, &f.unreachable), f.shared))
+        else {
             return;
         };
         let changed = self.snapshot.write().is_ok_and(|mut s| {
@@ -646,5 +655,61 @@ impl Cluster {
         for p in policies {
             self.enqueue(p);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::fleet::FleetMember;
+
+    fn member(name: &str, unserved: Option<&str>) -> FleetMember {
+        FleetMember {
+            name: name.to_owned(),
+            display_name: name.to_owned(),
+            labels: BTreeMap::new(),
+            properties: BTreeMap::new(),
+            unserved: unserved.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_hub_gateway_is_known_in_a_member_by_a_name_no_namespace_can_hold() {
+        let gw = Key::new("infra", "gw");
+        let user = hub_user(&gw);
+        assert_eq!(user.namespace, "hub:infra");
+        assert_eq!(user.name, "gw");
+        assert_eq!(hub_gateway(&user), Some(gw));
+        // A member's own Gateway is no hub Gateway.
+        assert_eq!(hub_gateway(&Key::new("infra", "gw")), None);
+    }
+
+    #[test]
+    fn a_member_found_unreachable_is_not_served_and_keeps_an_earlier_reason() {
+        let members = [
+            member("fleet/east", None),
+            member("fleet/west", Some("unhealthy")),
+            member("fleet/north", None),
+        ];
+        let unreachable: BTreeMap<String, String> = [
+            ("fleet/east".to_owned(), "connection refused".to_owned()),
+            ("fleet/west".to_owned(), "timed out".to_owned()),
+            ("fleet/gone".to_owned(), "timed out".to_owned()),
+        ]
+        .into();
+        let seen = with_unreachable(&members, &unreachable);
+        let unserved: Vec<(&str, Option<&str>)> = seen
+            .iter()
+            .map(|m| (m.name.as_str(), m.unserved.as_deref()))
+            .collect();
+        assert_eq!(
+            unserved,
+            [
+                ("fleet/east", Some("connection refused")),
+                ("fleet/west", Some("unhealthy")),
+                ("fleet/north", None),
+            ]
+        );
+        assert_eq!(with_unreachable(&members, &BTreeMap::new()), members);
     }
 }

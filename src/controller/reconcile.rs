@@ -272,9 +272,9 @@ impl Cluster {
     }
 
     /// What narrowing and draining ask of the plan now, against the live children.
-    fn narrowing_now(&self, p: &Planned) -> Result<super::narrow::Narrowing, Error> {
+    fn narrowing_now(&self, p: &Planned) -> Result<crate::plan::narrowing::Narrowing, Error> {
         let snap = self.snapshot.read().map_err(|_| Error::SnapshotPoisoned)?;
-        Ok(super::narrow::narrowing(
+        Ok(crate::plan::narrowing::narrowing(
             &p.plan,
             &p.live,
             &|k| snap.child(k),

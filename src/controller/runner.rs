@@ -223,13 +223,7 @@ impl Runner {
             return;
         }
         let started = Instant::now();
-        let kind = match w {
-            Work::Gateway(_) => "Gateway",
-            Work::Class(_) => "GatewayClass",
-            Work::Route(r) => r.kind.as_str(),
-            Work::Blueprint(_) => "GatewayClassBlueprint",
-            Work::Policy(k, _) => k.kind(),
-        };
+        let kind = work_kind(w);
         match cluster.run(w).instrument(cluster.span()).await {
             Ok(requeue) => {
                 self.metrics.reconciled(kind, "Ok", started.elapsed());
@@ -248,14 +242,7 @@ impl Runner {
                     *n += 1;
                     *n
                 });
-                let n = n.unwrap_or(1);
-                let delay = client::retry_delay(
-                    n.saturating_sub(1),
-                    Duration::from_secs(1),
-                    Duration::from_secs(60),
-                    None,
-                    client::jitter(),
-                );
+                let delay = failure_backoff(n.unwrap_or(1), client::jitter());
                 if matches!(e, Error::Deleting(_)) {
                     tracing::debug!(?task, "{e}");
                 } else {
@@ -266,6 +253,29 @@ impl Runner {
         }
         tracing::debug!(?task, elapsed = ?started.elapsed(), "reconciled");
     }
+}
+
+/// The kind of object a work item reconciles, as the reconcile metrics label it.
+fn work_kind(w: &Work) -> &str {
+    match w {
+        Work::Gateway(_) => "Gateway",
+        Work::Class(_) => "GatewayClass",
+        Work::Route(r) => r.kind.as_str(),
+        Work::Blueprint(_) => "GatewayClassBlueprint",
+        Work::Policy(k, _) => k.kind(),
+    }
+}
+
+/// How long a task that failed `failures` times in a row waits before it runs again:
+/// doubling per failure from 0.5-1 s up to 30-60 s, `jitter` (0 to 1) placing it within.
+fn failure_backoff(failures: u32, jitter: f64) -> Duration {
+    client::retry_delay(
+        failures.saturating_sub(1),
+        Duration::from_secs(1),
+        Duration::from_secs(60),
+        None,
+        jitter,
+    )
 }
 
 impl super::inventory::Members for Runner {
@@ -487,9 +497,14 @@ fn lease_identity() -> String {
     let nonce = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
+    identity_of(std::env::var("POD_NAME").ok(), std::process::id(), nonce)
+}
+
+/// [`lease_identity`] from the Pod's name (else the process id) and a nonce.
+fn identity_of(pod: Option<String>, pid: u32, nonce: u128) -> String {
     format!(
         "{}_{nonce:x}",
-        std::env::var("POD_NAME").unwrap_or_else(|_| format!("gatewright-{}", std::process::id()))
+        pod.unwrap_or_else(|| format!("gatewright-{pid}"))
     )
 }
 
@@ -625,5 +640,64 @@ async fn lease_manager(
             tracing::warn!(%step, %reason, retry_in = ?delay, "{message}; retrying until it works");
         }
         tokio::time::sleep(delay).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::common::PolicyKind;
+    use super::*;
+    use crate::snapshot::{Key, RouteKey};
+
+    #[test]
+    fn each_work_item_is_labelled_by_the_kind_it_reconciles() {
+        let k = || Key::new("ns", "n");
+        let items = [
+            Work::Gateway(k()),
+            Work::Class("c".into()),
+            Work::Route(RouteKey::new("GRPCRoute", "ns", "r")),
+            Work::Blueprint("bp".into()),
+            Work::Policy(PolicyKind::ClassConfig, k()),
+            Work::Policy(PolicyKind::GatewayConfig, k()),
+        ];
+        let labels: Vec<&str> = items.iter().map(work_kind).collect();
+        assert_eq!(
+            labels,
+            [
+                "Gateway",
+                "GatewayClass",
+                "GRPCRoute",
+                "GatewayClassBlueprint",
+                "GatewayClassConfig",
+                "GatewayConfig"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failing_task_waits_twice_as_long_per_failure_from_half_a_second_to_a_minute() {
+        let secs = |n, j| failure_backoff(n, j).as_secs_f64();
+        // The first failure: 0.5 to 1 s.
+        assert!((secs(1, 0.0) - 0.5).abs() < 1e-9);
+        assert!((secs(1, 1.0) - 1.0).abs() < 1e-9);
+        // Doubling per failure.
+        assert!((secs(2, 0.0) - 1.0).abs() < 1e-9);
+        assert!((secs(4, 0.0) - 4.0).abs() < 1e-9);
+        // Up to a minute, however many failures.
+        assert!((secs(7, 1.0) - 60.0).abs() < 1e-9);
+        assert!((secs(u32::MAX, 1.0) - 60.0).abs() < 1e-9);
+        assert!((secs(u32::MAX, 0.0) - 30.0).abs() < 1e-9);
+        // No failure counted yet is as the first.
+        assert_eq!(failure_backoff(0, 0.5), failure_backoff(1, 0.5));
+    }
+
+    #[test]
+    fn a_lease_identity_names_the_pod_else_the_process_and_differs_per_start() {
+        assert_eq!(identity_of(Some("gw-0".into()), 7, 255), "gw-0_ff");
+        assert_eq!(identity_of(None, 7, 255), "gatewright-7_ff");
+        assert_ne!(
+            identity_of(Some("gw-0".into()), 7, 1),
+            identity_of(Some("gw-0".into()), 7, 2)
+        );
     }
 }

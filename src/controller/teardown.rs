@@ -2,6 +2,7 @@
 //! dependents first (route children before the Gateway's, higher `gatewright.dev/order`
 //! first), a deletion that hangs is reported on the Gateway and in an Event, and our
 //! finalizer goes only once the API server holds no child of any kind the Gateway used.
+//! What goes next, what is stuck and the condition are decided in [`crate::plan::teardown`].
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -20,124 +21,14 @@ use super::child_kinds::KindState;
 use super::cluster::Cluster;
 use super::common::Error;
 use super::echo::{now, strip_times};
-use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
-use crate::plan::rollout::seconds_since;
+use crate::gateway::conditions::{Cond, merge_conditions};
+use crate::plan::teardown::{
+    StuckDeletion, left_behind, look_again, next_group, stuck_deletions, teardown_cond,
+    template_set,
+};
 use crate::render::labels;
 use crate::render::labels::GATEWAY_FINALIZER;
 use crate::snapshot::{Key, ObjectKey};
-
-/// The children to delete next: route children first, then the Gateway's, each set in
-/// reverse template order, one template's children at a time (the next only once they
-/// are gone), so nothing is deleted while a child that reads it still exists. The
-/// position each child was rendered at is its `gatewright.dev/order` annotation (the
-/// order of what is live, there even when the blueprint is gone), else the blueprint's.
-fn next_group<'a>(
-    children: &'a [Value],
-    gateway_uid: &str,
-    order: &(Vec<String>, Vec<String>),
-) -> Vec<&'a Value> {
-    let rank = |c: &Value| {
-        let t = labels::template(c).unwrap_or_default();
-        let route_child = labels::parent_uid(c) != Some(gateway_uid);
-        let set = if route_child { &order.1 } else { &order.0 };
-        let pos = labels::order(c)
-            .or_else(|| set.iter().position(|x| x == t))
-            .unwrap_or(usize::MAX - 1);
-        (!route_child, std::cmp::Reverse(pos))
-    };
-    let first = children.iter().map(rank).min();
-    children.iter().filter(|c| Some(rank(c)) == first).collect()
-}
-
-/// What a teardown leaves in members that are not served, by member: the member and, in
-/// words, what is left there and why.
-fn left_behind(children: &[Value], snap: &crate::snapshot::Snapshot) -> Vec<(String, String)> {
-    let mut by_member: std::collections::BTreeMap<String, Vec<String>> =
-        std::collections::BTreeMap::new();
-    for c in children {
-        let k = ObjectKey::of(c);
-        by_member
-            .entry(k.cluster.clone())
-            .or_default()
-            .push(format!("{} {}/{}", k.kind, k.namespace, k.name));
-    }
-    by_member
-        .into_iter()
-        .map(|(member, objects)| {
-            let why = crate::plan::placement::served(&member, snap.fleet())
-                .err()
-                .unwrap_or_default();
-            let words = format!(
-                "left in member {member}, which is not served ({why}): {}; delete them there once it is back",
-                objects.join(", ")
-            );
-            (member, words)
-        })
-        .collect()
-}
-
-/// A child whose deletion hangs: its key and why, in words.
-struct StuckDeletion {
-    child: String,
-    why: String,
-}
-
-/// The deletions of `group` that have been pending longer than `limit` seconds at `now`,
-/// and in how many seconds the next one would be (to look again then).
-fn stuck_deletions(
-    group: &[&Value],
-    limit: i64,
-    now: Timestamp,
-) -> (Vec<StuckDeletion>, Option<i64>) {
-    let mut stuck = Vec::new();
-    let mut next_check: Option<i64> = None;
-    for c in group {
-        let Some(since) = c["metadata"]["deletionTimestamp"]
-            .as_str()
-            .and_then(|t| seconds_since(t, now))
-        else {
-            continue;
-        };
-        if since > limit {
-            let fins: Vec<&str> = c["metadata"]["finalizers"]
-                .as_array()
-                .map(|f| f.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            let child = ObjectKey::of(c).to_string();
-            let why = format!(
-                "{child} has been deleting for {since}s (finalizers: {})",
-                fins.join(", ")
-            );
-            stuck.push(StuckDeletion { child, why });
-        } else {
-            let left = limit - since + 1;
-            next_check = Some(next_check.map_or(left, |n| n.min(left)));
-        }
-    }
-    (stuck, next_check)
-}
-
-/// The `gatewright.dev/Teardown` condition: deleting (naming what goes now), or stuck
-/// (naming each deletion that hangs).
-fn teardown_cond(left: usize, group: &[&Value], stuck: &[StuckDeletion]) -> Cond {
-    if stuck.is_empty() {
-        let now: Vec<String> = group.iter().map(|c| ObjectKey::of(c).to_string()).collect();
-        return Cond::f(
-            types::TEARDOWN,
-            reasons::DELETING,
-            &format!(
-                "deleting children dependents first, {left} left; now: {}",
-                now.join(", ")
-            ),
-        );
-    }
-    let whys: Vec<&str> = stuck.iter().map(|s| s.why.as_str()).collect();
-    Cond::f(
-        types::TEARDOWN,
-        reasons::DELETION_STUCK,
-        &format!("the teardown waits: {}", whys.join("; ")),
-    )
-}
 
 impl Cluster {
     /// Deletes every child of a deleted Gateway, dependents first, then lets it go.
@@ -163,7 +54,7 @@ impl Cluster {
             for c in &left {
                 self.left.add(ObjectKey::of(c), &uid);
             }
-            let left = left_behind(&left, &snap);
+            let left = left_behind(&left, snap.fleet());
             // The revision the Gateway renders: its drains and order.
             let prepared = crate::plan::revisions::resolve(
                 &snap,
@@ -192,11 +83,7 @@ impl Cluster {
             .iter()
             .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
         {
-            let set = if labels::parent_uid(c) == Some(uid.as_str()) {
-                crate::render::TemplateSet::Gateway
-            } else {
-                crate::render::TemplateSet::Route
-            };
+            let set = template_set(c, &uid);
             if let Some((words, again)) = self
                 .drain_or_delete_child(gw, "Teardown", prepared.as_deref(), set, c)
                 .await?
@@ -209,22 +96,10 @@ impl Cluster {
         // holds the teardown: say so on the Gateway and in an Event, once.
         let limit = i64::try_from(self.opts.deletion_stuck_after.as_secs()).unwrap_or(i64::MAX);
         let (stuck, next_check) = stuck_deletions(&group, limit, Timestamp::now());
-        let mut cond = teardown_cond(children.len(), &group, &stuck);
-        if !draining.is_empty() && stuck.is_empty() {
-            cond.message = format!(
-                "draining before deleting, {} children left: {}",
-                children.len(),
-                draining.join("; ")
-            );
-        }
+        let cond = teardown_cond(children.len(), &group, &stuck, &draining);
         self.write_teardown_condition(key, gw, &cond).await?;
         self.announce_stuck(key, gw, &stuck).await;
-        // Child deletions wake this Gateway through the child watches; look again at the
-        // next deadline, or every 30 s while stuck.
-        let again = next_check.map_or(30, |n| u64::try_from(n).unwrap_or(1).max(1));
-        Ok(Some(Duration::from_secs(
-            wake.map_or(again, |w| w.min(again)),
-        )))
+        Ok(Some(look_again(next_check, wake)))
     }
 
     /// One Warning per member whose placed children a teardown newly leaves there.
@@ -352,77 +227,6 @@ impl Cluster {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(Error::kube("write the Gateway teardown status", e)),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn child(name: &str, parent: &str, template: &str, order: Option<usize>) -> Value {
-        let mut c = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "ns",
-            "labels": {labels::PARENT_UID: parent, labels::GATEWAY_UID: "gw", labels::TEMPLATE: template}}});
-        if let Some(o) = order {
-            c["metadata"]["annotations"] = json!({ labels::ORDER: o.to_string() });
-        }
-        c
-    }
-
-    fn names(g: &[&Value]) -> Vec<String> {
-        g.iter()
-            .map(|c| c["metadata"]["name"].as_str().unwrap().to_owned())
-            .collect()
-    }
-
-    #[test]
-    fn route_children_go_first_then_the_gateways_from_the_last_template() {
-        let order = (
-            vec!["cert".to_owned(), "gw".to_owned(), "dns".to_owned()],
-            vec!["route".to_owned()],
-        );
-        let mut children = vec![
-            child("cert", "gw", "cert", None),
-            child("dns", "gw", "dns", None),
-            child("gw", "gw", "gw", None),
-            child("r1", "route-1", "route", None),
-        ];
-        assert_eq!(names(&next_group(&children, "gw", &order)), ["r1"]);
-        children.pop();
-        assert_eq!(names(&next_group(&children, "gw", &order)), ["dns"]);
-        // The annotation wins over the blueprint's order (the blueprint may be gone).
-        children[0] = child("cert", "gw", "cert", Some(7));
-        assert_eq!(names(&next_group(&children, "gw", &order)), ["cert"]);
-        // Without the blueprint, a child without the annotation goes first.
-        assert_eq!(
-            names(&next_group(&children, "gw", &(Vec::new(), Vec::new()))),
-            ["dns", "gw"]
-        );
-    }
-
-    #[test]
-    fn a_deletion_is_stuck_past_the_limit_and_named_with_its_finalizers() {
-        let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
-        let mut old = child("old", "gw", "t", None);
-        old["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        old["metadata"]["finalizers"] = json!(["example.com/hold"]);
-        let mut young = child("young", "gw", "t", None);
-        young["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:09:00Z");
-        let fresh = child("fresh", "gw", "t", None);
-        let group = vec![&old, &young, &fresh];
-        let (stuck, next) = stuck_deletions(&group, 300, now);
-        assert_eq!(stuck.len(), 1);
-        assert_eq!(stuck[0].child, "ConfigMap ns/old");
-        assert!(
-            stuck[0].why.contains("600s") && stuck[0].why.contains("example.com/hold"),
-            "{}",
-            stuck[0].why
-        );
-        assert_eq!(next, Some(241), "the young one is stuck in 241 s");
-        let c = teardown_cond(3, &group, &stuck);
-        assert_eq!(c.reason, reasons::DELETION_STUCK);
-        let c = teardown_cond(3, &group, &[]);
-        assert_eq!(c.reason, reasons::DELETING);
-        assert!(c.message.contains("3 left"), "{}", c.message);
     }
 }
 

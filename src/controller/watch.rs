@@ -11,7 +11,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
-use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use tracing::Instrument;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -19,16 +18,14 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::cluster::Cluster;
 use super::common::Work;
-use super::echo::own_status_key;
-use crate::api::{GatewayClassBlueprint, GatewayClassConfig, GatewayConfig};
+use super::echo::{echo_view, held_view, own_status_of, same_but_status};
 use crate::plan::affected::affected;
 use crate::render::labels;
-use crate::snapshot::{Key, RouteKey, Snapshot, ingest};
+use crate::snapshot::{Key, Snapshot, ingest};
 
 /// A watch configuration listing in pages of [`ingest::PAGE`].
 pub(super) fn listed_in_pages() -> watcher::Config {
@@ -320,35 +317,7 @@ fn is_own_echo(
     echo
 }
 
-/// Whether two versions of an object differ only in `status` (and the bookkeeping that
-/// comes with any write: resourceVersion, managedFields).
-fn same_but_status(old: &Value, new: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(o) = v.as_object_mut() {
-            o.remove("status");
-        }
-        if let Some(m) = v["metadata"].as_object_mut() {
-            m.remove("resourceVersion");
-            m.remove("managedFields");
-        }
-        v
-    };
-    strip(old) == strip(new)
-}
-
-pub(super) fn key_of(v: &Value) -> Key {
-    Key::new(
-        v["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-        v["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-    )
-}
+pub(super) use crate::snapshot::ingest::key_of;
 
 pub(super) fn with_snapshot<T>(ctl: &Cluster, f: impl FnOnce(&mut Snapshot) -> T) -> Option<T> {
     ctl.snapshot.write().ok().map(|mut s| f(&mut s))
@@ -537,71 +506,6 @@ async fn watch_primary(ctl: Arc<Cluster>, source: ingest::Source, first: Role) {
     }
 }
 
-/// The key under which our status write on an object of `kind` is remembered (none: we
-/// write no status on that kind).
-fn own_status_of(kind: ingest::Kind, v: &Value) -> Option<String> {
-    use ingest::Kind as K;
-    let name = match kind {
-        K::GatewayClass => "GatewayClass",
-        K::Blueprint => "GatewayClassBlueprint",
-        K::ClassConfig => "GatewayClassConfig",
-        K::GatewayConfig => "GatewayConfig",
-        K::Gateway => "Gateway",
-        K::Route(row) => row.kind,
-        K::ListenerSet => crate::gateway::listenersets::KIND,
-        _ => return None,
-    };
-    let key = key_of(v);
-    Some(own_status_key(name, &key.namespace, &key.name))
-}
-
-/// `v` as it compares with the snapshot's version: the kinds the snapshot keeps typed are
-/// compared as the typed object serializes (on both sides), the others as sent.
-fn echo_view(kind: ingest::Kind, v: &Value) -> Option<Value> {
-    use ingest::Kind as K;
-    fn typed<T: DeserializeOwned + serde::Serialize>(v: &Value) -> Option<Value> {
-        serde_json::from_value::<T>(v.clone())
-            .ok()
-            .and_then(|t| serde_json::to_value(t).ok())
-    }
-    match kind {
-        K::GatewayClass => typed::<GatewayClass>(v),
-        K::Blueprint => typed::<GatewayClassBlueprint>(v),
-        K::ClassConfig => typed::<GatewayClassConfig>(v),
-        K::GatewayConfig => typed::<GatewayConfig>(v),
-        _ => None,
-    }
-}
-
-/// The snapshot's version of the object `key`, a `kind`, as [`echo_view`] compares it.
-fn held_view(s: &Snapshot, kind: ingest::Kind, key: &Key) -> Option<Value> {
-    use ingest::Kind as K;
-    match kind {
-        K::GatewayClass => s
-            .class(&key.name)
-            .and_then(|c| serde_json::to_value(c.as_ref()).ok()),
-        K::Blueprint => s
-            .blueprint(&key.name)
-            .and_then(|b| serde_json::to_value(&b.object).ok()),
-        K::ClassConfig => s
-            .class_config(key)
-            .and_then(|c| serde_json::to_value(c.as_ref()).ok()),
-        K::GatewayConfig => s
-            .gateway_config(key)
-            .and_then(|c| serde_json::to_value(c.as_ref()).ok()),
-        K::Gateway => s.gateway(key).map(|g| g.json()),
-        K::Route(row) => s
-            .route(&RouteKey::new(
-                row.kind,
-                key.namespace.clone(),
-                key.name.clone(),
-            ))
-            .map(|r| r.json()),
-        K::ListenerSet => s.listener_set(key).map(|l| l.json.clone()),
-        _ => None,
-    }
-}
-
 /// One event of a primary watch: our own status echo detected, the object applied to the
 /// snapshot ([`ingest::apply`]), and the work it makes ([`affected`]) enqueued.
 fn on_primary(ctl: &Arc<Cluster>, source: &ingest::Source, mut v: Value, deleted: bool) {
@@ -740,4 +644,47 @@ fn fetch_secret_type(ctl: &Arc<Cluster>, key: Key) {
         }
         enqueue_gateways(&ctl, gateways_naming_secret(&ctl, &key));
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Namespace;
+
+    use super::*;
+
+    #[test]
+    fn a_member_watches_first_only_what_tells_whether_one_of_ours_is_there() {
+        let first: Vec<ingest::Kind> = ingest::sources()
+            .into_iter()
+            .map(|s| s.kind)
+            .filter(watched_first)
+            .collect();
+        assert_eq!(
+            first,
+            [
+                ingest::Kind::GatewayClass,
+                ingest::Kind::Gateway,
+                ingest::Kind::ListenerSet
+            ]
+        );
+        // The rest is left for later, not dropped.
+        assert!(ingest::sources().len() > first.len());
+    }
+
+    #[test]
+    fn an_event_keeps_its_kind_and_its_object_as_json() {
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some("app".into());
+        let Event::Apply(v) = json_event(Event::Apply(ns.clone())) else {
+            panic!("not an apply");
+        };
+        assert_eq!(v["metadata"]["name"], "app");
+        assert!(
+            matches!(json_event(Event::Delete(ns)), Event::Delete(d) if d["metadata"]["name"] == "app")
+        );
+        assert!(matches!(
+            json_event::<Namespace>(Event::InitDone),
+            Event::InitDone
+        ));
+    }
 }

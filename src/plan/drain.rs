@@ -115,6 +115,23 @@ fn settle(drain: &Drain, at: Timestamp, now: Timestamp) -> Option<u64> {
     (since < total).then(|| total - since)
 }
 
+/// The patch [`DrainStep::Patch`] sends: the drain's `patch`, with the drain's start at
+/// `now` recorded on the object (what [`drain_step`] reads back).
+#[must_use]
+pub fn drain_patch(drain: &Drain, now: Timestamp) -> Value {
+    let mut patch = drain.patch.clone();
+    if let Value::Object(p) = &mut patch {
+        let meta = p
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if !meta["annotations"].is_object() {
+            meta["annotations"] = Value::Object(serde_json::Map::new());
+        }
+        meta["annotations"][labels::DRAIN_STARTED_AT] = Value::String(now.to_string());
+    }
+    patch
+}
+
 /// Where a drained child that is kept, but changed, stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NarrowStep {
@@ -436,5 +453,31 @@ mod tests {
             json!("2026-01-01T00:00:08Z")
         );
         assert!(keep_narrowing(&two, &two).is_none());
+    }
+
+    #[test]
+    fn the_drain_patch_records_its_start_beside_what_it_empties() {
+        let now: Timestamp = "2026-01-01T00:00:10Z".parse().unwrap();
+        let p = drain_patch(&drain(), now);
+        assert_eq!(p["spec"], json!({"endpoints": []}));
+        assert_eq!(
+            p["metadata"]["annotations"][labels::DRAIN_STARTED_AT],
+            "2026-01-01T00:00:10Z"
+        );
+        // Annotations the patch sets itself are kept.
+        let mut d = drain();
+        d.patch["metadata"] = json!({"annotations": {"example.com/a": "b"}});
+        let p = drain_patch(&d, now);
+        assert_eq!(p["metadata"]["annotations"]["example.com/a"], "b");
+        let started = p["metadata"]["annotations"][labels::DRAIN_STARTED_AT].as_str();
+        assert_eq!(started, Some("2026-01-01T00:00:10Z"));
+        // What drain_step reads back: patched, so no longer Patch.
+        let mut dns = dns(&[]);
+        dns["spec"] = json!({});
+        dns["metadata"]["annotations"] = p["metadata"]["annotations"].clone();
+        assert_ne!(
+            drain_step(&d, &dns, &Readiness::Ready, now),
+            DrainStep::Patch
+        );
     }
 }

@@ -223,7 +223,7 @@ impl Snapshot {
     /// otherwise, which only a read of the API server can tell.
     #[must_use]
     pub fn foreign_object_exists(&self, key: &ObjectKey) -> Option<bool> {
-        if key.api_version.split('/').next() != Some(crate::gateway::GATEWAY_API_GROUP) {
+        if crate::kinds::group_of(&key.api_version) != crate::gateway::GATEWAY_API_GROUP {
             return self.names_taken(key);
         }
         let nn = || Key::new(key.namespace.clone(), key.name.clone());

@@ -87,7 +87,9 @@ pub fn kind_of(doc: &Value) -> Option<Kind> {
     })
 }
 
-fn key_of(doc: &Value) -> Key {
+/// The `namespace/name` of an object as JSON (empty parts when absent).
+#[must_use]
+pub fn key_of(doc: &Value) -> Key {
     Key::new(
         doc["metadata"]["namespace"]
             .as_str()

@@ -168,3 +168,32 @@ fn a_members_relist_drops_only_its_own_placed_objects_from_the_mirror() {
         0
     );
 }
+
+#[test]
+fn only_gateway_api_objects_are_known_foreign_from_the_cache_by_their_group() {
+    let key = |api: &str, kind: &str| ObjectKey {
+        api_version: api.into(),
+        kind: kind.into(),
+        namespace: "a".into(),
+        name: "g".into(),
+        cluster: String::new(),
+    };
+    let mut s = Snapshot::default();
+    let gateway = key("gateway.networking.k8s.io/v1", "Gateway");
+    assert_eq!(s.foreign_object_exists(&gateway), Some(false));
+    let gw: Gateway = serde_json::from_value(
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "g", "namespace": "a"},
+        "spec": {"gatewayClassName": "c", "listeners": []}}),
+    )
+    .unwrap();
+    s.put_gateway(gw);
+    assert_eq!(s.foreign_object_exists(&gateway), Some(true));
+    // Other groups, the core group included, are known by the names listed: none here.
+    assert_eq!(s.foreign_object_exists(&key("v1", "ConfigMap")), None);
+    // A malformed apiVersion names no group served, not the Gateway API's.
+    assert_eq!(
+        s.foreign_object_exists(&key("gateway.networking.k8s.io/v1/x", "Gateway")),
+        None
+    );
+}

@@ -5,6 +5,7 @@
 
 mod children;
 mod hostnames;
+mod narrowing;
 mod renamed;
 mod route_kinds;
 mod route_parents;
