@@ -69,7 +69,7 @@ pub struct GatewayPlan {
     /// Whether the Gateway is accepted (only then are children applied or pruned).
     pub accepted: bool,
     /// Make-before-break replacements of the Gateway's children in progress.
-    pub rollouts: Vec<super::RolloutState>,
+    pub rollouts: Vec<super::set::RolloutState>,
     /// Notes that are not errors (`gatewright render` prints them as warnings).
     pub warnings: Vec<String>,
     /// Objects it renders that another parent already holds (see the errors).

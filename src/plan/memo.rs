@@ -92,7 +92,7 @@ struct Entry {
 }
 
 /// The remembered route plans of one Gateway. Keep one per Gateway and pass it to
-/// [`super::plan_with`]; a fresh one (or none) plans everything.
+/// [`super::status::plan_with`]; a fresh one (or none) plans everything.
 #[derive(Debug, Default)]
 pub struct PlanMemo {
     /// The Gateway's own part.
@@ -146,7 +146,7 @@ impl PlanMemo {
                 .context
                 .routes
                 .iter()
-                .map(|r| Arc::new(super::plan_route(snap, gw, r)))
+                .map(|r| Arc::new(super::route::plan_route(snap, gw, r)))
                 .collect();
         };
         self.context = Some(Arc::clone(&context));
@@ -164,7 +164,7 @@ impl PlanMemo {
                 continue;
             }
             self.last.planned += 1;
-            let plan = Arc::new(super::plan_route(snap, gw, rkey));
+            let plan = Arc::new(super::route::plan_route(snap, gw, rkey));
             // A plan with a conflict is made again each time: which of its template's
             // objects another parent holds is not all in it.
             if let (Some(entry), Some(prepared), true) =

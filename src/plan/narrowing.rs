@@ -13,7 +13,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
 
-use super::Plan;
+use super::status::Plan;
 use super::drain::{
     DrainStep, NarrowStep, drain_step, keep_narrowing, narrow_step, narrowing_words,
     start_narrowing,

@@ -184,7 +184,7 @@ fn plan_inner(
             .context
             .routes
             .iter()
-            .map(|r| std::sync::Arc::new(super::plan_route(snap, &gateway, r)))
+            .map(|r| std::sync::Arc::new(super::route::plan_route(snap, &gateway, r)))
             .collect(),
     };
     let attachments = std::mem::take(&mut gateway.attachments);
