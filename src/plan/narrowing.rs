@@ -13,12 +13,12 @@ use std::time::Duration;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
 
-use super::status::Plan;
 use super::drain::{
     DrainStep, NarrowStep, drain_step, keep_narrowing, narrow_step, narrowing_words,
     start_narrowing,
 };
 use super::readiness::Readiness;
+use super::status::Plan;
 use crate::api::Drain;
 use crate::render::TemplateSet;
 use crate::render::labels;
