@@ -32,7 +32,7 @@ pub struct ListenerAttachment {
 }
 
 /// The outcome of one parentRef naming one Gateway.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParentAttachment {
     /// Index of the parentRef in the route's spec.
     pub parent_index: usize,
@@ -53,7 +53,8 @@ pub struct ParentAttachment {
 }
 
 /// A route's entries for one Gateway (one per parentRef naming it), shared between a plan,
-/// the planner's memo and what the controller remembers having written.
+/// the planner's memo and what the controller remembers having written (entries being
+/// `Eq`, two of the same `Arc` compare equal without reading them).
 pub type Parents = std::sync::Arc<Vec<ParentAttachment>>;
 
 const PARENT_OWNED: &[&str] = &[
