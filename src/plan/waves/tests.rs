@@ -410,6 +410,8 @@ fn the_window_slides_over_the_recorded_moves() {
     let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(60));
     let st = s.status.unwrap();
     assert!(s.moved.is_empty());
+    // Only what the wave would move now (maxUnavailable 1) is said to wait on the budget.
+    assert_eq!(st.budget_wait.as_ref().unwrap().gateways, 1);
     assert_eq!(st.budget_wait.as_ref().unwrap().until, Some(Time(t(100))));
     let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(100));
     assert_eq!(s.moved, vec!["ns/c"]);
