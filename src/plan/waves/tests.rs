@@ -605,3 +605,66 @@ fn a_move_is_counted_as_the_certificates_it_has_at_least_one_when_rendered() {
     });
     assert!(renders_certificates(&spec));
 }
+
+#[test]
+fn members_count_the_live_certificates_of_each_gateway_and_its_routes() {
+    use serde_json::json;
+    let mut s = crate::snapshot::Snapshot::new("sys");
+    s.put_namespace("ns", BTreeMap::new());
+    s.put_class(
+        serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+            "metadata": {"name": "c"},
+            "spec": {"controllerName": crate::gateway::CONTROLLER_NAME,
+                "parametersRef": {"group": "gatewright.dev", "kind": "GatewayClassBlueprint", "name": "bp"}},
+        }))
+        .unwrap(),
+    );
+    let blueprint = |template: &str| -> crate::api::GatewayClassBlueprint {
+        serde_json::from_value(json!({
+            "apiVersion": "gatewright.dev/v1alpha1", "kind": "GatewayClassBlueprint",
+            "metadata": {"name": "bp"},
+            "spec": {"gatewayTemplates": [{"name": "t", "template": template}]},
+        }))
+        .unwrap()
+    };
+    s.put_blueprint(blueprint(
+        "apiVersion: cert-manager.io/v1\nkind: Certificate\n",
+    ));
+    for (name, uid) in [("g1", "u1"), ("g2", "u2")] {
+        s.put_gateway(
+            serde_json::from_value(json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "metadata": {"namespace": "ns", "name": name, "uid": uid},
+                "spec": {"gatewayClassName": "c", "listeners": []},
+            }))
+            .unwrap(),
+        );
+    }
+    let child = |api: &str, kind: &str, name: &str, parent: &str| {
+        json!({"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": "ns",
+            "labels": {"gatewright.dev/parent-uid": parent, "gatewright.dev/gateway-uid": "u1"}}})
+    };
+    // g1: one Certificate of its own, one of a route's, and what is not a Certificate.
+    s.put_child(child("cert-manager.io/v1", "Certificate", "own", "u1"));
+    s.put_child(child("cert-manager.io/v1", "Certificate", "route", "r1"));
+    s.put_child(child("cert-manager.io/v1", "Issuer", "issuer", "u1"));
+    s.put_child(child("v1", "ConfigMap", "cm", "u1"));
+    let counted = |s: &crate::snapshot::Snapshot| {
+        members(s, "bp")
+            .iter()
+            .map(|m| (m.key.clone(), m.certificates))
+            .collect::<Vec<_>>()
+    };
+    // g2 has none yet, but the revision renders one: at least 1.
+    assert_eq!(
+        counted(&s),
+        vec![("ns/g1".to_owned(), 2), ("ns/g2".to_owned(), 1)]
+    );
+    // A revision that renders no cert-manager object: what is live still counts.
+    s.put_blueprint(blueprint("apiVersion: v1\nkind: ConfigMap\n"));
+    assert_eq!(
+        counted(&s),
+        vec![("ns/g1".to_owned(), 2), ("ns/g2".to_owned(), 0)]
+    );
+}
