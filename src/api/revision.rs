@@ -31,6 +31,37 @@ pub struct RolloutPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub history_limit: Option<u32>,
+    /// At most this many new Certificates ordered by the rollouts of this blueprint in any
+    /// window of time, across every Gateway and wave (so a rollout stays within what an
+    /// ACME account allows). A Gateway the current wave would move waits while its move
+    /// does not fit. Without it, no budget: waves alone pace the rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuance_budget: Option<IssuanceBudget>,
+}
+
+/// A cap on the new Certificates the rollouts of a blueprint order per window of time.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuanceBudget {
+    /// How many new Certificates the rollout may order within any `windowSeconds`. Moving
+    /// a Gateway counts as ordering as many as it has live cert-manager `Certificate`
+    /// children (its own and its routes'), at least 1 when the new revision's templates
+    /// name `cert-manager.io`.
+    #[schemars(range(min = 1))]
+    pub certificates: u32,
+    /// The window, in seconds; it slides (the moves of the last `windowSeconds` count).
+    /// Default 10800 (3 hours, the window of Let's Encrypt's new orders per account).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 2_592_000))]
+    pub window_seconds: Option<u64>,
+}
+
+impl IssuanceBudget {
+    /// The window, in seconds.
+    #[must_use]
+    pub fn window(&self) -> u64 {
+        self.window_seconds.unwrap_or(10_800)
+    }
 }
 
 /// One wave of a rollout.
@@ -143,7 +174,8 @@ pub struct WaveStatus {
     /// them (a Gateway broken before the change does not hold the rollout).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exempt: Vec<String>,
-    /// When it started.
+    /// When it started, or last started again (after a pause, or once the issuance
+    /// budget let Gateways of it go that it had held back): its deadline counts from here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
     /// Since when every Gateway of the wave is `Programmed` on the new revision.
@@ -168,4 +200,37 @@ pub struct RolloutStatus {
     /// Why it halted, or what it waits for.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// With an issuance budget: the Certificates the rollouts of this blueprint ordered
+    /// lately, oldest first (kept across rollouts and restarts; what is older than the
+    /// budget's window no longer counts and is dropped at the next move).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub issued: Vec<Issued>,
+    /// The Gateways the current wave would move now but the issuance budget holds back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_wait: Option<BudgetWait>,
+}
+
+/// Certificates ordered by moves of Gateways, as counted against the issuance budget.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Issued {
+    /// When: the end of the slot (a 32nd of the window) the moves fell in, never earlier
+    /// than they were.
+    pub at: Time,
+    /// How many.
+    pub certificates: u32,
+}
+
+/// What waits on the issuance budget.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetWait {
+    /// How many Gateways the current wave would move now but the budget holds back.
+    pub gateways: u32,
+    /// The Certificates their moves are counted as.
+    pub certificates: u32,
+    /// When the budget lets the first of them go (absent: never, its move alone is
+    /// counted as more than the budget allows in a window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Time>,
 }

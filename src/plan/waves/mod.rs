@@ -14,6 +14,13 @@
 //! (`Programmed=False/Invalid` on it) halts the rollout at once; a wave that does not
 //! pass within `progressDeadlineSeconds` halts it then. Halted with `onFailure:
 //! Rollback`, the moved Gateways go back to the revision the rollout started from.
+//!
+//! With an `issuanceBudget`, each move spends the Certificates the Gateway's move is
+//! counted as ([`Member::certificates`]); the moves of the last `windowSeconds` (recorded
+//! in the rollout status, so a restart forgets nothing) never spend more than the budget.
+//! What the wave would move but the budget holds back waits (said in the status and its
+//! message, with when the budget lets it go); while it does, the wave's deadline does not
+//! run, and it starts again once the budget lets Gateways of the wave go.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,7 +28,10 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{OnFailure, RolloutPhase, RolloutPolicy, RolloutStatus, Wave, WaveStatus};
+use crate::api::{
+    BudgetWait, IssuanceBudget, Issued, OnFailure, RolloutPhase, RolloutPolicy, RolloutStatus,
+    Wave, WaveStatus,
+};
 use crate::gateway::conditions::types;
 
 /// How a Gateway of the class stands, as its status says.
@@ -81,6 +91,35 @@ pub struct Member {
     pub revision: Option<String>,
     /// Its health on that revision.
     pub health: Health,
+    /// The new Certificates its move to the newest revision is counted as ordering, against
+    /// the issuance budget ([`move_cost`]).
+    pub certificates: u32,
+}
+
+/// The new Certificates a Gateway's move to a revision is counted as ordering: as many as
+/// it has `live` cert-manager Certificates (each may be replaced), and at least 1 when the
+/// revision `renders` them (a revision that adds one orders it). An upper bound: a
+/// revision that leaves the Certificates as they are orders none, but only rendering
+/// could tell, and a budget must not be spent past what it allows.
+#[must_use]
+pub fn move_cost(live: usize, renders: bool) -> u32 {
+    let n = u32::try_from(live).unwrap_or(u32::MAX);
+    if renders { n.max(1) } else { n }
+}
+
+/// Whether a blueprint spec renders cert-manager objects: a template of it names
+/// `cert-manager.io`.
+#[must_use]
+pub fn renders_certificates(spec: &crate::api::GatewayClassBlueprintSpec) -> bool {
+    spec.gateway_templates
+        .iter()
+        .chain(&spec.route_templates)
+        .any(|t| t.template.contains("cert-manager.io"))
+}
+
+/// Whether a child key's `apiVersion` and kind are a cert-manager Certificate.
+fn is_certificate(api_version: &str, kind: &str) -> bool {
+    kind == "Certificate" && api_version.split('/').next() == Some("cert-manager.io")
 }
 
 impl Member {
@@ -110,12 +149,20 @@ pub struct Step {
 #[must_use]
 pub fn members(s: &crate::snapshot::Snapshot, name: &str) -> Vec<Member> {
     let classes = super::class::classes_using_blueprint(s, name);
+    let renders = s
+        .blueprint(name)
+        .is_some_and(|b| renders_certificates(&b.object.spec));
     s.gateways()
         .filter(|(_, g)| classes.contains(&g.typed.spec.gateway_class_name))
         .filter(|(k, _)| super::gateway::in_scope(s, k).is_ok())
         .map(|(k, g)| {
             let gw = &g.typed;
             let pin = super::revisions::pin(s, gw).map(|p| p.1);
+            let live = gw.metadata.uid.as_deref().map_or(0, |uid| {
+                s.child_kinds_by_gateway(uid)
+                    .filter(|(v, k)| is_certificate(v, k))
+                    .count()
+            });
             Member {
                 key: k.to_string(),
                 labels: gw.metadata.labels.clone().unwrap_or_default(),
@@ -125,6 +172,7 @@ pub fn members(s: &crate::snapshot::Snapshot, name: &str) -> Vec<Member> {
                 pinned_to: pin,
                 revision: super::revisions::recorded(gw).map(str::to_owned),
                 health: health(gw),
+                certificates: move_cost(live, renders),
             }
         })
         .collect()
@@ -236,28 +284,41 @@ pub fn step(
         out.status = Some(r);
         return out;
     }
-    let by_key: BTreeMap<&str, &Member> = members.iter().map(|m| (m.key.as_str(), m)).collect();
+    let seen = Seen {
+        target,
+        by_key: members.iter().map(|m| (m.key.as_str(), m)).collect(),
+        now,
+    };
+    let by_key = &seen.by_key;
     loop {
         let i = r.waves.len().saturating_sub(1);
+        // Whether the budget held Gateways of the current wave back at the last step.
+        let was_held = r.budget_wait.take().is_some();
         let passed = match r.waves.last_mut() {
             None => true,
-            Some(w) => match judge_wave(
-                &wave_spec(policy, i),
-                w,
-                target,
-                &by_key,
-                now,
-                &mut r.message,
-                &mut out,
-            ) {
-                WaveVerdict::Passed => true,
-                WaveVerdict::Waits => false,
-                WaveVerdict::Halts(why) => {
-                    halt(policy, &mut r, &why, members, &mut out);
-                    out.status = Some(r);
-                    return out;
+            Some(w) => {
+                let spec = wave_spec(policy, i);
+                let held = release(
+                    &spec,
+                    w,
+                    &seen,
+                    policy.issuance_budget.as_ref(),
+                    &mut r.issued,
+                    was_held,
+                    &mut out,
+                );
+                let verdict = judge_wave(&spec, w, &seen, held.as_ref(), &mut r.message, &mut out);
+                r.budget_wait = held.map(|h| h.wait);
+                match verdict {
+                    WaveVerdict::Passed => true,
+                    WaveVerdict::Waits => false,
+                    WaveVerdict::Halts(why) => {
+                        halt(policy, &mut r, &why, members, &mut out);
+                        out.status = Some(r);
+                        return out;
+                    }
                 }
-            },
+            }
         };
         if !passed {
             break;
@@ -327,6 +388,8 @@ fn paused(
     out: &mut Step,
 ) -> bool {
     if policy.paused {
+        // Nothing is moved while paused: nothing waits on the budget.
+        r.budget_wait = None;
         if r.phase != RolloutPhase::Paused {
             r.phase = RolloutPhase::Paused;
             r.message = "paused (rolloutPolicy.paused)".into();
@@ -375,6 +438,9 @@ fn rollout_toward(
                 phase: RolloutPhase::Progressing,
                 waves: Vec::new(),
                 message: String::new(),
+                // The budget is the class's: what earlier rollouts ordered still counts.
+                issued: old.map(|o| o.issued.clone()).unwrap_or_default(),
+                budget_wait: None,
             }
         }
     }
@@ -390,43 +456,190 @@ enum WaveVerdict {
     Halts(String),
 }
 
-/// The current wave `w` (its spec `spec`): more of it released (at most maxUnavailable
-/// not ready at a time), then whether it halts (a Gateway the target cannot render, the
-/// deadline passed), waits, bakes or has passed; what it waits for in `message`.
-fn judge_wave(
+/// What the step sees: the revision rolled out, the Gateways by key, the time.
+struct Seen<'a> {
+    target: &'a str,
+    by_key: BTreeMap<&'a str, &'a Member>,
+    now: Timestamp,
+}
+
+/// Gateways the current wave would move now but the issuance budget holds back.
+struct Held {
+    /// Their keys.
+    keys: Vec<String>,
+    /// As the status says it.
+    wait: BudgetWait,
+    /// As the message says it.
+    says: String,
+}
+
+/// Moves more of the current wave `w` (its spec `spec`): at most `maxUnavailable` not
+/// ready at a time, and, with a `budget`, only what the Certificates ordered in its window
+/// (`issued`, where the moves are recorded) leave room for. Returns what the budget holds
+/// back. `was_held`: the budget held some back at the last step; once it lets them go (or
+/// none is held any more) the wave's deadline starts again.
+fn release(
     spec: &Wave,
     w: &mut WaveStatus,
-    target: &str,
-    by_key: &BTreeMap<&str, &Member>,
-    now: Timestamp,
-    message: &mut String,
+    seen: &Seen,
+    budget: Option<&IssuanceBudget>,
+    issued: &mut Vec<Issued>,
+    was_held: bool,
     out: &mut Step,
-) -> WaveVerdict {
-    // Move more of the wave, at most maxUnavailable not ready at a time.
-    let alive: Vec<&Member> = w
-        .gateways
-        .iter()
-        .filter(|k| !w.exempt.contains(k))
-        .filter_map(|k| by_key.get(k.as_str()).copied())
-        .collect();
+) -> Option<Held> {
     let released = usize::try_from(w.released).unwrap_or(usize::MAX);
     let unavailable = w
         .gateways
         .iter()
         .take(released)
-        .filter_map(|k| by_key.get(k.as_str()))
-        .filter(|m| !(m.on(target) && m.health == Health::Ready))
+        .filter_map(|k| seen.by_key.get(k.as_str()))
+        .filter(|m| !(m.on(seen.target) && m.health == Health::Ready))
         .count();
     let room = spec
         .max_unavailable
         .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX))
         .saturating_sub(unavailable);
     let more = room.min(w.gateways.len().saturating_sub(released));
-    if more > 0 {
-        out.moved
-            .extend(w.gateways[released..released + more].iter().cloned());
-        w.released = u32::try_from(released + more).unwrap_or(u32::MAX);
+    let next = &w.gateways[released..released + more];
+    let (go, held) = match budget {
+        None => (more, None),
+        Some(b) => spend(b, &w.name, next, seen, issued),
+    };
+    if go > 0 {
+        out.moved.extend(next[..go].iter().cloned());
+        w.released = u32::try_from(released + go).unwrap_or(u32::MAX);
     }
+    if was_held && (go > 0 || held.is_none()) {
+        w.started_at = Some(Time(seen.now));
+    }
+    held
+}
+
+/// Of `next` (the Gateways the wave would move now, in order), how many the budget `b`
+/// lets go, their Certificates recorded in `issued`; and what it holds back.
+fn spend(
+    b: &IssuanceBudget,
+    wave: &str,
+    next: &[String],
+    seen: &Seen,
+    issued: &mut Vec<Issued>,
+) -> (usize, Option<Held>) {
+    let now = seen.now;
+    let window = b.window();
+    let live = |e: &Issued| seconds_since(Some(&e.at), now) < window;
+    let cost = |k: &String| {
+        seen.by_key
+            .get(k.as_str())
+            .map_or(0, |m| u64::from(m.certificates))
+    };
+    let cap = u64::from(b.certificates);
+    let mut spent: u64 = issued
+        .iter()
+        .filter(|e| live(e))
+        .map(|e| u64::from(e.certificates))
+        .sum();
+    let mut go = 0;
+    let mut spending = 0;
+    for k in next {
+        let c = cost(k);
+        if spent + c > cap {
+            break;
+        }
+        spent += c;
+        spending += c;
+        go += 1;
+    }
+    if spending > 0 {
+        issued.retain(live);
+        // Recorded at the end of the slot (a 32nd of the window, on a fixed grid) the
+        // moves fall in: never earlier than the moves (so they never leave the window
+        // early, a status keeping whole seconds too), and at most 33 records per window.
+        let slot = i64::try_from((window / 32).max(1)).unwrap_or(1);
+        let second = now.as_second() + i64::from(now.subsec_nanosecond() > 0);
+        let at = Timestamp::from_second(
+            second.div_euclid(slot) * slot
+                + if second.rem_euclid(slot) == 0 {
+                    0
+                } else {
+                    slot
+                },
+        )
+        .unwrap_or(now);
+        let n = u32::try_from(spending).unwrap_or(u32::MAX);
+        match issued.last_mut() {
+            Some(e) if e.at.0 == at => e.certificates = e.certificates.saturating_add(n),
+            _ => issued.push(Issued {
+                at: Time(at),
+                certificates: n,
+            }),
+        }
+    }
+    let held = &next[go..];
+    let Some(first) = held.first() else {
+        return (go, None);
+    };
+    let need = cost(first);
+    // When enough of what the window holds has left it for the first one held back.
+    let until = (need <= cap)
+        .then(|| {
+            let mut records: Vec<&Issued> = issued.iter().filter(|e| live(e)).collect();
+            records.sort_by_key(|e| e.at.0);
+            let mut left = spent;
+            records.into_iter().find_map(|e| {
+                left = left.saturating_sub(u64::from(e.certificates));
+                (cap.saturating_sub(left) >= need)
+                    .then(|| {
+                        e.at.0
+                            .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(
+                                i64::try_from(window).unwrap_or(i64::MAX),
+                            ))
+                            .ok()
+                    })
+                    .flatten()
+            })
+        })
+        .flatten();
+    let certificates = held.iter().map(cost).sum::<u64>();
+    let says = match &until {
+        Some(t) => format!(
+            "{} Gateway(s) of wave {wave} wait on the issuance budget ({certificates} Certificate(s); at most {cap} per {window} s) until {t}",
+            held.len()
+        ),
+        None => format!(
+            "{first} of wave {wave} waits on the issuance budget: its move is counted as {need} Certificate(s), more than the {cap} allowed per {window} s; raise rolloutPolicy.issuanceBudget.certificates"
+        ),
+    };
+    let held = Held {
+        keys: held.to_vec(),
+        wait: BudgetWait {
+            gateways: u32::try_from(held.len()).unwrap_or(u32::MAX),
+            certificates: u32::try_from(certificates).unwrap_or(u32::MAX),
+            until: until.map(Time),
+        },
+        says,
+    };
+    (go, Some(held))
+}
+
+/// The current wave `w` (its spec `spec`), once more of it is released ([`release`];
+/// `held`: what the issuance budget holds back): whether it halts (a Gateway the target
+/// cannot render, the deadline passed while nothing waits on the budget), waits, bakes or
+/// has passed; what it waits for in `message`.
+fn judge_wave(
+    spec: &Wave,
+    w: &mut WaveStatus,
+    seen: &Seen,
+    held: Option<&Held>,
+    message: &mut String,
+    out: &mut Step,
+) -> WaveVerdict {
+    let (target, by_key, now) = (seen.target, &seen.by_key, seen.now);
+    let alive: Vec<&Member> = w
+        .gateways
+        .iter()
+        .filter(|k| !w.exempt.contains(k))
+        .filter_map(|k| by_key.get(k.as_str()).copied())
+        .collect();
     let released = usize::try_from(w.released).unwrap_or(usize::MAX);
     // A Gateway the new revision cannot render halts at once.
     let failed: Vec<String> = w
@@ -444,7 +657,9 @@ fn judge_wave(
         .iter()
         .filter_map(|m| {
             let moved = w.gateways[..released].contains(&m.key);
+            let on_budget = held.is_some_and(|h| h.keys.contains(&m.key));
             match &m.health {
+                _ if on_budget => Some(format!("{}: waits on the issuance budget", m.key)),
                 _ if !moved => Some(format!("{}: not moved yet", m.key)),
                 _ if !m.on(target) => Some(format!("{}: not on {target} yet", m.key)),
                 Health::Ready => None,
@@ -452,7 +667,9 @@ fn judge_wave(
             }
         })
         .collect();
-    let deadline_passed = seconds_since(w.started_at.as_ref(), now) >= spec.deadline();
+    // Time spent waiting on the budget is not the wave's failure: no deadline runs then.
+    let deadline_passed =
+        held.is_none() && seconds_since(w.started_at.as_ref(), now) >= spec.deadline();
     if !failed.is_empty() || (deadline_passed && !waiting.is_empty()) {
         let why = if failed.is_empty() {
             format!(
@@ -470,7 +687,7 @@ fn judge_wave(
         };
         return WaveVerdict::Halts(why);
     }
-    if waiting.is_empty() {
+    if waiting.is_empty() && held.is_none() {
         let since = w.healthy_since.get_or_insert(Time(now)).clone();
         let baked = seconds_since(Some(&since), now);
         if baked >= spec.bake() {
@@ -489,11 +706,29 @@ fn judge_wave(
         }
     } else {
         w.healthy_since = None;
-        let left = spec
-            .deadline()
-            .saturating_sub(seconds_since(w.started_at.as_ref(), now));
-        *message = format!("wave {} waits for {}", w.name, shown(&waiting));
-        out.again = Some(Duration::from_secs(left.max(1)));
+        let waits =
+            (!waiting.is_empty()).then(|| format!("wave {} waits for {}", w.name, shown(&waiting)));
+        *message = held
+            .map(|h| h.says.clone())
+            .into_iter()
+            .chain(waits)
+            .collect::<Vec<_>>()
+            .join("; ");
+        out.again = match held {
+            // Stepped again when the budget lets the first held Gateway go (never, when it
+            // cannot: a change of the budget or a Gateway's report steps it).
+            Some(h) => h.wait.until.as_ref().map(|u| {
+                let d = u.0.duration_since(now);
+                let s = d.as_secs() + i64::from(d.subsec_nanos() > 0);
+                Duration::from_secs(u64::try_from(s).unwrap_or(0).max(1))
+            }),
+            None => {
+                let left = spec
+                    .deadline()
+                    .saturating_sub(seconds_since(w.started_at.as_ref(), now));
+                Some(Duration::from_secs(left.max(1)))
+            }
+        };
         WaveVerdict::Waits
     }
 }
@@ -515,6 +750,9 @@ fn halt(
 ) {
     let rollback = policy.on_failure == Some(OnFailure::Rollback) && r.from.is_some();
     r.message = why.to_owned();
+    // Nothing more is moved. (A rollback is not held by the budget: going back to what
+    // worked comes first.)
+    r.budget_wait = None;
     if rollback {
         r.phase = RolloutPhase::RolledBack;
         out.moved.extend(
