@@ -502,6 +502,37 @@ impl Load {
     fn sent(&self) -> usize {
         self.ok + self.failed.len()
     }
+
+    /// What a rotation under this load must show: no failed request or handshake, only
+    /// the certificate served before (`old`) and the one issued (`new`, its PEM naming
+    /// exactly `hosts`), and the new one served to the load.
+    fn assert_rotated(
+        &self,
+        during: &str,
+        (old, new): (&CertificateDer<'static>, &CertificateDer<'static>),
+        new_pem: &[u8],
+        hosts: &[String],
+    ) {
+        assert!(
+            self.failed.is_empty(),
+            "failed requests {during}: {:?}",
+            self.failed
+        );
+        assert_eq!(self.handshakes_failed, 0, "failed handshakes {during}");
+        assert_eq!(
+            self.served(old) + self.served(new),
+            self.ok,
+            "only the two issued certificates were shown"
+        );
+        assert!(
+            self.served(new) > 0,
+            "the new certificate was served to the load"
+        );
+        assert_eq!(
+            sans(new_pem),
+            hosts.iter().map(|h| format!("DNS:{h}")).collect::<Vec<_>>()
+        );
+    }
 }
 
 /// Sends HTTPS requests for `/` to `host`, one after the other, each on a new connection
@@ -1163,24 +1194,11 @@ async fn traffic_through_traefik() {
         d_load.handshakes_failed,
         d_load.sent() as f64 / elapsed.as_secs_f64(),
     );
-    assert!(
-        d_load.failed.is_empty(),
-        "failed requests during the rotation: {:?}",
-        d_load.failed
-    );
-    assert_eq!(d_load.handshakes_failed, 0);
-    assert_eq!(
-        old_served + new_served,
-        d_load.ok,
-        "only the two issued certificates were shown"
-    );
-    assert!(new_served > 0, "the new certificate was served to the load");
-    assert_eq!(
-        sans(&pem2),
-        hosts2
-            .iter()
-            .map(|h| format!("DNS:{h}"))
-            .collect::<Vec<_>>()
+    d_load.assert_rotated(
+        "during the rotation",
+        (&issued_leaf, &new_leaf),
+        &pem2,
+        &hosts2,
     );
 
     // (e) A hostname leaves the route: it is answered until external-dns has deleted its
@@ -1386,24 +1404,11 @@ async fn traffic_through_traefik() {
         f_load.handshakes_failed,
         f_load.sent() as f64 / elapsed.as_secs_f64(),
     );
-    assert!(
-        f_load.failed.is_empty(),
-        "failed requests while the issuer was broken and mended: {:?}",
-        f_load.failed
-    );
-    assert_eq!(f_load.handshakes_failed, 0);
-    assert_eq!(
-        old_served + new_served,
-        f_load.ok,
-        "only the two issued certificates were shown"
-    );
-    assert!(new_served > 0, "the new certificate was served to the load");
-    assert_eq!(
-        sans(&pem4),
-        hosts4
-            .iter()
-            .map(|h| format!("DNS:{h}"))
-            .collect::<Vec<_>>()
+    f_load.assert_rotated(
+        "while the issuer was broken and mended",
+        (&leaf3, &newest),
+        &pem4,
+        &hosts4,
     );
 
     // (g) The API server killed and kept away 3 s, then started again, under HTTPS load and
