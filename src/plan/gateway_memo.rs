@@ -353,6 +353,6 @@ pub(crate) fn attach<'s>(
     Attached {
         attachments,
         entries,
-        vars: memo.vars.clone().filter(|_| same),
+        vars: if same { memo.vars.clone() } else { None },
     }
 }

@@ -418,7 +418,8 @@ fn route_parents(
                     &with_more(first, errors.len()),
                 )
             });
-            if render_error.is_some() || entries.iter().any(|e| e.render_error.is_some()) {
+            // Attachment never sets it: only an error needs the entries copied.
+            if render_error.is_some() {
                 for e in std::sync::Arc::make_mut(&mut entries) {
                     e.render_error.clone_from(&render_error);
                 }
