@@ -11,6 +11,14 @@
 //!   held connections dropped, new ones accepted and never answered) while its member keeps
 //!   changing: the other replica takes the member over, and the member's audit log shows
 //!   no write of the cut-off replica received after its Lease ran out;
+//! - placement with the members shared: a hub Gateway whose class places a gateway and a
+//!   route copy in both members gets them written in each member by the replica holding
+//!   its Lease (the member's audit log names it, and never the other one), and the hub's
+//!   record lists both members' addresses; the replica that does not lead killed, its
+//!   member's placed children are kept (same UID) and converged by the other;
+//! - the partition test covers a placed write too: the route copy changed by hand in the
+//!   cut-off replica's member once the other holds it is put back, and no write of the
+//!   cut-off replica reaches the member after its Lease ran out;
 //! - a graceful stop gives the member Leases back.
 //!
 //! A test binary of its own, so that no other controller runs on the hub meanwhile.
@@ -153,6 +161,118 @@ async fn member_leases(
         .collect()
 }
 
+/// Placement: both profiles labelled public, the shipped fleet class as `placing`, and a
+/// hub Gateway `pub` of it in `ns` with one route (`hosts`).
+async fn place(hub: &Client, fleet_ns: &str, ns: &str, placing: &str, hosts: &str) {
+    let profiles: kube::Api<kube::api::DynamicObject> = Api::namespaced_with(
+        hub.clone(),
+        fleet_ns,
+        &gatewright::fleet::profile::api_resource(),
+    );
+    for m in ["east", "west"] {
+        profiles
+            .patch(
+                m,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({
+                    "metadata": {"labels": {"gatewright.dev/serves": "public"}}
+                })),
+            )
+            .await
+            .unwrap();
+    }
+    apply_yaml(hub, &common::fleet_class_yaml(placing)).await;
+    apply_yaml(
+        hub,
+        &format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: pub, namespace: {ns}}}\nspec:\n  gatewayClassName: {placing}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: shop, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: pub}}]\n  hostnames: [{hosts}]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n"
+        ),
+    )
+    .await;
+}
+
+/// The route copy placed in a member: its hostnames, and the placed gateway's UID.
+async fn placed_in(member: &Client, ns: &str) -> Option<(Vec<String>, String)> {
+    let routes: Api<gateway_api::apis::standard::httproutes::HttpRoute> =
+        Api::namespaced(member.clone(), ns);
+    let gws: Api<gateway_api::apis::standard::gateways::Gateway> =
+        Api::namespaced(member.clone(), ns);
+    let copy = routes.get_opt("shop-pub-istio").await.ok()??;
+    let gw = gws.get_opt("pub-istio").await.ok()??;
+    Some((copy.spec.hostnames.unwrap_or_default(), gw.metadata.uid?))
+}
+
+/// Waits until every member holds the route copy with `hosts` and the hub's record lists
+/// both members' addresses (the downstream status simulated), the hub Gateway `Placed`.
+/// Returns each member's placed gateway UID.
+async fn placement_converged(
+    hub: &Client,
+    ns: &str,
+    members: [&Member; 2],
+    hosts: &[&str],
+) -> Vec<String> {
+    let dns: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        hub.clone(),
+        ns,
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("externaldns.k8s.io", "v1alpha1", "DNSEndpoint"),
+            "dnsendpoints",
+        ),
+    );
+    let gws: Api<gateway_api::apis::standard::gateways::Gateway> = Api::namespaced(hub.clone(), ns);
+    let clients = [members[0].client().await, members[1].client().await];
+    wait_for(
+        "placement converged in both members and the hub",
+        T,
+        || async {
+            let mut uids = Vec::new();
+            for c in &clients {
+                gatewright::simulate::simulate_ready_where(
+                    c,
+                    Some(ns),
+                    gatewright::simulate::Play::All,
+                )
+                .await
+                .ok()?;
+                let (h, uid) = placed_in(c, ns).await?;
+                if h != hosts {
+                    return None;
+                }
+                uids.push(uid);
+            }
+            let d = dns.get_opt("pub-dns").await.ok()??;
+            let g = serde_json::to_value(gws.get("pub").await.ok()?).unwrap();
+            let placed = g["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "gatewright.dev/Placed")?
+                .clone();
+            (d.data["spec"]["endpoints"][0]["targets"]
+                .as_array()
+                .is_some_and(|t| t.len() == 2)
+                && placed["status"] == "True")
+                .then_some(uids)
+        },
+    )
+    .await
+}
+
+/// The writers (user agents) of the placed gateway and route copy in a member.
+fn placed_writers(member: &Member, ns: &str) -> BTreeSet<String> {
+    member
+        .audit_log()
+        .iter()
+        .filter(|e| {
+            e["objectRef"]["namespace"] == ns
+                && ["pub-istio", "shop-pub-istio"]
+                    .iter()
+                    .any(|n| e["objectRef"]["name"] == *n)
+                && !e["objectRef"]["subresource"].is_string()
+        })
+        .filter_map(|e| e["userAgent"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// Waits until `a` and `b` each serve one member, and every member is served.
 async fn shared(a: &Replica, b: &Replica, members: &BTreeSet<String>) {
     wait_for("the members shared one each", T, || async {
@@ -262,6 +382,52 @@ fn replicas_share_the_members_move_them_when_one_dies_and_never_write_twice() {
         );
     }
 
+    // Placement with the members shared: each replica writes what the hub's Gateway
+    // places in the member whose Lease it holds (b, which does not lead, included).
+    let placing = format!("fleet-{}", fleet_ns.name);
+    let placed_ns = test_rt.block_on(async {
+        let ns = TestNamespace::new(&hub, "placed").await;
+        for m in [&east, &west] {
+            apply_yaml(
+                &m.client().await,
+                &format!(
+                    "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {}}}\n",
+                    ns.name
+                ),
+            )
+            .await;
+        }
+        place(&hub, &fleet_ns.name, &ns.name, &placing, "shop.example.com").await;
+        ns
+    });
+    let t = Instant::now();
+    let uids = test_rt.block_on(placement_converged(
+        &hub,
+        &placed_ns.name,
+        [&east, &west],
+        &["shop.example.com"],
+    ));
+    println!(
+        "placement with the members shared converged {:.1} s after the Gateway was applied",
+        t.elapsed().as_secs_f64()
+    );
+    for m in &members {
+        let (holder, other) = if a.held().contains(m) {
+            (&a, &b)
+        } else {
+            (&b, &a)
+        };
+        let writers = placed_writers(cluster_of(m), &placed_ns.name);
+        assert!(
+            writers.iter().any(|w| w.contains(holder.ctl.identity())),
+            "the holder of {m}'s Lease wrote what is placed there: {writers:?}"
+        );
+        assert!(
+            !writers.iter().any(|w| w.contains(other.ctl.identity())),
+            "the other replica never wrote what is placed in {m}: {writers:?}"
+        );
+    }
+
     // b is killed: its member moves to a, which serves it.
     let moved = b.held().into_iter().next().unwrap();
     let t = Instant::now();
@@ -286,6 +452,21 @@ fn replicas_share_the_members_move_them_when_one_dies_and_never_write_twice() {
         let mut hosts = [first.as_str(), "moved.example.com"];
         hosts.sort_unstable();
         converged(&c, "apps", 2, &hosts).await;
+        // What b placed there is kept, and a converges it: the route's new hostname
+        // reaches the copy in the moved member.
+        apply_yaml(
+            &hub,
+            &format!("apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: shop, namespace: {}}}\nspec:\n  parentRefs: [{{name: pub}}]\n  hostnames: [shop.example.com, cart.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n", placed_ns.name),
+        )
+        .await;
+        let now = placement_converged(
+            &hub,
+            &placed_ns.name,
+            [&east, &west],
+            &["shop.example.com", "cart.example.com"],
+        )
+        .await;
+        assert_eq!(now, uids, "the placed gateways were kept, not made again");
     });
 
     // A replica again: the share is one each once more.
@@ -361,6 +542,32 @@ fn replicas_share_the_members_move_them_when_one_dies_and_never_write_twice() {
         converged(&c, "apps", all.len(), &names).await;
         let leases = member_leases(&hub, &fleet_ns.name).await;
         assert_eq!(leases[&cut_off].0.as_deref(), Some(b_id.as_str()));
+        // A placed object changed by hand in the member after a's Lease ran out: put
+        // back, by b (a's writes after the expiry are looked for below).
+        let copies: Api<gateway_api::apis::standard::httproutes::HttpRoute> =
+            Api::namespaced(c.clone(), &placed_ns.name);
+        copies
+            .patch(
+                "shop-pub-istio",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(
+                    serde_json::json!({"spec": {"hostnames": ["drift.example.com"]}}),
+                ),
+            )
+            .await
+            .unwrap();
+        wait_for("the drifted copy seen", T, || async {
+            let h = copies.get("shop-pub-istio").await.ok()?.spec.hostnames?;
+            (h == ["drift.example.com"]).then_some(())
+        })
+        .await;
+        placement_converged(
+            &hub,
+            &placed_ns.name,
+            [&east, &west],
+            &["shop.example.com", "cart.example.com"],
+        )
+        .await;
     });
     let a_writes = member.writes_of(&a_id);
     let late: Vec<&Timestamp> = a_writes.iter().filter(|w| **w >= expiry).collect();
@@ -378,6 +585,31 @@ fn replicas_share_the_members_move_them_when_one_dies_and_never_write_twice() {
         b_writes.iter().any(|w| *w >= expiry),
         "b wrote to the member it took over"
     );
+
+    // The hub Gateway deleted: its teardown deletes what it placed in both members.
+    test_rt.block_on(async {
+        let gws: Api<gateway_api::apis::standard::gateways::Gateway> =
+            Api::namespaced(hub.clone(), &placed_ns.name);
+        gws.delete("pub", &kube::api::DeleteParams::default())
+            .await
+            .unwrap();
+        let clients = [east.client().await, west.client().await];
+        wait_for("the placed Gateway's teardown", T, || async {
+            let hub_gone = gws.get_opt("pub").await.ok()?.is_none();
+            let mut placed_gone = true;
+            for c in &clients {
+                let copies: Api<gateway_api::apis::standard::httproutes::HttpRoute> =
+                    Api::namespaced(c.clone(), &placed_ns.name);
+                let placed: Api<gateway_api::apis::standard::gateways::Gateway> =
+                    Api::namespaced(c.clone(), &placed_ns.name);
+                placed_gone &= copies.get_opt("shop-pub-istio").await.ok()?.is_none()
+                    && placed.get_opt("pub-istio").await.ok()?.is_none();
+            }
+            (hub_gone && placed_gone).then_some(())
+        })
+        .await;
+        placed_ns.delete().await;
+    });
 
     // A graceful stop gives the Leases back.
     a.rt.shutdown_background();

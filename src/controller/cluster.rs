@@ -78,13 +78,16 @@ pub struct Cluster {
     pub(super) left: super::left::Left,
     /// When this cluster was set up.
     created: std::time::Instant,
+    /// A member whose Lease another replica holds (fleet mode with leader election): only
+    /// the kinds the hub places there are watched, mirrored to the hub so that every
+    /// replica plans placement from the same view; nothing is written to it from here.
+    pub(super) observer: bool,
 }
 
 /// What the hub knows of the fleet (see `Cluster::fleet`).
 #[derive(Default)]
 struct FleetView {
     members: Vec<crate::snapshot::fleet::FleetMember>,
-    shared: bool,
     unreachable: BTreeMap<String, String>,
     /// The inventory has given the members once.
     known: bool,
@@ -190,6 +193,7 @@ impl Cluster {
             fleet: Mutex::new(FleetView::default()),
             left: super::left::Left::default(),
             created: std::time::Instant::now(),
+            observer: false,
         }
     }
 
@@ -237,29 +241,49 @@ impl Cluster {
         let _ = self.siblings.set(siblings);
     }
 
-    /// The cluster a child lives in: this one, or the member a placed child names
-    /// ([`crate::snapshot::ObjectKey::cluster`]).
+    /// The cluster a child lives in, to write it: this one, or the member a placed child
+    /// names ([`crate::snapshot::ObjectKey::cluster`]), as long as this replica writes
+    /// there ([`crate::plan::placement::writes_here`]).
     ///
     /// # Errors
-    /// The member is not served by this process (not engaged: unhealthy, unreachable,
-    /// its profile gone, or served by another replica).
+    /// Another replica writes there ([`Error::Elsewhere`]: the hub's own objects while
+    /// this one does not lead, a member whose Lease another holds), or the member is not
+    /// served by this process (not engaged: unhealthy, unreachable, its profile gone).
     pub(super) fn target(
         self: &Arc<Self>,
         key: &crate::snapshot::ObjectKey,
     ) -> Result<Arc<Cluster>, Error> {
-        if key.cluster.is_empty() || key.cluster == self.id.as_str() {
-            return Ok(self.clone());
-        }
-        self.siblings
-            .get()
-            .and_then(|s| s.all.upgrade())
-            .and_then(|all| all.read().ok()?.get(&ClusterId::new(&key.cluster)).cloned())
-            .ok_or_else(|| {
-                Error::Apply(format!(
-                    "{key}: member cluster {} is not served by this process",
-                    key.cluster
-                ))
-            })
+        let at = if key.cluster.is_empty() || key.cluster == self.id.as_str() {
+            self.clone()
+        } else {
+            self.siblings
+                .get()
+                .and_then(|s| s.all.upgrade())
+                .and_then(|all| all.read().ok()?.get(&ClusterId::new(&key.cluster)).cloned())
+                .ok_or_else(|| {
+                    Error::Apply(format!(
+                        "{key}: member cluster {} is not served by this process",
+                        key.cluster
+                    ))
+                })?
+        };
+        at.writes_here().map_err(Error::Elsewhere)?;
+        Ok(at)
+    }
+
+    /// Whether this replica writes to this cluster now
+    /// ([`crate::plan::placement::writes_here`]).
+    ///
+    /// # Errors
+    /// Another replica does, with which.
+    pub(super) fn writes_here(&self) -> Result<(), String> {
+        crate::plan::placement::writes_here(
+            self.is_member().then(|| self.id.as_str()),
+            self.metrics
+                .leader
+                .load(std::sync::atomic::Ordering::Relaxed),
+            !self.observer,
+        )
     }
 
     /// The hub, for a member (what it sees of placed objects is mirrored there).
@@ -285,15 +309,10 @@ impl Cluster {
 
     /// Sets the fleet placement reads (the inventory's members, served or why not), and
     /// re-plans every Gateway when it changed: a placed template renders for the members
-    /// served. With the members `shared` among replicas, placement stays off (said so).
-    pub(super) fn set_fleet(
-        &self,
-        members: Vec<crate::snapshot::fleet::FleetMember>,
-        shared: bool,
-    ) {
+    /// served (by this replica or, with the members shared, by another).
+    pub(super) fn set_fleet(&self, members: Vec<crate::snapshot::fleet::FleetMember>) {
         let first = self.fleet.lock().is_ok_and(|mut f| {
             f.members = members;
-            f.shared = shared;
             !std::mem::replace(&mut f.known, true)
         });
         self.refresh_fleet();
@@ -319,22 +338,16 @@ impl Cluster {
     /// Puts the fleet in the snapshot: the inventory's, with the members found
     /// unreachable not served. Re-plans every Gateway when it changed.
     fn refresh_fleet(&self) {
-        let Ok((members, shared)) = self
+        let Ok(members) = self
             .fleet
             .lock()
-            .map(|f| (with_unreachable(&f.members, &f.unreachable), f.shared))
+            .map(|f| with_unreachable(&f.members, &f.unreachable))
         else {
             return;
         };
         let changed = self.snapshot.write().is_ok_and(|mut s| {
             let was = s.places();
-            if shared {
-                // The leader serves only its share of the members: a placed template
-                // would lose the others (and a DNS record their addresses).
-                s.refuse_placement("the members are shared among replicas (--fleet with --leader-elect), while placement needs one replica serving every member, for now");
-            } else {
-                s.allow_placement();
-            }
+            s.allow_placement();
             let before: Vec<_> = s.fleet().values().cloned().collect();
             let changed = before != members || was != s.places();
             if changed {

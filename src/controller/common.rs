@@ -63,6 +63,11 @@ pub enum Error {
     /// A child is already held by another parent.
     #[error("{0}")]
     HeldByAnother(String),
+    /// The object's cluster is written by another replica (fleet mode with leader
+    /// election: the hub's own objects by the leader, a member's by the holder of its
+    /// Lease); not a failure: this replica leaves it to that one.
+    #[error("{0}")]
+    Elsewhere(String),
 }
 
 impl Error {
@@ -78,6 +83,7 @@ impl Error {
             Self::Conflict { .. } => "Conflict",
             Self::ScopeMismatch(_) => "ClusterScopedKind",
             Self::HeldByAnother(_) => "ChildConflict",
+            Self::Elsewhere(_) => "WrittenElsewhere",
         }
     }
     pub(crate) fn kube(action: impl Into<String>, source: kube::Error) -> Self {

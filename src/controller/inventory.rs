@@ -39,13 +39,17 @@ pub(super) trait Members: Send + Sync {
     /// Serves a member through `client` (replacing one served under `id`), its writes
     /// fenced by `fence` when given (its Lease, when the members are shared).
     fn engage(&self, id: ClusterId, client: Client, fence: Option<Arc<LeaseFence>>);
-    /// Stops serving a member.
+    /// Watches a member whose Lease another replica holds, without serving it: only the
+    /// kinds the hub places there, mirrored to the hub, so that this replica plans
+    /// placement from the whole fleet; nothing is written to it from here.
+    fn observe(&self, id: ClusterId, client: Client);
+    /// Stops serving (or watching) a member.
     fn let_go(&self, id: &ClusterId);
     /// Each member and its state, for the metrics.
     fn report(&self, states: BTreeMap<String, &'static str>);
-    /// The fleet as placement sees it: every member, served or why not; `shared`: the
-    /// members are shared among replicas (placement then stays off).
-    fn fleet(&self, members: Vec<crate::snapshot::fleet::FleetMember>, shared: bool);
+    /// The fleet as placement sees it: every member, served (here or by another replica)
+    /// or why not.
+    fn fleet(&self, members: Vec<crate::snapshot::fleet::FleetMember>);
 }
 
 /// What the inventory knows and has done.
@@ -54,7 +58,8 @@ struct Inventory {
     profiles: BTreeMap<String, ClusterProfile>,
     secrets: BTreeMap<String, Secret>,
     /// Engaged members: profile key -> the fingerprint of the kubeconfig in use (and of
-    /// the fence: a Lease taken again is a new one).
+    /// the fence: a Lease taken again is a new one; or `observed`: another replica holds
+    /// the Lease, and this one only watches what the hub places there).
     engaged: BTreeMap<String, String>,
     /// A (re)list of the profiles or the Secrets is under way: what is known is partial.
     listing: [bool; 2],
@@ -219,34 +224,39 @@ impl Inventory {
                 Verdict::Engage(kubeconfig) => {
                     wanted.insert(key.clone());
                     let fence = ctx.share.map(|s| s.fence(key));
+                    // Another replica serves it (or nobody yet): only observed here.
+                    let observed = matches!(fence, Some(None));
                     let fp = match &fence {
-                        // Another replica serves it (or nobody yet): not here.
-                        Some(None) => None,
+                        Some(None) => format!("{}/{OBSERVED}", fingerprint(&kubeconfig)),
                         Some(Some(f)) => {
-                            Some(format!("{}/{:p}", fingerprint(&kubeconfig), Arc::as_ptr(f)))
+                            format!("{}/{:p}", fingerprint(&kubeconfig), Arc::as_ptr(f))
                         }
-                        None => Some(fingerprint(&kubeconfig)),
+                        None => fingerprint(&kubeconfig),
                     };
-                    match fp {
-                        None => {
-                            self.let_go(runner.as_ref(), key);
-                            "elsewhere"
-                        }
-                        Some(fp) if self.engaged.get(key) == Some(&fp) => "engaged",
-                        Some(fp) => match fleet_client::member_client(p, *kubeconfig, None).await {
+                    let state = if observed { "elsewhere" } else { "engaged" };
+                    if self.engaged.get(key) == Some(&fp) {
+                        state
+                    } else {
+                        match fleet_client::member_client(p, *kubeconfig, None).await {
                             Ok(client) => {
-                                runner.engage(ClusterId::new(key), client, fence.flatten());
-                                tracing::info!(cluster = %key, "serving the member cluster");
+                                let id = ClusterId::new(key);
+                                if observed {
+                                    runner.observe(id, client);
+                                    tracing::info!(cluster = %key, "another replica serves the member cluster; watching what the hub places there");
+                                } else {
+                                    runner.engage(id, client, fence.flatten());
+                                    tracing::info!(cluster = %key, "serving the member cluster");
+                                }
                                 self.engaged.insert(key.clone(), fp);
                                 self.said.remove(key);
-                                "engaged"
+                                state
                             }
                             Err(why) => {
                                 self.let_go(runner.as_ref(), key);
                                 self.say(key, &why, true);
                                 "failed"
                             }
-                        },
+                        }
                     }
                 }
                 Verdict::Wait(why) => {
@@ -262,8 +272,7 @@ impl Inventory {
             };
             states.insert(key.clone(), state);
             let unserved = match state {
-                "engaged" => None,
-                "elsewhere" => Some("served by another replica".to_owned()),
+                "engaged" | "elsewhere" => None,
                 // Its health in a few words (the log has the rest).
                 "waiting" => crate::fleet::members::health(p).err().or(why),
                 _ => Some(why.unwrap_or_else(|| "its client cannot be built".to_owned())),
@@ -285,16 +294,17 @@ impl Inventory {
             share.want(wanted);
         }
         runner.report(states);
-        runner.fleet(fleet, ctx.share.is_some());
+        runner.fleet(fleet);
     }
 
-    /// Lets go of the members engaged whose Lease this replica no longer holds.
+    /// Lets go of the members served whose Lease this replica no longer holds (observed
+    /// from then on, once the hub lists the members again).
     fn drop_unheld<R: Members + ?Sized>(&mut self, runner: &R, share: &Share) {
         let lost: Vec<String> = self
             .engaged
-            .keys()
-            .filter(|k| share.fence(k).is_none())
-            .cloned()
+            .iter()
+            .filter(|(k, fp)| !fp.ends_with(OBSERVED) && share.fence(k).is_none())
+            .map(|(k, _)| k.clone())
             .collect();
         for key in lost {
             self.let_go(runner, &key);
@@ -325,6 +335,9 @@ impl Inventory {
 fn key_of<K: ResourceExt>(o: &K) -> String {
     format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())
 }
+
+/// The end of the fingerprint of a member observed, not served ([`Inventory::engaged`]).
+const OBSERVED: &str = "observed";
 
 /// What every sync reads.
 struct Context<'a> {

@@ -28,12 +28,18 @@ impl Cluster {
     ) -> Result<(), Error> {
         for (key, live, at) in &n.marks {
             let at = at.to_string();
-            self.patch_child(
-                key,
-                &json!({"metadata": {"annotations": {labels::DRAINED_AT: at}}}),
-                Some(live),
-            )
-            .await?;
+            match self
+                .patch_child(
+                    key,
+                    &json!({"metadata": {"annotations": {labels::DRAINED_AT: at}}}),
+                    Some(live),
+                )
+                .await
+            {
+                // Another replica writes there, and marks it.
+                Ok(()) | Err(Error::Elsewhere(_)) => {}
+                Err(e) => return Err(e),
+            }
         }
         for key in &n.started {
             self.event(
@@ -62,6 +68,10 @@ impl Cluster {
         live: &Value,
         drain: Option<(&Drain, DrainStep)>,
     ) -> Result<Option<(String, u64)>, Error> {
+        // Another replica deletes it (and drains it first): waited for.
+        if let Err(Error::Elsewhere(why)) = self.target(key) {
+            return Ok(Some(elsewhere(key, &why)));
+        }
         let settling = |settle: u64| {
             // The same words through the settle: no status write per pass.
             format!("{key} drained and ready; deleted once it has been for {settle} s")
@@ -122,4 +132,10 @@ impl Cluster {
             .map(|(d, ready)| (d, drain_step(d, live, &ready, Timestamp::now())));
         self.drain_or_delete(gw, action, &key, live, drain).await
     }
+}
+
+/// What a prune or a teardown waits for when another replica deletes `key` (`why`), and
+/// when to look again.
+pub(crate) fn elsewhere(key: &ObjectKey, why: &str) -> (String, u64) {
+    (format!("{key}: {why}"), DRAIN_LOOK_AGAIN)
 }

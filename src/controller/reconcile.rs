@@ -86,6 +86,18 @@ impl Applied {
     }
 }
 
+/// What a reconcile of a Gateway writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// Everything: children, prune, finalizer, status, Events (the leader, or the one
+    /// replica).
+    All,
+    /// Only what it places in the members whose Lease this replica holds, their prune
+    /// and teardown included: another replica leads and writes the rest
+    /// ([`crate::plan::placement::writes_here`]).
+    Placed,
+}
+
 /// The status to write, and the replacements' progress behind its Rollout condition.
 struct StatusOutcome {
     status: GatewayStatusPlan,
@@ -98,6 +110,25 @@ impl Cluster {
     pub(crate) async fn reconcile_gateway(
         self: &Arc<Self>,
         key: &Key,
+    ) -> Result<Option<Duration>, Error> {
+        self.reconcile_gateway_part(key, Part::All).await
+    }
+
+    /// Plans one hub Gateway and writes only what it places in the members whose Lease
+    /// this replica holds ([`Part::Placed`]): fleet mode with leader election, on a
+    /// replica that does not lead.
+    pub(crate) async fn place_gateway(
+        self: &Arc<Self>,
+        key: &Key,
+    ) -> Result<Option<Duration>, Error> {
+        self.reconcile_gateway_part(key, Part::Placed).await
+    }
+
+    /// Plans and executes `part` of one Gateway.
+    async fn reconcile_gateway_part(
+        self: &Arc<Self>,
+        key: &Key,
+        part: Part,
     ) -> Result<Option<Duration>, Error> {
         // Created just now: its routes are likely on their way (see NEW_GATEWAY_SETTLE).
         if let Some(wait) = self.new_gateway_wait(key) {
@@ -127,7 +158,7 @@ impl Cluster {
                 // now is still asked before the finalizer goes).
                 kinds.extend(self.kinds.kinds_of(key));
                 self.use_kinds(key, kinds.clone());
-                return self.teardown(key, &gw, &kinds).await;
+                return self.teardown(key, &gw, &kinds, part).await;
             }
             Read::Nothing => {
                 // Gone or not ours: forget what was kept for it.
@@ -136,6 +167,13 @@ impl Cluster {
                 return Ok(None);
             }
         };
+        // Another replica leads: nothing to do here for a Gateway that places nothing
+        // (and no kind of its to watch).
+        if part == Part::Placed && p.plan.gateway.placement.is_none() {
+            self.use_kinds(key, BTreeSet::new());
+            self.place_kinds(key, &p.plan);
+            return Ok(None);
+        }
         // A fleet member watches routes and what they read only once a Gateway of ours
         // is there: planned again once those have listed.
         if !self.rest_watches_listed() {
@@ -158,9 +196,9 @@ impl Cluster {
             return Ok(Some(Duration::from_millis(50)));
         }
         if p.gateway.metadata.deletion_timestamp.is_some() {
-            return self.teardown(key, &p.gateway, &p.kinds).await;
+            return self.teardown(key, &p.gateway, &p.kinds, part).await;
         }
-        if p.plan.gateway.accepted {
+        if p.plan.gateway.accepted && part == Part::All {
             self.ensure_finalizer(key, &p.gateway).await?;
         }
         // New versions of make-before-break children wait until what they render settles.
@@ -187,6 +225,14 @@ impl Cluster {
         } else {
             self.prune(&p, None).await?
         };
+        if part == Part::Placed {
+            // The status, the routes' and the Events are the leader's.
+            let next = requeue_after(&applied, prune_left, None)?;
+            return Ok([next, unsettled.wake, narrowing.wake, draining]
+                .into_iter()
+                .flatten()
+                .min());
+        }
         let mut outcome = status_after(&p.plan, &applied, Timestamp::now());
         if let Some(c) = super::fight::condition(&fights) {
             outcome.status.conditions.push(c);
@@ -355,6 +401,8 @@ impl Cluster {
             }
             let at = match self.target(&c.key) {
                 Ok(at) => at,
+                // Another replica writes there.
+                Err(Error::Elsewhere(_)) => continue,
                 Err(e) => {
                     out.missing.insert(e.to_string());
                     continue;
@@ -429,7 +477,11 @@ impl Cluster {
         let drain_or_delete = async |k: &ObjectKey, set: TemplateSet| {
             let live = self.snapshot.read().ok().and_then(|s| s.child(k));
             let Some(live) = live else {
-                return self.delete_child(k).await.map(|()| None);
+                return match self.delete_child(k).await {
+                    Ok(()) => Ok(None),
+                    Err(Error::Elsewhere(why)) => Ok(Some(super::narrow::elsewhere(k, &why))),
+                    Err(e) => Err(e),
+                };
             };
             self.drain_or_delete_child(&p.gateway, "Prune", prepared, set, &live)
                 .await

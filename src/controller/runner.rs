@@ -70,18 +70,21 @@ impl Runner {
     /// grant is all gatewright may do there): its watches start now, and its work runs
     /// once they have listed. A cluster already served under `id` is replaced.
     pub fn add_cluster(&self, id: ClusterId, client: Client) -> Arc<Cluster> {
-        self.add_fenced(id, client, self.fence.clone())
+        self.add_fenced(id, client, self.fence.clone(), false)
     }
 
-    /// [`Runner::add_cluster`] with writes fenced by `fence`.
+    /// [`Runner::add_cluster`] with writes fenced by `fence`; an `observer` (a member
+    /// another replica serves) watches only what the hub places there and is never
+    /// written to.
     fn add_fenced(
         &self,
         id: ClusterId,
         client: Client,
         fence: Option<Arc<LeaseFence>>,
+        observer: bool,
     ) -> Arc<Cluster> {
         self.remove_cluster(&id);
-        let cluster = Arc::new(Cluster::new(
+        let mut cluster = Cluster::new(
             id.clone(),
             client,
             self.opts.clone(),
@@ -89,12 +92,16 @@ impl Runner {
             self.queue.clone(),
             fence,
             &crate::identity::agent_of(&self.identity),
-        ));
+        );
+        cluster.observer = observer;
+        let cluster = Arc::new(cluster);
         cluster.link(self.siblings());
         if let Ok(mut c) = self.clusters.write() {
             c.insert(id, cluster.clone());
         }
-        watch::start_primary_watches(&cluster);
+        if !observer {
+            watch::start_primary_watches(&cluster);
+        }
         cluster
     }
 
@@ -208,15 +215,16 @@ impl Runner {
         };
         let w = &task.work;
         // Fleet mode with leader election: the hub's own work is the leader's (it is all
-        // queued again when this replica becomes the leader); members' work is that of
-        // the replica holding their Lease, which is the only one serving them.
-        if self.share.is_some()
+        // queued again when this replica becomes the leader), but every replica plans the
+        // hub's Gateways to write what they place in the members whose Lease it holds;
+        // members' own work is that of the replica holding their Lease.
+        let placing_only = self.share.is_some()
             && cluster.id() == &ClusterId::local()
             && !self
                 .metrics
                 .leader
-                .load(std::sync::atomic::Ordering::Relaxed)
-        {
+                .load(std::sync::atomic::Ordering::Relaxed);
+        if (placing_only && !matches!(w, Work::Gateway(_))) || cluster.observer {
             return;
         }
         if cluster.park(w) {
@@ -224,7 +232,13 @@ impl Runner {
         }
         let started = Instant::now();
         let kind = work_kind(w);
-        match cluster.run(w).instrument(cluster.span()).await {
+        let run = async {
+            match w {
+                Work::Gateway(k) if placing_only => cluster.place_gateway(k).await,
+                _ => cluster.run(w).await,
+            }
+        };
+        match run.instrument(cluster.span()).await {
             Ok(requeue) => {
                 self.metrics.reconciled(kind, "Ok", started.elapsed());
                 if let Ok(mut f) = self.failures.lock() {
@@ -281,9 +295,18 @@ fn failure_backoff(failures: u32, jitter: f64) -> Duration {
 impl super::inventory::Members for Runner {
     fn engage(&self, id: ClusterId, client: Client, fence: Option<Arc<LeaseFence>>) {
         match fence {
-            Some(f) => self.add_fenced(id, client, Some(f)),
+            Some(f) => self.add_fenced(id, client, Some(f), false),
             None => self.add_cluster(id, client),
         };
+    }
+    fn observe(&self, id: ClusterId, client: Client) {
+        // Its fence is never opened: nothing is written there from here.
+        let closed = Arc::new(LeaseFence::elsewhere(
+            id.as_str(),
+            &self.identity,
+            Duration::ZERO,
+        ));
+        self.add_fenced(id, client, Some(closed), true);
     }
     fn let_go(&self, id: &ClusterId) {
         self.remove_cluster(id);
@@ -291,8 +314,8 @@ impl super::inventory::Members for Runner {
     fn report(&self, states: BTreeMap<String, &'static str>) {
         self.metrics.set_fleet_members(states);
     }
-    fn fleet(&self, members: Vec<crate::snapshot::fleet::FleetMember>, shared: bool) {
-        self.local.set_fleet(members, shared);
+    fn fleet(&self, members: Vec<crate::snapshot::fleet::FleetMember>) {
+        self.local.set_fleet(members);
     }
 }
 

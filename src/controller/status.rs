@@ -42,6 +42,10 @@ impl Cluster {
         action: &str,
         message: &str,
     ) {
+        // Another replica writes here (it leads): its Events are its own.
+        if self.writes_here().is_err() {
+            return;
+        }
         if let Err(e) = self
             .recorder
             .publish(

@@ -21,6 +21,7 @@ use super::child_kinds::KindState;
 use super::cluster::Cluster;
 use super::common::Error;
 use super::echo::{now, strip_times};
+use super::reconcile::Part;
 use crate::gateway::conditions::{Cond, merge_conditions};
 use crate::plan::teardown::{
     StuckDeletion, left_behind, look_again, next_group, stuck_deletions, teardown_cond,
@@ -31,12 +32,16 @@ use crate::render::labels::GATEWAY_FINALIZER;
 use crate::snapshot::{Key, ObjectKey};
 
 impl Cluster {
-    /// Deletes every child of a deleted Gateway, dependents first, then lets it go.
+    /// Deletes every child of a deleted Gateway, dependents first, then lets it go. With
+    /// [`Part::Placed`] (another replica leads), only the children of each group that are
+    /// placed in a member whose Lease this replica holds: the leader deletes the rest,
+    /// waits for these, reports, and lets the Gateway go.
     pub(super) async fn teardown(
         self: &Arc<Self>,
         key: &Key,
         gw: &Gateway,
         kinds: &BTreeSet<(String, String)>,
+        part: Part,
     ) -> Result<Option<Duration>, Error> {
         if !gw.finalizers().iter().any(|f| f == GATEWAY_FINALIZER) {
             return Ok(None);
@@ -51,8 +56,10 @@ impl Cluster {
                 .children_by_gateway(&uid)
                 .map(Arc::unwrap_or_clone)
                 .partition(|c| crate::plan::placement::deletable(&ObjectKey::of(c), snap.fleet()));
-            for c in &left {
-                self.left.add(ObjectKey::of(c), &uid);
+            if part == Part::All {
+                for c in &left {
+                    self.left.add(ObjectKey::of(c), &uid);
+                }
             }
             let left = left_behind(&left, snap.fleet());
             // The revision the Gateway renders: its drains and order.
@@ -71,9 +78,15 @@ impl Cluster {
                 .unwrap_or_default();
             (children, left, order, prepared)
         };
-        self.announce_left(key, gw, &left).await;
-        if children.is_empty() {
-            return self.release(key, gw, &uid, kinds).await;
+        if part == Part::Placed {
+            if children.is_empty() {
+                return Ok(None);
+            }
+        } else {
+            self.announce_left(key, gw, &left).await;
+            if children.is_empty() {
+                return self.release(key, gw, &uid, kinds).await;
+            }
         }
         let group = next_group(&children, &uid, &order);
         // Each child of the group is deleted, or first drained (its template's `drain`).
@@ -96,6 +109,10 @@ impl Cluster {
         // holds the teardown: say so on the Gateway and in an Event, once.
         let limit = i64::try_from(self.opts.deletion_stuck_after.as_secs()).unwrap_or(i64::MAX);
         let (stuck, next_check) = stuck_deletions(&group, limit, Timestamp::now());
+        if part == Part::Placed {
+            // What the teardown waits for is the leader's to report.
+            return Ok(Some(look_again(next_check, wake)));
+        }
         let cond = teardown_cond(children.len(), &group, &stuck, &draining);
         self.write_teardown_condition(key, gw, &cond).await?;
         self.announce_stuck(key, gw, &stuck).await;

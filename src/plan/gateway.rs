@@ -224,12 +224,7 @@ pub(crate) fn plan_gateway_with(
         conflicts: Vec::new(),
         live_children: Vec::new(),
         placement: blueprint.as_ref().filter(|_| accepted).and_then(|p| {
-            super::placement::PlacementReport::of(
-                &p.spec,
-                snap.fleet(),
-                snap.places(),
-                snap.placement_off(),
-            )
+            super::placement::PlacementReport::of(&p.spec, snap.fleet(), snap.places())
         }),
     };
 

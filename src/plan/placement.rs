@@ -85,6 +85,27 @@ pub fn served(cluster: &str, fleet: &BTreeMap<String, FleetMember>) -> Result<()
     }
 }
 
+/// Whether this replica writes the objects of a cluster now, beside [`served`] (whether
+/// anyone may): `member` names the member (`None`: the hub, or the one cluster served);
+/// `leads`: this replica holds the leader's Lease (always, without leader election);
+/// `holds`: it holds the member's Lease (always, with one replica serving every member).
+/// With the members shared among replicas, each one plans every Gateway that places
+/// templates from the same snapshot, so they all render the same objects; the hub's own
+/// objects are the leader's to write, a member's are the holder of its Lease's.
+///
+/// # Errors
+/// Another replica writes there, with which.
+pub fn writes_here(member: Option<&str>, leads: bool, holds: bool) -> Result<(), String> {
+    match member {
+        None if leads => Ok(()),
+        None => Err("the hub's own objects are written by the leader (the replica holding the leader's Lease)".to_owned()),
+        Some(_) if holds => Ok(()),
+        Some(m) => Err(format!(
+            "member cluster {m} is written by the replica holding its Lease"
+        )),
+    }
+}
+
 /// Why a member that left the fleet is not served.
 pub const NOT_IN_FLEET: &str = "it is no longer in the fleet";
 
@@ -114,8 +135,6 @@ pub struct PlacementReport {
     pub unserved: Vec<(String, String)>,
     /// Placement does not render here (a controller not in fleet mode).
     pub not_applied: bool,
-    /// Why, when there is more to say than "not in fleet mode".
-    pub why_not: Option<String>,
 }
 
 impl PlacementReport {
@@ -125,7 +144,6 @@ impl PlacementReport {
         spec: &GatewayClassBlueprintSpec,
         fleet: &BTreeMap<String, FleetMember>,
         places: bool,
-        why_not: Option<&str>,
     ) -> Option<Self> {
         let placements: Vec<&TemplatePlacement> = spec
             .gateway_templates
@@ -151,7 +169,6 @@ impl PlacementReport {
                 .filter_map(|m| Some((m.name.clone(), m.unserved.clone()?)))
                 .collect(),
             not_applied: !places,
-            why_not: why_not.map(str::to_owned),
         })
     }
 
@@ -159,15 +176,6 @@ impl PlacementReport {
     #[must_use]
     pub fn condition(&self) -> (bool, &'static str, String) {
         if self.not_applied {
-            if let Some(why) = &self.why_not {
-                return (
-                    false,
-                    "PlacementNotApplied",
-                    format!(
-                        "this blueprint places templates in member clusters, and {why}: nothing of them is written"
-                    ),
-                );
-            }
             return (
                 false,
                 "PlacementNotApplied",
@@ -260,6 +268,19 @@ mod tests {
     }
 
     #[test]
+    fn the_hub_is_the_leaders_to_write_a_member_its_lease_holders() {
+        assert!(writes_here(None, true, false).is_ok());
+        assert!(
+            writes_here(None, false, true)
+                .unwrap_err()
+                .contains("leader")
+        );
+        assert!(writes_here(Some("fleet/east"), false, true).is_ok());
+        let why = writes_here(Some("fleet/east"), true, false).unwrap_err();
+        assert!(why.contains("fleet/east") && why.contains("Lease"), "{why}");
+    }
+
+    #[test]
     fn targets_are_the_selected_served_members_by_name() {
         let f = fleet(vec![
             member("fleet/b", "eu", None),
@@ -280,7 +301,7 @@ mod tests {
     #[test]
     fn the_report_names_members_selected_but_not_served() {
         let mut spec = GatewayClassBlueprintSpec::default();
-        assert!(PlacementReport::of(&spec, &BTreeMap::new(), true, None).is_none());
+        assert!(PlacementReport::of(&spec, &BTreeMap::new(), true).is_none());
         spec.gateway_templates.push(crate::api::TemplateEntry {
             name: "gw".into(),
             placement: Some(in_regions(&["eu"])),
@@ -291,7 +312,7 @@ mod tests {
             member("fleet/d", "eu", Some("ControlPlaneHealthy is False")),
             member("fleet/u", "us", Some("unreachable")),
         ]);
-        let r = PlacementReport::of(&spec, &f, true, None).unwrap();
+        let r = PlacementReport::of(&spec, &f, true).unwrap();
         assert_eq!(r.placed, ["fleet/a"]);
         assert_eq!(
             r.unserved,
@@ -309,12 +330,12 @@ mod tests {
         );
         assert!(!message.contains("fleet/u"), "{message}");
         let healthy = fleet(vec![member("fleet/a", "eu", None)]);
-        let (ok, reason, _) = PlacementReport::of(&spec, &healthy, true, None)
+        let (ok, reason, _) = PlacementReport::of(&spec, &healthy, true)
             .unwrap()
             .condition();
         assert!(ok);
         assert_eq!(reason, "Placed");
-        let (ok, reason, _) = PlacementReport::of(&spec, &healthy, false, None)
+        let (ok, reason, _) = PlacementReport::of(&spec, &healthy, false)
             .unwrap()
             .condition();
         assert!(!ok);

@@ -148,21 +148,9 @@ impl Snapshot {
 
     /// Lets placed templates render (see [`Snapshot::places`]).
     pub fn allow_placement(&mut self) {
-        self.places = true;
-        self.fleet_stamp = next_stamp();
-        self.placement_off = None;
-    }
-
-    /// Keeps placed templates from rendering, saying why.
-    pub fn refuse_placement(&mut self, why: &str) {
-        self.places = false;
-        self.fleet_stamp = next_stamp();
-        self.placement_off = Some(why.to_owned());
-    }
-
-    /// Why placed templates do not render, when set by [`Snapshot::refuse_placement`].
-    #[must_use]
-    pub fn placement_off(&self) -> Option<&str> {
-        self.placement_off.as_deref()
+        if !self.places {
+            self.places = true;
+            self.fleet_stamp = next_stamp();
+        }
     }
 }

@@ -126,8 +126,6 @@ pub struct Snapshot {
     places: bool,
     /// Changes whenever the fleet or `places` does (see [`next_stamp`](entries::next_stamp)).
     fleet_stamp: u64,
-    /// Why they do not, when there is more to say than "not in fleet mode".
-    placement_off: Option<String>,
 }
 
 /// A stand-in UID for objects read from files, stable across runs.
