@@ -16,6 +16,9 @@
 //!   its Lease (the member's audit log names it, and never the other one), and the hub's
 //!   record lists both members' addresses; the replica that does not lead killed, its
 //!   member's placed children are kept (same UID) and converged by the other;
+//! - a second placing Gateway deleted while the members are shared: what it placed in each
+//!   member is deleted by the replica holding its Lease (the audit log names it), and the
+//!   hub Gateway goes once nothing of it is left;
 //! - the partition test covers a placed write too: the route copy changed by hand in the
 //!   cut-off replica's member once the other holds it is put back, and no write of the
 //!   cut-off replica reaches the member after its Lease ran out;
@@ -203,7 +206,8 @@ async fn placed_in(member: &Client, ns: &str) -> Option<(Vec<String>, String)> {
 }
 
 /// Waits until every member holds the route copy with `hosts` and the hub's record lists
-/// both members' addresses (the downstream status simulated), the hub Gateway `Placed`.
+/// both members' addresses (the downstream status simulated, in the members and the hub),
+/// the hub Gateway `Placed`.
 /// Returns each member's placed gateway UID.
 async fn placement_converged(
     hub: &Client,
@@ -221,36 +225,66 @@ async fn placement_converged(
     );
     let gws: Api<gateway_api::apis::standard::gateways::Gateway> = Api::namespaced(hub.clone(), ns);
     let clients = [members[0].client().await, members[1].client().await];
+    // What was seen last, said when it changes (what a time-out waited for).
+    let said = Mutex::new(String::new());
     wait_for(
         "placement converged in both members and the hub",
         T,
         || async {
+            let mut seen = Vec::new();
             let mut uids = Vec::new();
+            // external-dns's part, in the hub: a change of the record holds the placed
+            // objects until it is read.
+            let _ = gatewright::simulate::simulate_ready_where(
+                hub,
+                Some(ns),
+                gatewright::simulate::Play::All,
+            )
+            .await;
             for c in &clients {
-                gatewright::simulate::simulate_ready_where(
+                let _ = gatewright::simulate::simulate_ready_where(
                     c,
                     Some(ns),
                     gatewright::simulate::Play::All,
                 )
-                .await
-                .ok()?;
-                let (h, uid) = placed_in(c, ns).await?;
-                if h != hosts {
-                    return None;
+                .await;
+                let placed = placed_in(c, ns).await;
+                seen.push(format!("{:?}", placed.as_ref().map(|p| &p.0)));
+                if let Some((h, uid)) = placed.filter(|(h, _)| h == hosts) {
+                    uids.push(uid);
                 }
-                uids.push(uid);
             }
-            let d = dns.get_opt("pub-dns").await.ok()??;
-            let g = serde_json::to_value(gws.get("pub").await.ok()?).unwrap();
-            let placed = g["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .find(|c| c["type"] == "gatewright.dev/Placed")?
-                .clone();
-            (d.data["spec"]["endpoints"][0]["targets"]
-                .as_array()
-                .is_some_and(|t| t.len() == 2)
-                && placed["status"] == "True")
+            let targets = dns
+                .get_opt("pub-dns")
+                .await
+                .ok()
+                .flatten()
+                .map(|d| d.data["spec"]["endpoints"][0]["targets"].clone());
+            let g = gws
+                .get("pub")
+                .await
+                .ok()
+                .map(|g| serde_json::to_value(g).unwrap());
+            let placed = g.as_ref().and_then(|g| {
+                g["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["type"] == "gatewright.dev/Placed")
+                    .cloned()
+            });
+            seen.push(format!("dns {targets:?}"));
+            seen.push(format!("placed {placed:?}"));
+            let now = seen.join("; ");
+            if *said.lock().unwrap() != now {
+                println!("placement: {now}");
+                *said.lock().unwrap() = now;
+            }
+            (uids.len() == 2
+                && targets
+                    .as_ref()
+                    .and_then(|t| t.as_array())
+                    .is_some_and(|t| t.len() == 2)
+                && placed?["status"] == "True")
                 .then_some(uids)
         },
     )
@@ -473,6 +507,67 @@ fn replicas_share_the_members_move_them_when_one_dies_and_never_write_twice() {
     let b = start_replica(hub_config.clone(), &fleet_ns.name);
     test_rt.block_on(shared(&a, &b, &members));
 
+    // A second placing Gateway, placed and then deleted while the members are shared: the
+    // teardown is the leader's, and what is placed in each member is deleted by the
+    // replica holding its Lease.
+    test_rt.block_on(async {
+        let gws: Api<gateway_api::apis::standard::gateways::Gateway> =
+            Api::namespaced(hub.clone(), &placed_ns.name);
+        apply_yaml(
+            &hub,
+            &format!(
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: second, namespace: {}}}\nspec:\n  gatewayClassName: {placing}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.second.example.com\"}}\n",
+                placed_ns.name
+            ),
+        )
+        .await;
+        let clients = [east.client().await, west.client().await];
+        let second_in = |c: &Client| {
+            Api::<gateway_api::apis::standard::gateways::Gateway>::namespaced(
+                c.clone(),
+                &placed_ns.name,
+            )
+        };
+        wait_for("the second Gateway placed in both members", T, || async {
+            for c in &clients {
+                second_in(c).get_opt("second-istio").await.ok()??;
+            }
+            Some(())
+        })
+        .await;
+        gws.delete("second", &kube::api::DeleteParams::default())
+            .await
+            .unwrap();
+        wait_for("the second Gateway's teardown", T, || async {
+            let _ = gatewright::simulate::simulate_ready_where(
+                &hub,
+                Some(&placed_ns.name),
+                gatewright::simulate::Play::All,
+            )
+            .await;
+            for c in &clients {
+                if second_in(c).get_opt("second-istio").await.ok()?.is_some() {
+                    return None;
+                }
+            }
+            gws.get_opt("second").await.ok()?.is_none().then_some(())
+        })
+        .await;
+    });
+    for m in &members {
+        let holder = if a.held().contains(m) { &a } else { &b };
+        let deleters: BTreeSet<String> = cluster_of(m)
+            .audit_log()
+            .iter()
+            .filter(|e| e["verb"] == "delete" && e["objectRef"]["name"] == "second-istio")
+            .filter_map(|e| e["userAgent"].as_str().map(str::to_owned))
+            .collect();
+        assert!(
+            !deleters.is_empty() && deleters.iter().all(|d| d.contains(holder.ctl.identity())),
+            "what was placed in {m} was deleted by the holder of its Lease: {deleters:?}"
+        );
+    }
+
     // a is cut off from the hub while its member keeps changing: b takes the member over
     // once a's Lease ran out, and no write of a is received by the member after that.
     let cut_off = a.held().into_iter().next().unwrap();
@@ -595,6 +690,13 @@ fn replicas_share_the_members_move_them_when_one_dies_and_never_write_twice() {
             .unwrap();
         let clients = [east.client().await, west.client().await];
         wait_for("the placed Gateway's teardown", T, || async {
+            // external-dns reads the drained record.
+            let _ = gatewright::simulate::simulate_ready_where(
+                &hub,
+                Some(&placed_ns.name),
+                gatewright::simulate::Play::All,
+            )
+            .await;
             let hub_gone = gws.get_opt("pub").await.ok()?.is_none();
             let mut placed_gone = true;
             for c in &clients {
