@@ -250,7 +250,7 @@ async fn placement_converged(
                 .await;
                 let placed = placed_in(c, ns).await;
                 seen.push(format!("{:?}", placed.as_ref().map(|p| &p.0)));
-                if let Some((h, uid)) = placed.filter(|(h, _)| h == hosts) {
+                if let Some((_, uid)) = placed.filter(|(h, _)| h == hosts) {
                     uids.push(uid);
                 }
             }
