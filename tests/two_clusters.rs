@@ -14,7 +14,9 @@
 //! its hub DNS record lists both members' addresses; a restart then writes nothing; a
 //! member reported unhealthy is dropped from the record (drained first) while the Gateway
 //! names it; healthy again, the same placed gateway is kept; its API server killed, the
-//! record drops it with nothing written in the other member meanwhile. A test binary of
+//! record drops it with nothing written in the other member meanwhile; the hub Gateway
+//! deleted while that member is down leaves its objects there, recorded in the hub, and a
+//! controller restarted meanwhile deletes them once it is back. A test binary of
 //! its own, so that no other controller runs on the test cluster meanwhile (cargo runs
 //! test binaries one after the other).
 #![cfg(feature = "cluster-tests")]
@@ -46,7 +48,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 #[path = "fleet/common.rs"]
 mod fleet;
 
-use common::{TestNamespace, admin, apply_yaml, unique_name, wait_for};
+use common::{TestNamespace, admin, apply_yaml, wait_for};
 use fleet::{Member, T, converged, enrol, member_kubeconfig, served, set_healthy, world};
 
 /// Waits, playing the downstream controllers in the hub, until the hub's record `pub-dns`
@@ -188,8 +190,10 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         let other = member.client().await;
         // The hub's inventory: ClusterProfiles and kubeconfig Secrets in one namespace.
         let fleet = TestNamespace::new(&main, "fleet").await;
+        // The controller's namespace: where what teardowns leave in members is recorded.
+        let ctl_ns = TestNamespace::new(&main, "two-ctl").await;
         let opts = Options {
-            controller_namespace: unique_name("two-ctl"),
+            controller_namespace: ctl_ns.name.clone(),
             fleet: Some(FleetOptions {
                 namespace: Some(fleet.name.clone()),
                 ..FleetOptions::default()
@@ -708,6 +712,32 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
                 .any(|m| m.contains(id2.as_str()) && m.contains("pub-istio")),
             "an Event names what was left in the member: {said:?}"
         );
+        // It is recorded in the hub, and a restart while the member is still down finds
+        // it there.
+        let records: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(main.clone(), &ctl_ns.name);
+        let listed = || async {
+            records
+                .list(&ListParams::default().labels("gatewright.dev/left-behind=true"))
+                .await
+                .unwrap()
+                .items
+        };
+        let recorded = listed().await;
+        assert_eq!(recorded.len(), 1, "one record for the deleted Gateway");
+        let objects = recorded[0].data.as_ref().unwrap()["objects"].clone();
+        assert!(
+            objects.contains("pub-istio") && objects.contains(id2.as_str()),
+            "the record lists what was left in the member: {objects}"
+        );
+        assert!(ctl.shutdown(Duration::from_secs(10)).await);
+        let ctl = gatewright::controller::start(main.clone(), opts.clone())
+            .await
+            .unwrap();
+        assert!(
+            restart.try_wait().unwrap().is_none(),
+            "restarted before the member was back"
+        );
         let status = tokio::task::spawn_blocking(move || restart.wait())
             .await
             .unwrap()
@@ -725,9 +755,13 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         })
         .await;
         println!(
-            "what was left in the member while it was down: deleted {:.1} s after it was back",
+            "what was left in the member while it was down: deleted {:.1} s after it was back (the controller restarted meanwhile)",
             t.elapsed().as_secs_f64()
         );
+        wait_for("the record deleted once all of it is gone", T, || async {
+            listed().await.is_empty().then_some(())
+        })
+        .await;
         assert!(ctl.shutdown(Duration::from_secs(10)).await);
     });
     drop(member);

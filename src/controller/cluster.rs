@@ -256,19 +256,23 @@ impl Cluster {
         let at = if key.cluster.is_empty() || key.cluster == self.id.as_str() {
             self.clone()
         } else {
-            self.siblings
-                .get()
-                .and_then(|s| s.all.upgrade())
-                .and_then(|all| all.read().ok()?.get(&ClusterId::new(&key.cluster)).cloned())
-                .ok_or_else(|| {
-                    Error::Apply(format!(
-                        "{key}: member cluster {} is not served by this process",
-                        key.cluster
-                    ))
-                })?
+            self.sibling(&key.cluster).ok_or_else(|| {
+                Error::Apply(format!(
+                    "{key}: member cluster {} is not served by this process",
+                    key.cluster
+                ))
+            })?
         };
         at.writes_here().map_err(Error::Elsewhere)?;
         Ok(at)
+    }
+
+    /// Another cluster of this process, by name: a member served or observed.
+    pub(super) fn sibling(&self, cluster: &str) -> Option<Arc<Cluster>> {
+        self.siblings
+            .get()
+            .and_then(|s| s.all.upgrade())
+            .and_then(|all| all.read().ok()?.get(&ClusterId::new(cluster)).cloned())
     }
 
     /// Whether this replica writes to this cluster now
