@@ -167,33 +167,8 @@ impl Cluster {
                 return Ok(None);
             }
         };
-        // Another replica leads: nothing to do here for a Gateway that places nothing
-        // (and no kind of its to watch).
-        if part == Part::Placed && p.plan.gateway.placement.is_none() {
-            self.use_kinds(key, BTreeSet::new());
-            self.place_kinds(key, &p.plan);
-            return Ok(None);
-        }
-        // A fleet member watches routes and what they read only once a Gateway of ours
-        // is there: planned again once those have listed.
-        if !self.rest_watches_listed() {
-            return Ok(None);
-        }
-        // The hub of a fleet places nothing before its inventory has given the members
-        // once (a start would plan placement over no members): planned again then.
-        if p.plan.gateway.placement.is_some()
-            && let Some(wait) = self.fleet_unknown()
-        {
-            return Ok(Some(wait));
-        }
-        // Not before the watches of its child kinds have listed, here and in the members
-        // it places objects in: planned again then.
-        if !self.register_kinds(key, &p.kinds, &p.plan) {
-            return Ok(None);
-        }
-        if self.kinds.listings() != listings {
-            // A kind finished listing while we planned: plan again from the full cache.
-            return Ok(Some(Duration::from_millis(50)));
+        if let Some(not_yet) = self.not_yet(key, &p, part, listings) {
+            return Ok(not_yet);
         }
         if p.gateway.metadata.deletion_timestamp.is_some() {
             return self.teardown(key, &p.gateway, &p.kinds, part).await;
@@ -258,6 +233,47 @@ impl Cluster {
                 .flatten()
                 .min(),
         )
+    }
+
+    /// Whether a planned Gateway is to wait before anything is written (`Some`: when to
+    /// plan it again; `None` in it: when a watch says so): its kinds not listed yet, the
+    /// fleet not known yet, or nothing of it for this replica to write.
+    fn not_yet(
+        self: &Arc<Self>,
+        key: &Key,
+        p: &Planned,
+        part: Part,
+        listings: u64,
+    ) -> Option<Option<Duration>> {
+        // Another replica leads: nothing to do here for a Gateway that places nothing
+        // (and no kind of its to watch).
+        if part == Part::Placed && p.plan.gateway.placement.is_none() {
+            self.use_kinds(key, BTreeSet::new());
+            self.place_kinds(key, &p.plan);
+            return Some(None);
+        }
+        // A fleet member watches routes and what they read only once a Gateway of ours
+        // is there: planned again once those have listed.
+        if !self.rest_watches_listed() {
+            return Some(None);
+        }
+        // The hub of a fleet places nothing before its inventory has given the members
+        // once (a start would plan placement over no members): planned again then.
+        if p.plan.gateway.placement.is_some()
+            && let Some(wait) = self.fleet_unknown()
+        {
+            return Some(Some(wait));
+        }
+        // Not before the watches of its child kinds have listed, here and in the members
+        // it places objects in: planned again then.
+        if !self.register_kinds(key, &p.kinds, &p.plan) {
+            return Some(None);
+        }
+        if self.kinds.listings() != listings {
+            // A kind finished listing while we planned: plan again from the full cache.
+            return Some(Some(Duration::from_millis(50)));
+        }
+        None
     }
 
     /// Route status, after the route's children were applied (Flagger waits on it); not
