@@ -11,7 +11,7 @@ use gateway_api::apis::standard::gateways::{
 };
 use serde_json::Value;
 
-use super::{GATEWAY_API_GROUP, Lookup};
+use super::lookup::{GATEWAY_API_GROUP, Lookup};
 
 /// The kind.
 pub const KIND: &str = "ListenerSet";

@@ -4,8 +4,6 @@
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
 
-use super::Lookup;
-
 /// The Secret type for TLS certificates.
 pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
 
@@ -75,39 +73,6 @@ fn has_pem_block(bytes: &[u8], accept: impl Fn(&str) -> bool) -> bool {
         }
     }
     false
-}
-
-/// A reference from an object of `from_group/from_kind` in `from_namespace` to an object
-/// of `to_group/to_kind` named `to_name` in `to_namespace`: allowed within a namespace,
-/// and across namespaces only by a ReferenceGrant in the target namespace.
-#[must_use]
-#[allow(clippy::too_many_arguments)]
-pub fn grant_allows(
-    lookup: &dyn Lookup,
-    from_group: &str,
-    from_kind: &str,
-    from_namespace: &str,
-    to_group: &str,
-    to_kind: &str,
-    to_namespace: &str,
-    to_name: &str,
-) -> bool {
-    if from_namespace == to_namespace {
-        return true;
-    }
-    lookup.reference_grants(to_namespace).iter().any(|g| {
-        g.spec
-            .from
-            .iter()
-            .any(|f| f.group == from_group && f.kind == from_kind && f.namespace == from_namespace)
-            && g.spec.to.iter().any(|t| {
-                t.group == to_group
-                    && t.kind == to_kind
-                    && t.name
-                        .as_deref()
-                        .is_none_or(|n| n.is_empty() || n == to_name)
-            })
-    })
 }
 
 /// The Secrets a Gateway's listeners name as `(namespace, name)` (core group, kind

@@ -13,7 +13,8 @@
 
 use serde_json::Value;
 
-use super::{GATEWAY_API_GROUP, hostnames};
+use super::hostnames;
+use super::lookup::GATEWAY_API_GROUP;
 
 /// A route group and kind.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -9,8 +9,9 @@
 use gateway_api::apis::standard::gateways::{Gateway, GatewayListeners};
 
 use super::conditions::{Cond, reasons, types};
+use super::hostnames;
+use super::lookup::Lookup;
 pub use super::route_kinds::RouteGroupKind;
-use super::{Lookup, hostnames};
 
 mod conflicts;
 mod protocol;

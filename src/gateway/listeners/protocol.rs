@@ -4,8 +4,8 @@
 use gateway_api::apis::standard::gateways::{GatewayListeners, GatewayListenersAllowedRoutesKinds};
 
 use super::ClassKinds;
-use crate::gateway::GATEWAY_API_GROUP;
 use crate::gateway::conditions::{Cond, reasons, types};
+use crate::gateway::lookup::GATEWAY_API_GROUP;
 use crate::gateway::route_kinds::{self, RouteGroupKind};
 
 /// Route kinds we implement, in table order ([`route_kinds`]).

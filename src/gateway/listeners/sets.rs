@@ -5,9 +5,9 @@
 use gateway_api::apis::standard::gateways::{Gateway, GatewayListeners};
 
 use super::{ClassKinds, ListenerEval, ListenerSetEval, evaluate_listener};
-use crate::gateway::Lookup;
 use crate::gateway::conditions::{Cond, reasons, types};
 use crate::gateway::listenersets::{self, ListenerSetView};
+use crate::gateway::lookup::Lookup;
 
 /// A Gateway's listeners and those of the ListenerSets it allows, in order, with where each
 /// comes from.

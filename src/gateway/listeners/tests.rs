@@ -16,10 +16,12 @@ use super::{
     ClassKinds, ListenerEval, RouteGroupKind, TLS_PASSTHROUGH, TLS_TERMINATE, evaluate_gateway,
     evaluate_gateway_for,
 };
+use crate::gateway::Status;
 use crate::gateway::conditions::{Cond, reasons, types};
+use crate::gateway::lookup::Lookup;
+use crate::gateway::refs::SecretInfo;
 use crate::gateway::refs::TLS_SECRET_TYPE;
 use crate::gateway::refs::tests::{CERT, KEY, secret};
-use crate::gateway::{Lookup, SecretInfo, Status};
 #[derive(Default)]
 pub struct World {
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,

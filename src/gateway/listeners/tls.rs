@@ -5,8 +5,9 @@ use gateway_api::apis::standard::gateways::GatewayListeners;
 
 use super::ListenerEval;
 use crate::gateway::conditions::{Cond, reasons, types};
-use crate::gateway::refs::{TLS_SECRET_TYPE, grant_allows};
-use crate::gateway::{GATEWAY_API_GROUP, Lookup, hostnames};
+use crate::gateway::hostnames;
+use crate::gateway::lookup::{GATEWAY_API_GROUP, Lookup, grant_allows};
+use crate::gateway::refs::TLS_SECRET_TYPE;
 
 /// TLS mode `Terminate`.
 pub const TLS_TERMINATE: &str = "Terminate";

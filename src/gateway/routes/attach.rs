@@ -11,8 +11,9 @@ use gateway_api::apis::standard::gateways::{
 use super::backends::resolve_backends;
 use super::{ListenerAttachment, ParentAttachment, ParentRef, RouteView};
 use crate::gateway::conditions::{Cond, reasons, types};
+use crate::gateway::hostnames;
 use crate::gateway::listeners::GatewayEval;
-use crate::gateway::{Lookup, hostnames};
+use crate::gateway::lookup::Lookup;
 
 /// Judges every parentRef of `route` that names `gw`: matching listeners by sectionName
 /// and port (`NoMatchingParent`), then allowedRoutes namespaces and kinds
@@ -249,7 +250,7 @@ fn namespace_allowed(
                 return false;
             };
             let empty = BTreeMap::new();
-            crate::gateway::selector_matches(
+            crate::gateway::lookup::selector_matches(
                 lookup.namespace_labels(route_ns).unwrap_or(&empty),
                 sel.match_labels.as_ref(),
                 sel.match_expressions.iter().flatten().map(|e| {

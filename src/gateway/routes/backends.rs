@@ -2,9 +2,9 @@
 //! cross-namespace reference needs, and the Service's existence (`ResolvedRefs`).
 
 use super::RouteView;
-use crate::gateway::Lookup;
 use crate::gateway::conditions::{Cond, reasons, types};
-use crate::gateway::refs::grant_allows;
+use crate::gateway::lookup::Lookup;
+use crate::gateway::lookup::grant_allows;
 
 pub(super) fn resolve_backends(route: &RouteView, lookup: &dyn Lookup) -> Cond {
     let r = types::RESOLVED_REFS;

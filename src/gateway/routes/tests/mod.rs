@@ -4,11 +4,11 @@
 mod kinds;
 
 use super::*;
-use crate::gateway::GATEWAY_API_GROUP;
 use crate::gateway::Status;
 use crate::gateway::conditions::reasons;
 use crate::gateway::listeners::evaluate_gateway;
 use crate::gateway::listeners::tests::{World, gw, https, listener};
+use crate::gateway::lookup::GATEWAY_API_GROUP;
 use gateway_api::apis::standard::gateways::{
     Gateway, GatewayListeners, GatewayListenersAllowedRoutes, GatewayListenersAllowedRoutesKinds,
     GatewayListenersAllowedRoutesNamespaces, GatewayListenersAllowedRoutesNamespacesFrom,
