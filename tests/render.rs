@@ -1877,6 +1877,104 @@ fn placement_renders_once_per_served_member_and_the_hub_record_lists_them_all() 
     );
 }
 
+/// `placement.resources: Member`: a placed template's render reads, of
+/// `resources.<template>`, only the objects in its own member (and in the parent's
+/// cluster); without it, every member's.
+#[test]
+fn a_placed_template_scoped_to_its_member_reads_only_its_members_objects() {
+    let example = root().join("examples").join(FLEET_CLASS);
+    let class = root().join("gatewayclasses").join(FLEET_CLASS);
+    let peers = |scope: &str| {
+        r#"  - name: peers
+    placement:
+      clusters:
+        matchLabels:
+          gatewright.dev/serves: public
+SCOPE    template: |
+      {% set found = namespace(a=[]) %}
+      {% for gw in resources.gateway %}{% for a in dig(gw, "status.addresses", []) %}{% set found.a = found.a + [a.value] %}{% endfor %}{% endfor %}
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: {{ gateway.metadata.name ~ "-peers" }}
+      data:
+        addresses: {{ found.a | join(";") }}
+"#
+        .replace("SCOPE", scope)
+    };
+    let addresses = |scope: &str| -> Vec<(String, String)> {
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["clusters.yaml", "gateway.yaml"] {
+            std::fs::copy(example.join(f), dir.path().join(f)).unwrap();
+        }
+        std::fs::copy(
+            class.join("gatewayclass.yaml"),
+            dir.path().join("gatewayclass.yaml"),
+        )
+        .unwrap();
+        let blueprint = std::fs::read_to_string(class.join("blueprint.yaml"))
+            .unwrap()
+            .replacen(
+                "  routeTemplates:\n",
+                &format!("{}  routeTemplates:\n", peers(scope)),
+                1,
+            );
+        std::fs::write(dir.path().join("blueprint.yaml"), blueprint).unwrap();
+        let render = || {
+            let out = cli::render(&[dir.path().to_owned()], "gatewright-system", &now());
+            assert_eq!(out.code, EXIT_OK, "{:?}", out.stderr);
+            docs(&out.stdout)
+        };
+        // Each member's gateway ready, with an address of its own.
+        let live: String = render()
+            .iter()
+            .filter(|d| d["metadata"]["labels"]["gatewright.dev/template"] == "gateway")
+            .map(|g| {
+                let member = g["metadata"]["annotations"]["gatewright.dev/cluster"]
+                    .as_str()
+                    .unwrap();
+                let address = if member == "fleet/eu-1" {
+                    "10.0.1.1"
+                } else {
+                    "10.0.2.1"
+                };
+                format!(
+                    "---\n{}",
+                    serde_saphyr::to_string(&placed_gateway_ready(g, address)).unwrap()
+                )
+            })
+            .collect();
+        std::fs::write(dir.path().join("live.yaml"), live).unwrap();
+        render()
+            .iter()
+            .filter(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "public-peers")
+            .map(|d| {
+                (
+                    d["metadata"]["annotations"]["gatewright.dev/cluster"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned(),
+                    d["data"]["addresses"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let own = |m: &str, a: &str| (m.to_owned(), a.to_owned());
+    assert_eq!(
+        addresses("      resources: Member\n"),
+        [own("fleet/eu-1", "10.0.1.1"), own("fleet/us-1", "10.0.2.1")],
+        "scoped: each member reads its own gateway only"
+    );
+    assert_eq!(
+        addresses(""),
+        [
+            own("fleet/eu-1", "10.0.1.1;10.0.2.1"),
+            own("fleet/us-1", "10.0.1.1;10.0.2.1")
+        ],
+        "unscoped: every member's"
+    );
+}
+
 #[test]
 fn placement_is_refused_where_it_cannot_apply() {
     let text = blueprint(

@@ -102,6 +102,31 @@ pub struct TemplatePlacement {
     /// named in the Gateway's `gatewright.dev/Placed` condition, and nothing is rendered
     /// for it (what reads `resources.<template>` no longer sees it: DNS drops it).
     pub clusters: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    /// What `resources.<template>` lists in this template's render for a member: `All`
+    /// (the default) every object of the template read, placed in any member or in the
+    /// parent's cluster; `Member` only those in the parent's cluster and in the member it
+    /// renders for, so that an object placed in one member never reads another's.
+    #[serde(default, skip_serializing_if = "ResourcesScope::is_all")]
+    pub resources: ResourcesScope,
+}
+
+/// What a placed template's render reads of `resources.<template>`
+/// ([`TemplatePlacement::resources`]).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ResourcesScope {
+    /// Every object, wherever it is placed.
+    #[default]
+    All,
+    /// Those in the parent's cluster and in the member the render is for.
+    Member,
+}
+
+impl ResourcesScope {
+    /// Whether it is the default, `All`.
+    #[must_use]
+    pub fn is_all(&self) -> bool {
+        *self == Self::All
+    }
 }
 
 /// How a template's objects are drained before the teardown deletes them.

@@ -117,6 +117,27 @@ pub fn deletable(key: &crate::snapshot::ObjectKey, fleet: &BTreeMap<String, Flee
     served(&key.cluster, fleet).is_ok()
 }
 
+/// `resources` as a render for `member` scoped to it reads it: each template's objects in
+/// the parent's cluster and in `member`, none placed in another member.
+#[must_use]
+pub fn resources_of(resources: &BTreeMap<String, Vec<Value>>, member: &str) -> minijinja::Value {
+    let scoped: BTreeMap<&String, Vec<&Value>> = resources
+        .iter()
+        .map(|(name, objects)| {
+            let here = objects
+                .iter()
+                .filter(|o| {
+                    o["metadata"]["annotations"][labels::CLUSTER]
+                        .as_str()
+                        .is_none_or(|c| c.is_empty() || c == member)
+                })
+                .collect();
+            (name, here)
+        })
+        .collect();
+    minijinja::Value::from(minijinja::value::Serde(scoped))
+}
+
 /// Marks a rendered object as going to `member`.
 pub fn place(obj: &mut Value, member: &FleetMember) {
     if !obj["metadata"]["annotations"].is_object() {
@@ -211,6 +232,7 @@ impl PlacementReport {
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+    use serde_json::json;
 
     fn member(name: &str, region: &str, unserved: Option<&str>) -> FleetMember {
         FleetMember {
@@ -228,6 +250,7 @@ mod tests {
 
     fn in_regions(regions: &[&str]) -> TemplatePlacement {
         TemplatePlacement {
+            resources: crate::api::ResourcesScope::All,
             clusters: LabelSelector {
                 match_expressions: Some(vec![LabelSelectorRequirement {
                     key: "region".into(),
@@ -265,6 +288,30 @@ mod tests {
         assert!(deletable(&key("fleet/a"), &f));
         assert!(!deletable(&key("fleet/d"), &f));
         assert!(!deletable(&key("fleet/gone"), &f));
+    }
+
+    #[test]
+    fn resources_scoped_to_a_member_leave_the_other_members_out() {
+        let placed =
+            |c: &str| json!({"metadata": {"name": "g", "annotations": {labels::CLUSTER: c}}});
+        let resources = BTreeMap::from([
+            (
+                "gateway".to_owned(),
+                vec![placed("fleet/eu-1"), placed("fleet/us-1")],
+            ),
+            ("hub".to_owned(), vec![json!({"metadata": {"name": "h"}})]),
+        ]);
+        let v = serde_json::to_value(resources_of(&resources, "fleet/eu-1")).unwrap();
+        assert_eq!(v["gateway"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            v["gateway"][0]["metadata"]["annotations"][labels::CLUSTER],
+            "fleet/eu-1"
+        );
+        assert_eq!(
+            v["hub"].as_array().unwrap().len(),
+            1,
+            "the parent's cluster stays"
+        );
     }
 
     #[test]

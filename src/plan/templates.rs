@@ -239,13 +239,23 @@ fn render_objects(
             .collect(),
     };
     let mut objects: Vec<Value> = Vec::new();
+    let member_scoped = entry
+        .placement
+        .as_ref()
+        .is_some_and(|p| p.resources == crate::api::ResourcesScope::Member);
     for target in targets {
-        // `cluster` is in the base context (empty); a placed render sees its member.
-        let placed_ctx = target.map(|m| {
-            minijinja::context! {
+        // `cluster` is in the base context (empty); a placed render sees its member, and,
+        // scoped to it, only its objects and the parent cluster's in `resources`.
+        let placed_ctx = target.map(|m| match member_scoped {
+            true => minijinja::context! {
+                cluster => super::placement::cluster_value(m),
+                resources => super::placement::resources_of(&out.resources, &m.name),
+                ..ctx.clone()
+            },
+            false => minijinja::context! {
                 cluster => super::placement::cluster_value(m),
                 ..ctx.clone()
-            }
+            },
         });
         let ctx = placed_ctx.as_ref().unwrap_or(ctx);
         let rendered = if renders_kind {
