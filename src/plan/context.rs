@@ -22,12 +22,13 @@ pub struct GatewayContext {
     pub class: Value,
     /// Merged values.
     pub values: Value,
-    /// Normalized listeners.
-    pub listeners: Vec<ListenerVar>,
+    /// Normalized listeners (shared with the memo: a plan over the same attachments keeps
+    /// them).
+    pub listeners: Arc<Vec<ListenerVar>>,
     /// Routes accepted by the Gateway, sorted (so [`GatewayContext::accepts`] can search).
     pub routes: Vec<RouteKey>,
-    /// Accepted hostnames.
-    pub hostnames: HostnamesVar,
+    /// Accepted hostnames (shared with the memo, as the listeners).
+    pub hostnames: Arc<HostnamesVar>,
     /// The accepted routes as template values (each parsed only if a template reads it).
     pub route_values: Vec<minijinja::Value>,
     /// All of the above as the template context (without `resources`), built on first
@@ -65,8 +66,8 @@ impl GatewayContext {
                 .get_or_init(|| V::from(Serde(&*self.gateway)));
             let (listeners, hostnames) = self.converted.vars.get_or_init(|| {
                 (
-                    V::from(Serde(&self.listeners)),
-                    V::from(Serde(&self.hostnames)),
+                    V::from(Serde(&*self.listeners)),
+                    V::from(Serde(&*self.hostnames)),
                 )
             });
             minijinja::context! {
@@ -85,9 +86,9 @@ impl GatewayContext {
         gateway: Arc<Value>,
         class: Value,
         values: Value,
-        listeners: Vec<ListenerVar>,
+        listeners: Arc<Vec<ListenerVar>>,
         routes: Vec<RouteKey>,
-        hostnames: HostnamesVar,
+        hostnames: Arc<HostnamesVar>,
     ) -> Self {
         Self {
             gateway,
@@ -209,6 +210,10 @@ fn listener_vars(gateway: &Value, eval: &GatewayEval) -> Vec<ListenerVar> {
 /// Each route's attachments to a Gateway's listeners, in route key order.
 pub(super) type RouteAttachments = [(RouteKey, Parents)];
 
+/// The listeners and hostnames made of a Gateway's attachments, shared between a plan and
+/// the memo.
+pub(super) type Vars = (Arc<Vec<ListenerVar>>, Arc<HostnamesVar>);
+
 /// The template variables of a Gateway, and the entries of the routes it accepted (in
 /// `attachments` order). `attached` holds the entry of each route of `attachments`.
 /// `vars`: the listeners and hostnames an earlier plan made of the same attachments.
@@ -217,7 +222,7 @@ pub(super) fn build_context<'a>(
     class: Value,
     eval: &GatewayEval,
     (attachments, attached): (&RouteAttachments, &[&'a Arc<RouteEntry>]),
-    vars: Option<(Vec<ListenerVar>, HostnamesVar)>,
+    vars: Option<Vars>,
     values: Option<Value>,
 ) -> (GatewayContext, Vec<&'a Arc<RouteEntry>>) {
     let values = values.unwrap_or_else(|| Value::Object(serde_json::Map::new()));
@@ -304,7 +309,14 @@ pub(super) fn build_context<'a>(
     }
     let hostnames = hostnames_var(names, certificate_names, &generated_names, tls_differs);
     (
-        GatewayContext::new(gateway, class, values, listeners, routes, hostnames),
+        GatewayContext::new(
+            gateway,
+            class,
+            values,
+            Arc::new(listeners),
+            routes,
+            Arc::new(hostnames),
+        ),
         entries,
     )
 }

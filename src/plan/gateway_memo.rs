@@ -211,7 +211,7 @@ pub(crate) struct Attachments {
     basis: Option<AttachBasis>,
     /// In route key order.
     routes: Vec<(RouteKey, Arc<RouteEntry>, Parents)>,
-    vars: Option<(Vec<ListenerVar>, HostnamesVar)>,
+    vars: Option<super::context::Vars>,
     gateway: Option<(Arc<GatewayEntry>, Arc<Value>)>,
     /// `gateway` and `vars` as template values, when a plan converted them.
     gateway_value: Option<minijinja::Value>,
@@ -235,7 +235,7 @@ pub(crate) struct Attached<'s> {
     pub entries: Vec<&'s Arc<RouteEntry>>,
     /// The listeners and hostnames of the last plan, when every attachment is what it was
     /// then (and so are they).
-    pub vars: Option<(Vec<ListenerVar>, HostnamesVar)>,
+    pub vars: Option<super::context::Vars>,
 }
 
 impl Attachments {
@@ -253,8 +253,12 @@ impl Attachments {
     }
 
     /// Remembers the listeners and hostnames made of the attachments [`attach`] returned.
-    pub(crate) fn remember_vars(&mut self, listeners: &[ListenerVar], hostnames: &HostnamesVar) {
-        self.vars = Some((listeners.to_vec(), hostnames.clone()));
+    pub(crate) fn remember_vars(
+        &mut self,
+        listeners: &Arc<Vec<ListenerVar>>,
+        hostnames: &Arc<HostnamesVar>,
+    ) {
+        self.vars = Some((Arc::clone(listeners), Arc::clone(hostnames)));
         self.vars_values = None;
     }
 

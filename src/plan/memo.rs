@@ -37,19 +37,42 @@ use crate::render::prepared::Prepared;
 use crate::snapshot::{RouteEntry, RouteKey, Snapshot};
 
 /// What route templates read of a Gateway's plan (see the module docs).
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub(crate) struct RouteContext {
     gateway_uid: String,
     gateway: Arc<Value>,
     class: Option<Value>,
     values: Option<Value>,
-    listeners: Option<Vec<ListenerVar>>,
-    hostnames: Option<HostnamesVar>,
+    listeners: Option<Arc<Vec<ListenerVar>>>,
+    hostnames: Option<Arc<HostnamesVar>>,
     scopes: u64,
     /// The fleet's stamp ([`Snapshot::fleet_stamp`]: its members, served or not, and
     /// whether placement renders here) when a route template is placed: where its objects
     /// go and what they read of `cluster` change with them.
     fleet: Option<u64>,
+}
+
+/// Whether two shared values are the same: one value (a plan over the same attachments
+/// keeps the memo's), else equal.
+fn same<T: PartialEq>(a: Option<&Arc<T>>, b: Option<&Arc<T>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+impl PartialEq for RouteContext {
+    fn eq(&self, o: &Self) -> bool {
+        self.gateway_uid == o.gateway_uid
+            && (Arc::ptr_eq(&self.gateway, &o.gateway) || self.gateway == o.gateway)
+            && self.class == o.class
+            && self.values == o.values
+            && same(self.listeners.as_ref(), o.listeners.as_ref())
+            && same(self.hostnames.as_ref(), o.hostnames.as_ref())
+            && self.scopes == o.scopes
+            && self.fleet == o.fleet
+    }
 }
 
 impl RouteContext {
@@ -66,8 +89,12 @@ impl RouteContext {
             gateway: Arc::clone(&ctx.gateway),
             class: reads.contains("class").then(|| ctx.class.clone()),
             values: reads.contains("values").then(|| ctx.values.clone()),
-            listeners: reads.contains("listeners").then(|| ctx.listeners.clone()),
-            hostnames: reads.contains("hostnames").then(|| ctx.hostnames.clone()),
+            listeners: reads
+                .contains("listeners")
+                .then(|| Arc::clone(&ctx.listeners)),
+            hostnames: reads
+                .contains("hostnames")
+                .then(|| Arc::clone(&ctx.hostnames)),
             scopes: snap.scopes_stamp(),
             fleet: prepared
                 .spec

@@ -83,6 +83,24 @@ pub struct Compiled {
     /// Blueprint name, for messages.
     pub blueprint: String,
     env: Environment<'static>,
+    /// Readiness verdicts by expression and live object version ([`ready_key`]): a
+    /// plan judges every child it renders, most of them unchanged since the last plan,
+    /// and an expression's evaluation converts the whole object (a DNS record listing a
+    /// thousand hostnames) into template values.
+    ready: std::sync::Mutex<std::collections::HashMap<String, bool>>,
+}
+
+/// The most readiness verdicts [`Compiled`] keeps; past it, it starts again.
+const READY_KEPT: usize = 8192;
+
+/// The key of a readiness verdict: the expression and the object's UID and
+/// `resourceVersion` (which change with its content); `None` for an object without them
+/// (read from files), judged every time.
+fn ready_key(expr: &str, object: &serde_json::Value) -> Option<String> {
+    let meta = &object["metadata"];
+    let uid = meta["uid"].as_str().filter(|u| !u.is_empty())?;
+    let rv = meta["resourceVersion"].as_str().filter(|v| !v.is_empty())?;
+    Some(format!("{uid}\u{0}{rv}\u{0}{expr}"))
 }
 
 impl std::fmt::Debug for Compiled {
@@ -207,6 +225,7 @@ impl Compiled {
             Ok(Self {
                 blueprint: blueprint.to_owned(),
                 env,
+                ready: std::sync::Mutex::default(),
             })
         } else {
             Err(errors)
@@ -242,21 +261,36 @@ impl Compiled {
         expr: &str,
         object: &serde_json::Value,
     ) -> Result<bool, RenderError> {
+        let key = ready_key(expr, object);
+        if let Some(k) = &key
+            && let Some(ready) = self.ready.lock().ok().and_then(|r| r.get(k).copied())
+        {
+            return Ok(ready);
+        }
         let compiled = self
             .env
             .compile_expression(expr)
             .map_err(|e| RenderError::from_minijinja(&self.blueprint, template, &e))?;
         let ctx = minijinja::context! { object => Value::from(minijinja::value::Serde(object)) };
-        match compiled.eval(ctx) {
-            Ok(v) => Ok(v.is_true()),
+        let verdict = match compiled.eval(ctx) {
+            Ok(v) => v.is_true(),
             // A field that is not there yet means "not ready", not a broken blueprint.
-            Err(e) if e.kind() == ErrorKind::UndefinedError => Ok(false),
+            Err(e) if e.kind() == ErrorKind::UndefinedError => false,
             Err(e) => {
                 let mut err = RenderError::from_minijinja(&self.blueprint, template, &e);
                 err.message = format!("readyWhen: {}", err.message);
-                Err(err)
+                return Err(err);
             }
+        };
+        if let Some(k) = key
+            && let Ok(mut r) = self.ready.lock()
+        {
+            if r.len() >= READY_KEPT {
+                r.clear();
+            }
+            r.insert(k, verdict);
         }
+        Ok(verdict)
     }
 
     /// The variables template `name` of `set` reads, as dotted paths (`resources.LB`).
@@ -623,6 +657,26 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn a_readiness_verdict_is_kept_per_object_version() {
+        let c = Compiled::compile("b", &GatewayClassBlueprintSpec::default()).unwrap();
+        let expr = r#"dig(object, "status.ready", false)"#;
+        let at = |rv: &str, ready: bool| serde_json::json!({"metadata": {"uid": "u1", "resourceVersion": rv}, "status": {"ready": ready}});
+        assert!(c.eval_ready("t", expr, &at("1", true)).unwrap());
+        // The same version is not judged again (its content cannot differ on a server).
+        assert!(c.eval_ready("t", expr, &at("1", false)).unwrap());
+        assert!(
+            !c.eval_ready("t", expr, &at("2", false)).unwrap(),
+            "a new version is"
+        );
+        // Another expression, its own verdict.
+        assert!(c.eval_ready("t", "true", &at("2", false)).unwrap());
+        // An object without a version (read from files) is judged every time.
+        let file = |ready: bool| serde_json::json!({"status": {"ready": ready}});
+        assert!(c.eval_ready("t", expr, &file(true)).unwrap());
+        assert!(!c.eval_ready("t", expr, &file(false)).unwrap());
     }
 
     #[test]
