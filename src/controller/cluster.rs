@@ -4,8 +4,11 @@
 //! ([`memory`](super::memory)), and the writers (apply, prune, status, Events), which are
 //! the `impl Cluster` blocks of `reconcile.rs`, `apply.rs`, `status.rs`, `teardown.rs`,
 //! `class.rs` and `policy.rs`. A reconcile is [`Cluster::run`]: a function of the cluster
-//! and one work item. Two clusters in one process share nothing but the metrics registry
-//! and the [`Runner`](super::runner::Runner)'s queue their work waits in.
+//! and one work item. Two clusters in one process share the metrics registry and the
+//! [`Runner`](super::runner::Runner)'s queue their work waits in; in fleet mode the hub
+//! and its members reach each other for placement ([`Siblings`]), and every child write
+//! asks [`Cluster::target`] whether this replica writes there
+//! ([`crate::plan::placement::writes_here`]).
 //!
 //! Nothing of a cluster is worked on before every one of its primary watches has listed:
 //! work taken from the queue before then is parked, and queued again (with every Gateway,
