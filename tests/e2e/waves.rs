@@ -401,9 +401,16 @@ async fn a_pinned_gateway_stays_on_its_revision() {
     let second = format!("{class}-2");
     all_programmed_on(&client, &ns.name, &["g0"], &second).await;
     let gws: Api<Gateway> = Api::namespaced(client.clone(), &ns.name);
-    let g1 = gws.get("g1").await.unwrap();
-    let r = cond(&g1, "gatewright.dev/Revision").unwrap();
-    assert_eq!(r.reason, "Pinned", "{r:?}");
+    // Only the Revision condition's reason changes for g1 (it stays Programmed): a
+    // progress-only status change, which may wait for the progress hold (30 s while the
+    // controller is busy) before it is written.
+    let r = wait_for("g1 reported pinned", Duration::from_secs(90), || async {
+        let g1 = gws.get("g1").await.ok()?;
+        cond(&g1, "gatewright.dev/Revision")
+            .filter(|r| r.reason == "Pinned")
+            .cloned()
+    })
+    .await;
     assert!(r.message.starts_with(&format!("{first}:")), "{}", r.message);
     assert_eq!(
         values(&client, &ns.name).await,
