@@ -109,6 +109,17 @@ struct Pending {
     next_try: Option<Instant>,
 }
 
+impl Pending {
+    /// Not tried yet.
+    fn new(gateway_uid: &str) -> Self {
+        Self {
+            gateway_uid: gateway_uid.to_owned(),
+            failures: 0,
+            next_try: None,
+        }
+    }
+}
+
 /// The objects left in members, by member: each with the UID of its Gateway; and the
 /// durable records, by Gateway UID, with the objects each lists.
 #[derive(Default)]
@@ -177,13 +188,13 @@ impl Left {
     /// (to delete, or to see gone).
     pub(super) fn listed(&self, records: Vec<(String, BTreeSet<ObjectKey>)>) {
         for (uid, objects) in records {
-            let known: BTreeSet<ObjectKey> = self
-                .by_member
-                .lock()
-                .map(|m| m.values().flat_map(|o| o.keys().cloned()).collect())
-                .unwrap_or_default();
-            for k in objects.iter().filter(|k| !known.contains(*k)) {
-                self.add(k.clone(), &uid);
+            if let Ok(mut m) = self.by_member.lock() {
+                for k in &objects {
+                    m.entry(k.cluster.clone())
+                        .or_default()
+                        .entry(k.clone())
+                        .or_insert_with(|| Pending::new(&uid));
+                }
             }
             self.recorded(&uid, objects);
         }
@@ -221,14 +232,9 @@ impl Left {
     /// Remembers `key`, placed for the Gateway of `gateway_uid`, as left in its member.
     pub(super) fn add(&self, key: ObjectKey, gateway_uid: &str) {
         if let Ok(mut m) = self.by_member.lock() {
-            m.entry(key.cluster.clone()).or_default().insert(
-                key,
-                Pending {
-                    gateway_uid: gateway_uid.to_owned(),
-                    failures: 0,
-                    next_try: None,
-                },
-            );
+            m.entry(key.cluster.clone())
+                .or_default()
+                .insert(key, Pending::new(gateway_uid));
         }
     }
 

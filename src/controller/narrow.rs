@@ -68,9 +68,8 @@ impl Cluster {
         live: &Value,
         drain: Option<(&Drain, DrainStep)>,
     ) -> Result<Option<(String, u64)>, Error> {
-        // Another replica deletes it (and drains it first): waited for.
-        if let Err(Error::Elsewhere(why)) = self.target(key) {
-            return Ok(Some(elsewhere(key, &why)));
+        if let Some(waiting) = self.deleted_elsewhere(key) {
+            return Ok(Some(waiting));
         }
         let settling = |settle: u64| {
             // The same words through the settle: no status write per pass.
@@ -116,6 +115,15 @@ impl Cluster {
         }
     }
 
+    /// Another replica deletes `key` (and drains it first): what a prune or a teardown
+    /// waits for, in words, and when to look again.
+    pub(crate) fn deleted_elsewhere(self: &Arc<Self>, key: &ObjectKey) -> Option<(String, u64)> {
+        match self.target(key) {
+            Err(Error::Elsewhere(why)) => Some((format!("{key}: {why}"), DRAIN_LOOK_AGAIN)),
+            _ => None,
+        }
+    }
+
     /// [`Self::drain_or_delete`] for a live child of a parent whose blueprint is
     /// `prepared` (`None`: deleted without a drain).
     pub(crate) async fn drain_or_delete_child(
@@ -132,10 +140,4 @@ impl Cluster {
             .map(|(d, ready)| (d, drain_step(d, live, &ready, Timestamp::now())));
         self.drain_or_delete(gw, action, &key, live, drain).await
     }
-}
-
-/// What a prune or a teardown waits for when another replica deletes `key` (`why`), and
-/// when to look again.
-pub(crate) fn elsewhere(key: &ObjectKey, why: &str) -> (String, u64) {
-    (format!("{key}: {why}"), DRAIN_LOOK_AGAIN)
 }

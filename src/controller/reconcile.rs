@@ -493,11 +493,10 @@ impl Cluster {
         let drain_or_delete = async |k: &ObjectKey, set: TemplateSet| {
             let live = self.snapshot.read().ok().and_then(|s| s.child(k));
             let Some(live) = live else {
-                return match self.delete_child(k).await {
-                    Ok(()) => Ok(None),
-                    Err(Error::Elsewhere(why)) => Ok(Some(super::narrow::elsewhere(k, &why))),
-                    Err(e) => Err(e),
-                };
+                if let Some(waiting) = self.deleted_elsewhere(k) {
+                    return Ok(Some(waiting));
+                }
+                return self.delete_child(k).await.map(|()| None);
             };
             self.drain_or_delete_child(&p.gateway, "Prune", prepared, set, &live)
                 .await

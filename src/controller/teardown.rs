@@ -293,13 +293,16 @@ impl Cluster {
 
     /// The hub, every second: reads the records of what teardowns left in members (at
     /// start, then every [`super::left::LIST_EVERY`]), deletes what is left in the members
-    /// this replica writes to, sees what another replica deleted, and (the leader) deletes
-    /// the records whose objects are all gone; one sweep at a time. Returns at once.
+    /// this replica writes to, sees what another replica deleted, and then (the leader)
+    /// deletes the records whose objects are all gone; one sweep at a time. Returns at
+    /// once.
     pub(super) fn sweep_left(self: &Arc<Self>) {
         let now = std::time::Instant::now();
         let list = self.left.list_due(now);
         let due = self.left.to_sweep(now);
-        if !list && due.is_none() && self.left.finished().is_empty() {
+        // The records all of whose objects are gone are deleted after a sweep or a read:
+        // one that cannot be deleted is tried again at the next read, not every second.
+        if !list && due.is_none() {
             return;
         }
         if !self.left.begin() {

@@ -36,8 +36,10 @@ use crate::render::context::{HostnamesVar, ListenerVar};
 use crate::render::prepared::Prepared;
 use crate::snapshot::{RouteEntry, RouteKey, Snapshot};
 
-/// What route templates read of a Gateway's plan (see the module docs).
-#[derive(Debug)]
+/// What route templates read of a Gateway's plan (see the module docs). Its shared parts
+/// compare by address first (`Arc` of an `Eq` type): a plan over the same attachments
+/// holds the memo's own listeners and hostnames.
+#[derive(Debug, PartialEq)]
 pub(crate) struct RouteContext {
     gateway_uid: String,
     gateway: Arc<Value>,
@@ -50,29 +52,6 @@ pub(crate) struct RouteContext {
     /// whether placement renders here) when a route template is placed: where its objects
     /// go and what they read of `cluster` change with them.
     fleet: Option<u64>,
-}
-
-/// Whether two shared values are the same: one value (a plan over the same attachments
-/// keeps the memo's), else equal.
-fn same<T: PartialEq>(a: Option<&Arc<T>>, b: Option<&Arc<T>>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
-        (None, None) => true,
-        _ => false,
-    }
-}
-
-impl PartialEq for RouteContext {
-    fn eq(&self, o: &Self) -> bool {
-        self.gateway_uid == o.gateway_uid
-            && (Arc::ptr_eq(&self.gateway, &o.gateway) || self.gateway == o.gateway)
-            && self.class == o.class
-            && self.values == o.values
-            && same(self.listeners.as_ref(), o.listeners.as_ref())
-            && same(self.hostnames.as_ref(), o.hostnames.as_ref())
-            && self.scopes == o.scopes
-            && self.fleet == o.fleet
-    }
 }
 
 impl RouteContext {

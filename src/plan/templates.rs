@@ -246,16 +246,19 @@ fn render_objects(
     for target in targets {
         // `cluster` is in the base context (empty); a placed render sees its member, and,
         // scoped to it, only its objects and the parent cluster's in `resources`.
-        let placed_ctx = target.map(|m| match member_scoped {
-            true => minijinja::context! {
-                cluster => super::placement::cluster_value(m),
-                resources => super::placement::resources_of(&out.resources, &m.name),
-                ..ctx.clone()
-            },
-            false => minijinja::context! {
+        let placed_ctx = target.map(|m| {
+            let placed = minijinja::context! {
                 cluster => super::placement::cluster_value(m),
                 ..ctx.clone()
-            },
+            };
+            if member_scoped {
+                minijinja::context! {
+                    resources => super::placement::resources_of(&out.resources, &m.name),
+                    ..placed
+                }
+            } else {
+                placed
+            }
         });
         let ctx = placed_ctx.as_ref().unwrap_or(ctx);
         let rendered = if renders_kind {

@@ -13,7 +13,7 @@ use minijinja::Value;
 use serde::Serialize;
 
 /// A listener as templates see it.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct ListenerVar {
     /// Listener name (unique within its Gateway or ListenerSet, not across them).
     pub name: String,
@@ -58,7 +58,7 @@ pub struct NamespacedName {
 }
 
 /// A route attached to a listener.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct AttachedRouteVar {
     /// Kind (`HTTPRoute`, `GRPCRoute`, `TLSRoute`, `TCPRoute`, `UDPRoute`).
     pub kind: String,
@@ -71,7 +71,7 @@ pub struct AttachedRouteVar {
 }
 
 /// `hostnames.union`, `hostnames.intersection`, `hostnames.precise` and `hostnames.tls`.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct HostnamesVar {
     /// Every accepted, intersected hostname, sorted, without duplicates.
     pub union: Vec<String>,
