@@ -10,7 +10,9 @@
 #                                         # attachedRoutes = R, to every route Accepted, to
 #                                         # Programmed with every hostname certified; status
 #                                         # writes and Certificates ordered meanwhile; weight
-#                                         # change -> shadow route at R routes; CPU and RSS
+#                                         # change -> shadow route at R routes; CPU and RSS;
+#                                         # the ceiling: the controller's writes of the attach
+#                                         # phase from a plain client, 8 at a time
 #                                         # (saved as benches/results/shared-R<R>-<date>.txt)
 #   scripts/bench-scale.sh rollout 1000   # blueprint rollouts: N Gateways (HTTPS, one route each)
 #                                         # converged, then a change replacing every certificate

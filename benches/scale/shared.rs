@@ -4,7 +4,9 @@
 //! route is Accepted and until the Gateway is Programmed with every route's hostname in
 //! the certificates its Istio child serves; the Gateway and route status writes and the
 //! Certificates ordered in that phase; then a route weight change -> shadow route
-//! (p50/p99 over `SCALE_CHANGES`), controller CPU and RSS. Figures only, never asserted.
+//! (p50/p99 over `SCALE_CHANGES`), controller CPU and RSS; last the ceiling: the
+//! controller's writes of the attach phase sent by a plain client, to show what the API
+//! server allows. Figures only, never asserted.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -309,15 +311,90 @@ pub(super) async fn run(client: &Client, bin: &str, _conc: usize, changes: usize
     print_reconciles(&p).await;
     let (rss, peak) = p.rss();
     p.stop();
+    paused.store(true, Ordering::Relaxed);
+    let ceiling = ceiling(client, &routes, r_total).await;
+    println!(
+        "  CEILING (the controller's writes of that phase, {r_total} shadow-route applies and {r_total} route status writes, from a plain client {IN_FLIGHT} at a time, no planning): {:.2} s; the controller's from the first create to every route Accepted: {:.2} s",
+        ceiling.as_secs_f64(),
+        (created + at_accepted.unwrap_or_default()).as_secs_f64()
+    );
     println!();
     println!(
-        "  SUMMARY R={r_total} attached={:.2}s accepted={:.2}s programmed_with_names={:.2}s gateway_status_writes={gateway_status_writes} route_status_writes={route_status_writes} certificates_ordered={orders} weight_p50_p99={weight} cpu_phase={cpu_phase:.2}s cpu_per_change={:.1}ms rss={rss:.1}MiB rss_peak={:.1}MiB",
+        "  SUMMARY R={r_total} attached={:.2}s accepted={:.2}s programmed_with_names={:.2}s ceiling={:.2}s gateway_status_writes={gateway_status_writes} route_status_writes={route_status_writes} certificates_ordered={orders} weight_p50_p99={weight} cpu_phase={cpu_phase:.2}s cpu_per_change={:.1}ms rss={rss:.1}MiB rss_peak={:.1}MiB",
         secs(at_attached),
         secs(at_accepted),
         secs(at_certs),
+        ceiling.as_secs_f64(),
         cpu_changes * 1000.0 / lat.len().max(1) as f64,
         peak.max(peak_rss)
     );
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("  load average at end: {}", load.trim());
+}
+
+/// Requests the controller sends at once within a reconcile (`REQUESTS_IN_FLIGHT` in
+/// `src/controller/reconcile.rs`).
+const IN_FLIGHT: usize = 8;
+
+/// What the API server allows here for the controller's part of the attach phase: per
+/// route, its shadow route applied (the converged one's copy, renamed) and its status
+/// written (route r0's), from a plain client `IN_FLIGHT` at a time, into a namespace of its
+/// own whose routes are created first, untimed. The controller is stopped and the
+/// simulator paused.
+async fn ceiling(client: &Client, routes: &View, r_total: usize) -> Duration {
+    const CEILING_NS: &str = "shared-ceiling";
+    apply(
+        client,
+        &ar("", "v1", "Namespace", "namespaces"),
+        None,
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CEILING_NS}}),
+        "scale",
+    )
+    .await;
+    let shadow = routes
+        .get(&format!("{NS}/r0-{GATEWAY}-istio"))
+        .expect("route r0's shadow route")
+        .0;
+    let shadow: Value = serde_json::from_str(&super::child_template(&shadow)).unwrap();
+    let status = routes.get(&format!("{NS}/r0")).expect("route r0").0["status"].clone();
+    {
+        let client = client.clone();
+        par(r_total, IN_FLIGHT, move |r| {
+            let client = client.clone();
+            let mut v = route(r, 0);
+            v["metadata"]["namespace"] = json!(CEILING_NS);
+            async move { apply(&client, &rt_ar(), Some(CEILING_NS), &v, "scale").await }
+        })
+        .await;
+    }
+    let t = Instant::now();
+    {
+        let client = client.clone();
+        let (shadow, status) = (Arc::new(shadow), Arc::new(status));
+        par(r_total, IN_FLIGHT, move |r| {
+            let client = client.clone();
+            let mut v = (*shadow).clone();
+            v["metadata"]["name"] = json!(format!("r{r}-{GATEWAY}-istio"));
+            v["metadata"]["namespace"] = json!(CEILING_NS);
+            v["spec"]["hostnames"] = json!([host(r)]);
+            let status = status.clone();
+            async move {
+                apply(&client, &rt_ar(), Some(CEILING_NS), &v, "ceiling").await;
+                kube::Api::<kube::api::DynamicObject>::namespaced_with(
+                    client,
+                    CEILING_NS,
+                    &rt_ar(),
+                )
+                .patch_status(
+                    &format!("r{r}"),
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&json!({ "status": *status })),
+                )
+                .await
+                .unwrap();
+            }
+        })
+        .await;
+    }
+    t.elapsed()
 }
