@@ -101,14 +101,7 @@ fn programmed_with_names(
 pub(super) async fn run(client: &Client, bin: &str, _conc: usize, changes: usize, port: u16) {
     let r_total = env_usize("SCALE_ROUTES", 1000);
     let conc = env_usize("SCALE_CONCURRENCY", 4);
-    apply(
-        client,
-        &ar("", "v1", "Namespace", "namespaces"),
-        None,
-        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
-        "scale",
-    )
-    .await;
+    namespace(client, NS).await;
     println!(
         "shared: one Gateway (listeners http and https) x R = {r_total} HTTPRoutes, class {}, {conc} client threads",
         super::CLASS
@@ -343,14 +336,7 @@ const IN_FLIGHT: usize = 8;
 /// simulator paused.
 async fn ceiling(client: &Client, routes: &View, r_total: usize) -> Duration {
     const CEILING_NS: &str = "shared-ceiling";
-    apply(
-        client,
-        &ar("", "v1", "Namespace", "namespaces"),
-        None,
-        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CEILING_NS}}),
-        "scale",
-    )
-    .await;
+    namespace(client, CEILING_NS).await;
     let shadow = routes
         .get(&format!("{NS}/r0-{GATEWAY}-istio"))
         .expect("route r0's shadow route")
@@ -397,4 +383,16 @@ async fn ceiling(client: &Client, routes: &View, r_total: usize) -> Duration {
         .await;
     }
     t.elapsed()
+}
+
+/// Creates namespace `name` (a no-op when it exists).
+async fn namespace(client: &Client, name: &str) {
+    apply(
+        client,
+        &ar("", "v1", "Namespace", "namespaces"),
+        None,
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+        "scale",
+    )
+    .await;
 }
