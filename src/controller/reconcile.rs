@@ -72,7 +72,7 @@ struct Applied {
     lasting: Vec<String>,
     /// A kind whose discovery is still under way.
     pending_kinds: bool,
-    /// Whether any apply sent a change.
+    /// Whether an apply sent a change that a plan reads back (see [`replans`]).
     changed: bool,
     /// Routes with a change to their children held back (a narrowing goes first): their
     /// status is not written yet, so no one reads the change as taken.
@@ -463,9 +463,24 @@ impl Cluster {
                 r.applied.set();
             }
         }
-        for r in results {
+        // Route templates another route template reads (`resources.<name>`).
+        let read: BTreeSet<&str> = p
+            .plan
+            .gateway
+            .blueprint
+            .as_deref()
+            .map(|b| {
+                b.route_graph
+                    .deps
+                    .values()
+                    .flatten()
+                    .map(String::as_str)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for ((c, _, owner), r) in todo.iter().zip(results) {
             match r {
-                Ok(sent) => out.changed |= sent,
+                Ok(sent) => out.changed |= sent && replans(*owner, &c.template, &read),
                 Err(e) => {
                     if matches!(e, Error::HeldByAnother(_) | Error::ScopeMismatch(_)) {
                         out.lasting.push(e.to_string());
@@ -661,6 +676,19 @@ fn status_after(plan: &Plan, applied: &Applied, now: Timestamp) -> StatusOutcome
     }
 }
 
+/// Whether a change sent to a child is read back by a plan, so the Gateway is planned
+/// again after it (`requeue_after`). The Gateway's children are: its status was planned
+/// from them as they were before (readiness, addresses), and its templates read each
+/// other's. A route template's child is read only by the route templates that read it
+/// (templates read `resources` of their own set); the Gateway's status and the routes'
+/// come from the route plans and what the applies returned, and a change that the
+/// child's owner later makes to its status arrives by the child's watch. So a change to
+/// a route's child no other route template reads (a shadow route, when the weights
+/// change) needs no second plan: the snapshot already holds what the apply returned.
+fn replans(owner: Option<usize>, template: &str, read_by_route_templates: &BTreeSet<&str>) -> bool {
+    owner.is_none() || read_by_route_templates.contains(template)
+}
+
 /// When to look at the Gateway again.
 ///
 /// # Errors
@@ -701,6 +729,19 @@ fn requeue_after(
 mod tests {
     use super::*;
     use crate::gateway::conditions::Cond;
+
+    #[test]
+    fn only_a_change_a_plan_reads_back_plans_again() {
+        let read = BTreeSet::from(["address"]);
+        // The Gateway's own children: always.
+        assert!(replans(None, "gateway", &read));
+        assert!(replans(None, "address", &BTreeSet::new()));
+        // A route's child another route template reads.
+        assert!(replans(Some(3), "address", &read));
+        // A route's child nothing reads (the shadow route).
+        assert!(!replans(Some(0), "shadow", &read));
+        assert!(!replans(Some(0), "shadow", &BTreeSet::new()));
+    }
 
     #[test]
     fn requeue_follows_what_is_left_to_do() {
