@@ -64,11 +64,12 @@ impl Cluster {
         key: &ObjectKey,
         obj: &Value,
         live: Option<&Value>,
+        quiet: bool,
     ) -> Result<bool, Error> {
         let at = self.target(key)?;
         if !Arc::ptr_eq(&at, self) {
             // A placed object: written by its member's cluster.
-            return Box::pin(at.apply_child(key, obj, live)).await;
+            return Box::pin(at.apply_child(key, obj, live, quiet)).await;
         }
         if live.is_some_and(|l| is_subset(obj, l)) {
             self.metrics.applies_skipped.fetch_add(1, Ordering::Relaxed);
@@ -127,7 +128,7 @@ impl Cluster {
         if let Ok(mut v) = serde_json::to_value(&applied) {
             super::fight::keep_what_fights_read(&mut v);
             if let Ok(mut s) = self.snapshot.write() {
-                s.put_own_write(v, based_on);
+                s.put_own_write(v, based_on, quiet);
             }
         }
         Ok(true)
@@ -186,7 +187,7 @@ impl Cluster {
             self.metrics.applies_skipped.fetch_add(1, Ordering::Relaxed);
             super::fight::keep_what_fights_read(&mut existing);
             if let Ok(mut s) = self.snapshot.write() {
-                s.put_own_write(existing, None);
+                s.put_own_write(existing, None, false);
             }
         }
         Ok(!same)
@@ -229,7 +230,7 @@ impl Cluster {
                     v["kind"] = Value::String(key.kind.clone());
                     super::fight::keep_what_fights_read(&mut v);
                     if let Ok(mut s) = self.snapshot.write() {
-                        s.put_own_write(v, based_on);
+                        s.put_own_write(v, based_on, false);
                     }
                 }
                 Ok(())

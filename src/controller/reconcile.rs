@@ -432,11 +432,27 @@ impl Cluster {
                 KindState::Served { .. } => todo.push((c, live, owner)),
             }
         }
+        // Route templates another route template reads (`resources.<name>`).
+        let read: BTreeSet<&str> = p
+            .plan
+            .gateway
+            .blueprint
+            .as_deref()
+            .map(|b| {
+                b.route_graph
+                    .deps
+                    .values()
+                    .flatten()
+                    .map(String::as_str)
+                    .collect()
+            })
+            .unwrap_or_default();
         let applies: Vec<_> = todo
             .iter()
-            .map(|(c, live, _)| {
+            .map(|(c, live, owner)| {
                 let obj = instead.get(&c.key).unwrap_or(&c.object);
-                self.apply_child(&c.key, obj, live.as_deref())
+                let quiet = !replans(*owner, &c.template, &read);
+                self.apply_child(&c.key, obj, live.as_deref(), quiet)
             })
             .collect();
         let results: Vec<_> = futures::stream::iter(applies)
@@ -463,21 +479,6 @@ impl Cluster {
                 r.applied.set();
             }
         }
-        // Route templates another route template reads (`resources.<name>`).
-        let read: BTreeSet<&str> = p
-            .plan
-            .gateway
-            .blueprint
-            .as_deref()
-            .map(|b| {
-                b.route_graph
-                    .deps
-                    .values()
-                    .flatten()
-                    .map(String::as_str)
-                    .collect()
-            })
-            .unwrap_or_default();
         for ((c, _, owner), r) in todo.iter().zip(results) {
             match r {
                 Ok(sent) => out.changed |= sent && replans(*owner, &c.template, &read),

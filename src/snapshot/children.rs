@@ -67,8 +67,10 @@ impl Snapshot {
     /// cache held nothing). A watch event handled while the write was under way is newer
     /// than that write's answer, or as new: replacing it would turn the cache back (a
     /// child's fresh status lost, and with it the event that would have woken its parent).
+    /// `quiet`: no plan reads this change back, so its watch echo need wake no one
+    /// ([`Snapshot::is_quiet_echo`]).
     /// Returns whether it was stored.
-    pub fn put_own_write(&mut self, obj: Value, based_on: Option<&str>) -> bool {
+    pub fn put_own_write(&mut self, obj: Value, based_on: Option<&str>, quiet: bool) -> bool {
         let key = ObjectKey::of(&obj);
         let now = self
             .children
@@ -78,7 +80,22 @@ impl Snapshot {
             return false;
         }
         self.put_child(obj);
+        if quiet && let Some(c) = self.children.get_mut(&key) {
+            c.quiet = true;
+        }
         true
+    }
+
+    /// Whether a watch event of `obj` is the echo of an own write stored `quiet`: the
+    /// snapshot holds that very version (same resourceVersion) from the write's answer.
+    #[must_use]
+    pub fn is_quiet_echo(&self, obj: &Value) -> bool {
+        let Some(rv) = obj["metadata"]["resourceVersion"].as_str() else {
+            return false;
+        };
+        self.children
+            .get(&ObjectKey::of(obj))
+            .is_some_and(|c| c.quiet && c.resource_version.as_deref() == Some(rv))
     }
 
     /// Removes a live child.

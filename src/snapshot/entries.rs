@@ -165,6 +165,9 @@ pub(super) struct ChildEntry {
     pub(super) resource_version: Option<String>,
     /// Unique to this version of the object in this process (see [`next_stamp`]).
     pub(super) stamp: u64,
+    /// This version is the answer to our own write, and no plan reads it back: its watch
+    /// echo wakes no one (see [`super::Snapshot::put_own_write`]).
+    pub(super) quiet: bool,
 }
 
 /// A number no object version held by any snapshot of this process had before: what a
@@ -186,6 +189,7 @@ impl ChildEntry {
             gateway_uid: s(labels::gateway_uid(obj)),
             resource_version: s(obj["metadata"]["resourceVersion"].as_str()),
             stamp: next_stamp(),
+            quiet: false,
         }
     }
 

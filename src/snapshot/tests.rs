@@ -7,19 +7,19 @@ fn our_own_write_never_turns_the_cache_back() {
     let key = ObjectKey::of(&cm("1", false));
     let mut s = Snapshot::default();
     // A create answered while nothing came by watch: stored.
-    assert!(s.put_own_write(cm("1", false), None));
+    assert!(s.put_own_write(cm("1", false), None, false));
     // The watch brings a newer version (someone set its status) while our next write,
     // based on version 1, is under way: its answer does not replace the newer one.
     s.put_child(cm("3", true));
-    assert!(!s.put_own_write(cm("2", false), Some("1")));
+    assert!(!s.put_own_write(cm("2", false), Some("1"), false));
     assert_eq!(s.child(&key).unwrap()["status"]["ready"], true);
     // Based on what the cache holds: stored.
-    assert!(s.put_own_write(cm("4", true), Some("3")));
+    assert!(s.put_own_write(cm("4", true), Some("3"), false));
     assert_eq!(s.child(&key).unwrap()["metadata"]["resourceVersion"], "4");
     // A create's answer after the watch already brought the object: not stored.
     s.remove_child(&key);
     s.put_child(cm("6", true));
-    assert!(!s.put_own_write(cm("5", false), None));
+    assert!(!s.put_own_write(cm("5", false), None, false));
     assert_eq!(s.child(&key).unwrap()["metadata"]["resourceVersion"], "6");
 }
 
