@@ -197,3 +197,21 @@ fn only_gateway_api_objects_are_known_foreign_from_the_cache_by_their_group() {
         None
     );
 }
+
+#[test]
+fn only_the_echo_of_a_quiet_own_write_is_quiet() {
+    let cm = |rv: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "a", "resourceVersion": rv, "labels": {"gatewright.dev/parent-uid": "u", "gatewright.dev/gateway-uid": "u"}}});
+    let mut s = Snapshot::default();
+    // Stored from a write that a plan reads back: its echo is news.
+    assert!(s.put_own_write(cm("1"), None, false));
+    assert!(!s.is_quiet_echo(&cm("1")));
+    // From a quiet write: its echo (same version) is not; a later version is.
+    assert!(s.put_own_write(cm("2"), Some("1"), true));
+    assert!(s.is_quiet_echo(&cm("2")));
+    assert!(!s.is_quiet_echo(&cm("3")));
+    // The watch stored a version itself: no echo of ours.
+    s.put_child(cm("3"));
+    assert!(!s.is_quiet_echo(&cm("3")));
+    // No resourceVersion (an offline object): never an echo.
+    assert!(!s.is_quiet_echo(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "a"}})));
+}
