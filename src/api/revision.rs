@@ -100,6 +100,17 @@ pub struct Wave {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 86400))]
     pub bake_seconds: Option<u64>,
+    /// An expression that must be true too for the wave to pass, checked once every
+    /// Gateway of it is `Programmed` on the new revision and through its bake time (false
+    /// at any step starts the bake again). The language of templates' `readyWhen` (with
+    /// `dig`), over `gateways` (the wave's Gateways it waits for, each as the API returns
+    /// it: `metadata`, `spec`, `status`), `wave` (`name`, `size`) and `revision` (the
+    /// revision rolled out). A field that is not there yet makes it false. A gate that does
+    /// not compile holds the rollout (nothing is moved) until it is mended; one that fails
+    /// when evaluated halts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub gate: Option<String>,
     /// Seconds the wave may take to pass its gate before the rollout halts. Default 600.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 86400))]

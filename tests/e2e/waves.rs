@@ -703,3 +703,143 @@ async fn the_current_shipped_class_over_the_one_at_52fd840_goes_wave_by_wave() {
     delete_class(&client, &class).await;
     ns.delete().await;
 }
+
+/// The blueprint's templates of the gated test (for [`class_yaml`]'s slot): the ConfigMap
+/// holding `value` and a cert-manager Certificate (not issued here: cert-manager acts in
+/// its own namespace only; what is tested is what the budget counts and paces).
+fn cm_and_certificate(value: &str) -> String {
+    good(value)
+        + "  - name: cert\n    template: |\n"
+        + &[
+            "apiVersion: cert-manager.io/v1",
+            "kind: Certificate",
+            "metadata:",
+            "  name: {{ gateway.metadata.name ~ \"-cert\" }}",
+            "spec:",
+            "  secretName: {{ gateway.metadata.name ~ \"-tls\" }}",
+            "  dnsNames: [{{ gateway.metadata.name ~ \".waves.test\" }}]",
+            "  issuerRef: {group: cert-manager.io, kind: Issuer, name: waves}",
+        ]
+        .map(|l| format!("      {l}\n"))
+        .concat()
+}
+
+#[tokio::test]
+async fn a_wave_waits_for_its_gate_and_the_issuance_budget_paces_the_rest() {
+    let _ = controller();
+    let client = admin().await;
+    let ns = TestNamespace::new(&client, "waves-gate").await;
+    let class = unique_name("waves-gate");
+    // The first wave passes only once its Gateway is approved (an annotation a person or
+    // an analysis sets); every move is counted as one Certificate, two per hour.
+    let gate = r#"gateways | rejectattr("metadata.annotations.approved", "eq", "yes") | list | length == 0"#;
+    let policy = format!(
+        "{{waves: [{{name: canary, count: 1, gate: '{gate}'}}], issuanceBudget: {{certificates: 2, windowSeconds: 3600}}}}"
+    );
+    apply_yaml(
+        &client,
+        &class_yaml(&class, &cm_and_certificate("1"), &policy),
+    )
+    .await;
+    let names = ["g0", "g1", "g2"];
+    for n in names {
+        apply_yaml(&client, &gateway_yaml(&ns.name, n, &class)).await;
+    }
+    let first = format!("{class}-1");
+    let second = format!("{class}-2");
+    all_programmed_on(&client, &ns.name, &names, &first).await;
+    let certs = Api::<kube::api::DynamicObject>::namespaced_with(
+        client.clone(),
+        &ns.name,
+        &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            "cert-manager.io",
+            "v1",
+            "Certificate",
+        )),
+    );
+    assert_eq!(
+        certs
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        3
+    );
+
+    apply_yaml(
+        &client,
+        &class_yaml(&class, &cm_and_certificate("2"), &policy),
+    )
+    .await;
+    // The canary moves, is Programmed on the new revision, and its wave waits on the gate.
+    all_programmed_on(&client, &ns.name, &["g0"], &second).await;
+    let r = wait_for("the canary waiting on its gate", T, || async {
+        rollout(&client, &class)
+            .await
+            .filter(|r| r.revision == second && r.message.contains("waits for its gate"))
+    })
+    .await;
+    assert_eq!(r.waves.len(), 1, "{r:?}");
+    assert_eq!(
+        values(&client, &ns.name).await,
+        BTreeMap::from([
+            ("g0".into(), "2".into()),
+            ("g1".into(), "1".into()),
+            ("g2".into(), "1".into())
+        ])
+    );
+    // Approved: the rest goes, as far as the budget allows (one Certificate left in the
+    // hour): g1 moves, g2 waits on the budget, said in the status.
+    let gws: Api<Gateway> = Api::namespaced(client.clone(), &ns.name);
+    let approve = json!({"metadata": {"annotations": {"approved": "yes"}}});
+    gws.patch("g0", &PatchParams::default(), &Patch::Merge(&approve))
+        .await
+        .unwrap();
+    let r = wait_for("g2 waiting on the issuance budget", T, || async {
+        rollout(&client, &class)
+            .await
+            .filter(|r| r.budget_wait.as_ref().is_some_and(|b| b.gateways == 1))
+    })
+    .await;
+    assert!(
+        r.message.contains("wait on the issuance budget"),
+        "{}",
+        r.message
+    );
+    assert_eq!(
+        r.issued.iter().map(|i| i.certificates).sum::<u32>(),
+        2,
+        "{r:?}"
+    );
+    all_programmed_on(&client, &ns.name, &["g1"], &second).await;
+    // g2 stays on its revision, Programmed, while the budget holds it.
+    assert_eq!(
+        values(&client, &ns.name)
+            .await
+            .get("g2")
+            .map(String::as_str),
+        Some("1")
+    );
+    all_programmed_on(&client, &ns.name, &["g2"], &first).await;
+    // A larger budget lets it go: the rollout completes.
+    let patch = json!({"spec": {"rolloutPolicy": {"issuanceBudget": {"certificates": 3}}}});
+    blueprints(&client)
+        .patch(&class, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    all_programmed_on(&client, &ns.name, &names, &second).await;
+    let r = wait_for("the rollout complete", T, || async {
+        rollout(&client, &class)
+            .await
+            .filter(|r| r.phase == gatewright::api::RolloutPhase::Complete)
+    })
+    .await;
+    assert_eq!(
+        r.issued.iter().map(|i| i.certificates).sum::<u32>(),
+        3,
+        "{r:?}"
+    );
+    delete_class(&client, &class).await;
+    ns.delete().await;
+}

@@ -94,6 +94,9 @@ pub struct Member {
     /// The new Certificates its move to the newest revision is counted as ordering, against
     /// the issuance budget ([`move_cost`]).
     pub certificates: u32,
+    /// The Gateway as the API returns it, for a wave's `gate` (read only when the policy
+    /// has one).
+    pub object: Option<std::sync::Arc<serde_json::Value>>,
 }
 
 /// The new Certificates a Gateway's move to a revision is counted as ordering: as many as
@@ -149,9 +152,11 @@ pub struct Step {
 #[must_use]
 pub fn members(s: &crate::snapshot::Snapshot, name: &str) -> Vec<Member> {
     let classes = super::class::classes_using_blueprint(s, name);
-    let renders = s
-        .blueprint(name)
-        .is_some_and(|b| renders_certificates(&b.object.spec));
+    let bp = s.blueprint(name);
+    let renders = bp.is_some_and(|b| renders_certificates(&b.object.spec));
+    let gated = bp
+        .and_then(|b| b.object.spec.rollout_policy.as_ref())
+        .is_some_and(|p| p.waves.iter().any(|w| w.gate.is_some()));
     s.gateways()
         .filter(|(_, g)| classes.contains(&g.typed.spec.gateway_class_name))
         .filter(|(k, _)| super::gateway::in_scope(s, k).is_ok())
@@ -173,6 +178,7 @@ pub fn members(s: &crate::snapshot::Snapshot, name: &str) -> Vec<Member> {
                 revision: super::revisions::recorded(gw).map(str::to_owned),
                 health: health(gw),
                 certificates: move_cost(live, renders),
+                object: gated.then(|| std::sync::Arc::new(g.json())),
             }
         })
         .collect()
@@ -280,7 +286,7 @@ pub fn step(
         out.status = Some(r);
         return out;
     }
-    if paused(policy, &mut r, target, now, &mut out) {
+    if paused(policy, &mut r, target, now, &mut out) || broken_gate(policy, &mut r, now, &mut out) {
         out.status = Some(r);
         return out;
     }
@@ -414,6 +420,38 @@ fn paused(
         ));
     }
     false
+}
+
+/// Holds the rollout while a wave's gate does not compile (`true`: nothing to step):
+/// nothing is moved and no deadline runs until the policy is mended, which steps it again.
+fn broken_gate(
+    policy: &RolloutPolicy,
+    r: &mut RolloutStatus,
+    now: Timestamp,
+    out: &mut Step,
+) -> bool {
+    const HELD: &str = "; nothing is moved until it is mended";
+    let Some(why) = policy.waves.iter().enumerate().find_map(|(i, w)| {
+        let expr = w.gate.as_deref()?;
+        crate::render::engine::check_gate(expr)
+            .err()
+            .map(|e| format!("rolloutPolicy.waves[{i}].gate does not compile: {e}{HELD}"))
+    }) else {
+        if r.message.ends_with(HELD)
+            && let Some(w) = r.waves.last_mut()
+        {
+            // Mended: the current wave's deadline starts again.
+            w.started_at = Some(Time(now));
+        }
+        return false;
+    };
+    r.budget_wait = None;
+    if r.message != why {
+        out.notes.push((true, "RolloutGateInvalid", why.clone()));
+        r.message = why;
+    }
+    out.again = None;
+    true
 }
 
 /// The rollout toward `target`: the one under way (`old`, when it goes there), else a new
@@ -667,6 +705,23 @@ fn judge_wave(
             }
         })
         .collect();
+    // The wave's own gate, once every Gateway of it is ready.
+    let mut waiting = waiting;
+    if waiting.is_empty()
+        && held.is_none()
+        && let Some(expr) = &spec.gate
+    {
+        match gate_holds(expr, w, &alive, target) {
+            Ok(true) => {}
+            Ok(false) => waiting.push(format!("its gate `{expr}` (not true yet)")),
+            Err(e) => {
+                return WaveVerdict::Halts(format!(
+                    "the gate of wave {} cannot be evaluated: {e} (gate `{expr}`)",
+                    w.name
+                ));
+            }
+        }
+    }
     // Time spent waiting on the budget is not the wave's failure: no deadline runs then.
     let deadline_passed =
         held.is_none() && seconds_since(w.started_at.as_ref(), now) >= spec.deadline();
@@ -731,6 +786,19 @@ fn judge_wave(
         };
         WaveVerdict::Waits
     }
+}
+
+/// Whether the gate `expr` of wave `w` holds over `alive` (its Gateways it waits for, each
+/// `Programmed` on `target`).
+fn gate_holds(expr: &str, w: &WaveStatus, alive: &[&Member], target: &str) -> Result<bool, String> {
+    let gateways: Vec<&serde_json::Value> =
+        alive.iter().filter_map(|m| m.object.as_deref()).collect();
+    let vars = serde_json::json!({
+        "gateways": gateways,
+        "wave": {"name": w.name, "size": w.gateways.len()},
+        "revision": target,
+    });
+    crate::render::engine::eval_gate(expr, &vars)
 }
 
 fn shown(items: &[String]) -> String {
