@@ -5,9 +5,9 @@
 //! the `impl Cluster` blocks of `reconcile.rs`, `apply.rs`, `status.rs`, `teardown.rs`,
 //! `class.rs` and `policy.rs`. A reconcile is [`Cluster::run`]: a function of the cluster
 //! and one work item. Two clusters in one process share the metrics registry and the
-//! [`Runner`](super::runner::Runner)'s queue their work waits in; in fleet mode the hub
-//! and its members reach each other for placement ([`Siblings`]), and every child write
-//! asks [`Cluster::target`] whether this replica writes there
+//! [`Runner`](super::runner::Runner)'s queue their work waits in, and reach each other
+//! only through the runner's [`Fleet`] (the clusters served, what the hub knows of the
+//! fleet); every child write asks [`Cluster::target`] whether this replica writes there
 //! ([`crate::plan::placement::writes_here`]).
 //!
 //! Nothing of a cluster is worked on before every one of its primary watches has listed:
@@ -27,6 +27,7 @@ use super::client::{self, LeaseFence};
 use super::common::{
     ClusterId, Error, MEMO_MIN_ROUTES, NEW_GATEWAY_SETTLE, Options, Task, Work, policy_work,
 };
+use super::fleet::Fleet;
 use super::memory::RouteStatusSeen;
 use super::{echo, events, fight, memory, queue};
 use crate::snapshot::{Key, RouteKey, Snapshot};
@@ -65,89 +66,23 @@ pub struct Cluster {
     pub(super) fights: fight::Fights,
     /// The primary watches' tasks, stopped when the cluster is no longer served.
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
-    /// The other clusters of the runner (fleet mode's placement), set once served.
-    siblings: std::sync::OnceLock<Siblings>,
+    /// The clusters of the runner, this one among them (set once served): the only way
+    /// to another cluster (fleet mode's placement).
+    fleet: std::sync::OnceLock<std::sync::Weak<Fleet>>,
     /// Which of its watches fail, by kind of failure: a member's are logged once per
     /// kind of failure, not once per watch.
     pub(super) watch_failures: super::startup::FailureLog,
     /// Since when its watches find the API server unreachable, and the last error.
     unreachable_since: Mutex<Option<(std::time::Instant, String)>>,
-    /// The hub: the fleet as the inventory gives it, whether its members are shared
-    /// among replicas, and the members found unreachable (with why), which placement
-    /// counts as not served.
-    fleet: Mutex<FleetView>,
-    /// The hub: what teardowns left in members that were not served, to delete once they
-    /// are ([`super::left`]).
-    pub(super) left: super::left::Left,
-    /// When this cluster was set up.
-    created: std::time::Instant,
     /// A member whose Lease another replica holds (fleet mode with leader election): only
     /// the kinds the hub places there are watched, mirrored to the hub so that every
     /// replica plans placement from the same view; nothing is written to it from here.
     pub(super) observer: bool,
 }
 
-/// What the hub knows of the fleet (see `Cluster::fleet`).
-#[derive(Default)]
-struct FleetView {
-    members: Vec<crate::snapshot::fleet::FleetMember>,
-    unreachable: BTreeMap<String, String>,
-    /// The inventory has given the members once.
-    known: bool,
-}
-
-/// How long, at most, the hub of a fleet keeps Gateways that place templates waiting for
-/// its inventory's first view of the members (one that never comes, ClusterProfiles not
-/// served in the hub, must not keep them unreported).
-pub(super) const FLEET_FIRST_VIEW: std::time::Duration = std::time::Duration::from_secs(30);
-
 /// How long a member's watches must find its API server unreachable before placement
 /// counts it as not served (its addresses leave the DNS records that list them).
 pub(super) const UNREACHABLE_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// How a cluster reaches the others its runner serves: placed objects go to members
-/// through the member's own `Cluster` (its client, fence, watches), and what a member
-/// sees of them is mirrored to the hub's snapshot.
-pub(super) struct Siblings {
-    /// The cluster `gatewright run` is pointed at.
-    pub(super) hub: std::sync::Weak<Cluster>,
-    /// Every cluster served, by id.
-    pub(super) all: std::sync::Weak<RwLock<BTreeMap<ClusterId, Arc<Cluster>>>>,
-}
-
-/// The user a hub Gateway is known by in a member's child-kind registry (no namespace of
-/// a member can hold a `:`): the member re-plans it on the hub when a kind it places
-/// there lists.
-pub(super) fn hub_user(key: &Key) -> Key {
-    Key::new(format!("hub:{}", key.namespace), key.name.clone())
-}
-
-/// The hub Gateway a member's registry user names, if it is one ([`hub_user`]).
-pub(super) fn hub_gateway(user: &Key) -> Option<Key> {
-    user.namespace
-        .strip_prefix("hub:")
-        .map(|ns| Key::new(ns.to_owned(), user.name.clone()))
-}
-
-/// The inventory's `members` as placement reads them: a member the hub's view says is
-/// served, but whose watches find its API server `unreachable` (by name: why), is not.
-fn with_unreachable(
-    members: &[crate::snapshot::fleet::FleetMember],
-    unreachable: &BTreeMap<String, String>,
-) -> Vec<crate::snapshot::fleet::FleetMember> {
-    members
-        .iter()
-        .cloned()
-        .map(|mut m| {
-            if m.unserved.is_none()
-                && let Some(why) = unreachable.get(&m.name)
-            {
-                m.unserved = Some(why.clone());
-            }
-            m
-        })
-        .collect()
-}
 
 impl Cluster {
     /// A cluster reached through `client` (its stack is built here, with `fence` on
@@ -190,12 +125,9 @@ impl Cluster {
             parked: Mutex::new(Some(BTreeSet::new())),
             child_waiters: Mutex::new(BTreeMap::new()),
             tasks: Mutex::new(Vec::new()),
-            siblings: std::sync::OnceLock::new(),
+            fleet: std::sync::OnceLock::new(),
             watch_failures: super::startup::FailureLog::default(),
             unreachable_since: Mutex::new(None),
-            fleet: Mutex::new(FleetView::default()),
-            left: super::left::Left::default(),
-            created: std::time::Instant::now(),
             observer: false,
         }
     }
@@ -226,22 +158,14 @@ impl Cluster {
         (for_ >= UNREACHABLE_AFTER).then(|| format!("unreachable for {} s: {why}", for_.as_secs()))
     }
 
-    /// The hub: the members found unreachable now (member id -> why); re-plans every
-    /// Gateway when the set changed.
-    pub(super) fn set_unreachable(&self, members: BTreeMap<String, String>) {
-        let changed = self.fleet.lock().is_ok_and(|mut f| {
-            let same = f.unreachable.keys().eq(members.keys());
-            f.unreachable = members;
-            !same
-        });
-        if changed {
-            self.refresh_fleet();
-        }
+    /// Lets this cluster reach the others of its runner (see [`Fleet::insert`]).
+    pub(super) fn link(&self, fleet: std::sync::Weak<Fleet>) {
+        let _ = self.fleet.set(fleet);
     }
 
-    /// Lets this cluster reach the others of its runner.
-    pub(super) fn link(&self, siblings: Siblings) {
-        let _ = self.siblings.set(siblings);
+    /// The runner's clusters, once this one is served.
+    pub(super) fn fleet(&self) -> Option<Arc<Fleet>> {
+        self.fleet.get()?.upgrade()
     }
 
     /// The cluster a child lives in, to write it: this one, or the member a placed child
@@ -272,10 +196,7 @@ impl Cluster {
 
     /// Another cluster of this process, by name: a member served or observed.
     pub(super) fn sibling(&self, cluster: &str) -> Option<Arc<Cluster>> {
-        self.siblings
-            .get()
-            .and_then(|s| s.all.upgrade())
-            .and_then(|all| all.read().ok()?.get(&ClusterId::new(cluster)).cloned())
+        self.fleet()?.get(&ClusterId::new(cluster))
     }
 
     /// Whether this replica writes to this cluster now
@@ -298,60 +219,28 @@ impl Cluster {
         if !self.is_member() {
             return None;
         }
-        self.siblings.get()?.hub.upgrade()
+        self.fleet()?.hub()
     }
 
     /// Every member served, with its id.
     pub(super) fn members(&self) -> Vec<Arc<Cluster>> {
-        self.siblings
-            .get()
-            .and_then(|s| s.all.upgrade())
-            .and_then(|all| {
-                all.read()
-                    .ok()
-                    .map(|m| m.values().filter(|c| c.is_member()).cloned().collect())
-            })
-            .unwrap_or_default()
-    }
-
-    /// Sets the fleet placement reads (the inventory's members, served or why not), and
-    /// re-plans every Gateway when it changed: a placed template renders for the members
-    /// served (by this replica or, with the members shared, by another).
-    pub(super) fn set_fleet(&self, members: Vec<crate::snapshot::fleet::FleetMember>) {
-        let first = self.fleet.lock().is_ok_and(|mut f| {
-            f.members = members;
-            !std::mem::replace(&mut f.known, true)
-        });
-        self.refresh_fleet();
-        if first {
-            // Gateways that place templates waited for this (`fleet_unknown`).
-            self.enqueue_all();
-        }
+        self.fleet().map(|f| f.members()).unwrap_or_default()
     }
 
     /// The hub of a fleet whose inventory has not given the members yet: how long a
     /// Gateway that places templates is to wait before it is planned again (at most
-    /// [`FLEET_FIRST_VIEW`] from the start). `None`: not a fleet's hub, or known.
+    /// [`FLEET_FIRST_VIEW`](super::fleet::FLEET_FIRST_VIEW) from the start). `None`: not
+    /// a fleet's hub, or known.
     pub(super) fn fleet_unknown(&self) -> Option<std::time::Duration> {
         if self.opts.fleet.is_none() || self.is_member() {
             return None;
         }
-        if self.fleet.lock().is_ok_and(|f| f.known) {
-            return None;
-        }
-        FLEET_FIRST_VIEW.checked_sub(self.created.elapsed())
+        self.fleet()?.unknown_for()
     }
 
-    /// Puts the fleet in the snapshot: the inventory's, with the members found
-    /// unreachable not served. Re-plans every Gateway when it changed.
-    fn refresh_fleet(&self) {
-        let Ok(members) = self
-            .fleet
-            .lock()
-            .map(|f| with_unreachable(&f.members, &f.unreachable))
-        else {
-            return;
-        };
+    /// The hub: puts the fleet placement reads in the snapshot (`members`: served or why
+    /// not); re-plans every Gateway when it changed.
+    pub(super) fn put_fleet(&self, members: Vec<crate::snapshot::fleet::FleetMember>) {
         let changed = self.snapshot.write().is_ok_and(|mut s| {
             let was = s.places();
             s.allow_placement();
@@ -675,61 +564,5 @@ impl Cluster {
         for p in policies {
             self.enqueue(p);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::snapshot::fleet::FleetMember;
-
-    fn member(name: &str, unserved: Option<&str>) -> FleetMember {
-        FleetMember {
-            name: name.to_owned(),
-            display_name: name.to_owned(),
-            labels: BTreeMap::new(),
-            properties: BTreeMap::new(),
-            unserved: unserved.map(str::to_owned),
-        }
-    }
-
-    #[test]
-    fn a_hub_gateway_is_known_in_a_member_by_a_name_no_namespace_can_hold() {
-        let gw = Key::new("infra", "gw");
-        let user = hub_user(&gw);
-        assert_eq!(user.namespace, "hub:infra");
-        assert_eq!(user.name, "gw");
-        assert_eq!(hub_gateway(&user), Some(gw));
-        // A member's own Gateway is no hub Gateway.
-        assert_eq!(hub_gateway(&Key::new("infra", "gw")), None);
-    }
-
-    #[test]
-    fn a_member_found_unreachable_is_not_served_and_keeps_an_earlier_reason() {
-        let members = [
-            member("fleet/east", None),
-            member("fleet/west", Some("unhealthy")),
-            member("fleet/north", None),
-        ];
-        let unreachable: BTreeMap<String, String> = [
-            ("fleet/east".to_owned(), "connection refused".to_owned()),
-            ("fleet/west".to_owned(), "timed out".to_owned()),
-            ("fleet/gone".to_owned(), "timed out".to_owned()),
-        ]
-        .into();
-        let seen = with_unreachable(&members, &unreachable);
-        let unserved: Vec<(&str, Option<&str>)> = seen
-            .iter()
-            .map(|m| (m.name.as_str(), m.unserved.as_deref()))
-            .collect();
-        assert_eq!(
-            unserved,
-            [
-                ("fleet/east", Some("connection refused")),
-                ("fleet/west", Some("unhealthy")),
-                ("fleet/north", None),
-            ]
-        );
-        assert_eq!(with_unreachable(&members, &BTreeMap::new()), members);
     }
 }

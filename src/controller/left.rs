@@ -2,7 +2,7 @@
 //! remembers each object with the UID of the Gateway it was placed for, and deletes it
 //! once its member is served again, if it still carries that UID: an object that another
 //! Gateway has made since under the same name is never touched. The teardown fills it and
-//! sweeps it (`Cluster::sweep_left` in `teardown.rs`). An object whose delete fails (the
+//! sweeps it (`Fleet::sweep_left` in `fleet.rs`). An object whose delete fails (the
 //! member refuses it: RBAC, a webhook) is tried again after a delay that doubles from 1 s
 //! to 1 min, and its failure is said once, not on every try.
 //!

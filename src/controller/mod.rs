@@ -29,6 +29,7 @@ mod common;
 mod echo;
 pub mod events;
 pub mod fight;
+mod fleet;
 mod inventory;
 mod left;
 mod memory;

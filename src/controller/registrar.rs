@@ -72,12 +72,12 @@ impl Cluster {
             .kinds
             .users_of(kind)
             .into_iter()
-            .partition(|u| super::cluster::hub_gateway(u).is_some());
+            .partition(|u| super::fleet::hub_gateway(u).is_some());
         enqueue_gateways(self, own);
         if let Some(h) = self.hub() {
             enqueue_gateways(
                 &h,
-                hub.iter().filter_map(super::cluster::hub_gateway).collect(),
+                hub.iter().filter_map(super::fleet::hub_gateway).collect(),
             );
         }
     }
@@ -107,7 +107,7 @@ impl Cluster {
             return true;
         }
         let mut placed = placed_kinds(plan);
-        let user = super::cluster::hub_user(gateway);
+        let user = super::fleet::hub_user(gateway);
         let mut known = true;
         for m in self.members() {
             let kinds = placed.remove(m.id().as_str()).unwrap_or_default();

@@ -6,7 +6,7 @@
 //! state of its own.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::Client;
@@ -15,6 +15,7 @@ use tracing::Instrument;
 use super::client::{self, LeaseFence};
 use super::cluster::Cluster;
 use super::common::{ClusterId, Error, Options, Stop, Task, Work};
+use super::fleet::Fleet;
 use super::{queue, startup, watch};
 use crate::telemetry::Metrics;
 
@@ -26,7 +27,9 @@ pub struct Runner {
     queue: Arc<queue::Queue>,
     /// The cluster `gatewright run` is pointed at; in [`Runner::clusters`] too.
     local: Arc<Cluster>,
-    clusters: Arc<RwLock<BTreeMap<ClusterId, Arc<Cluster>>>>,
+    /// Every cluster served (the local one and, in fleet mode, the members), and what the
+    /// hub knows of the fleet.
+    fleet: Arc<Fleet>,
     /// Failures in a row per task, for its backoff.
     failures: Mutex<HashMap<Task, u32>>,
     /// Writes are sent only while our Lease is fresh (with leader election).
@@ -54,16 +57,13 @@ impl Runner {
     /// A cluster this runner serves.
     #[must_use]
     pub fn cluster(&self, id: &ClusterId) -> Option<Arc<Cluster>> {
-        self.clusters.read().ok()?.get(id).cloned()
+        self.fleet.get(id)
     }
 
     /// Every cluster this runner serves.
     #[must_use]
     pub fn clusters(&self) -> Vec<Arc<Cluster>> {
-        self.clusters
-            .read()
-            .map(|c| c.values().cloned().collect())
-            .unwrap_or_default()
+        self.fleet.all()
     }
 
     /// Serves one more cluster, reached through `client` (its own credentials: what they
@@ -95,10 +95,7 @@ impl Runner {
         );
         cluster.observer = observer;
         let cluster = Arc::new(cluster);
-        cluster.link(self.siblings());
-        if let Ok(mut c) = self.clusters.write() {
-            c.insert(id, cluster.clone());
-        }
+        self.fleet.insert(cluster.clone());
         if !observer {
             watch::start_primary_watches(&cluster);
         }
@@ -112,7 +109,7 @@ impl Runner {
         if *id == ClusterId::local() {
             return false;
         }
-        let removed = self.clusters.write().ok().and_then(|mut c| c.remove(id));
+        let removed = self.fleet.remove(id);
         if let Some(c) = &removed {
             c.stop();
             // What it mirrored of placed objects to the hub is no longer known.
@@ -123,14 +120,6 @@ impl Runner {
             tracing::info!(cluster = %id, "no longer serving the cluster");
         }
         removed.is_some()
-    }
-
-    /// How a cluster of this runner reaches the others.
-    fn siblings(&self) -> super::cluster::Siblings {
-        super::cluster::Siblings {
-            hub: Arc::downgrade(&self.local),
-            all: Arc::downgrade(&self.clusters),
-        }
     }
 
     /// Enqueues every Gateway, class and policy of every cluster: a forced full resync.
@@ -315,7 +304,7 @@ impl super::inventory::Members for Runner {
         self.metrics.set_fleet_members(states);
     }
     fn fleet(&self, members: Vec<crate::snapshot::fleet::FleetMember>) {
-        self.local.set_fleet(members);
+        self.fleet.set_members(members);
     }
 }
 
@@ -367,10 +356,7 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
         opts,
         metrics,
         queue,
-        clusters: Arc::new(RwLock::new(BTreeMap::from([(
-            ClusterId::local(),
-            local.clone(),
-        )]))),
+        fleet: Fleet::new(local.clone()),
         local: local.clone(),
         failures: Mutex::new(HashMap::new()),
         fence,
@@ -379,7 +365,6 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
         stop: tokio::sync::watch::Sender::new(None),
         drain: Mutex::new(Vec::new()),
     });
-    local.link(runner.siblings());
     let source: std::sync::Weak<dyn crate::telemetry::StateSource> = Arc::downgrade(&runner) as _;
     runner.metrics.set_state_source(source);
     if let Some(addr) = &runner.opts.metrics_addr {
@@ -452,15 +437,7 @@ fn start_fleet(runner: &Arc<Runner>, share: Option<(Arc<super::share::Share>, Cl
             let Some(r) = weak.upgrade() else {
                 return;
             };
-            let found: BTreeMap<String, String> = r
-                .clusters()
-                .iter()
-                .filter(|c| c.is_member())
-                .filter_map(|c| Some((c.id().as_str().to_owned(), c.unreachable_why()?)))
-                .collect();
-            r.local.set_unreachable(found);
-            // What teardowns left in members not served then, deleted once they are.
-            r.local.sweep_left();
+            r.fleet.tick();
         }
     });
 }

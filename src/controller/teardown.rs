@@ -4,7 +4,7 @@
 //! finalizer goes only once the API server holds no child of any kind the Gateway used.
 //! What goes next, what is stuck and the condition are decided in [`crate::plan::teardown`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -57,9 +57,11 @@ impl Cluster {
                 .children_by_gateway(&uid)
                 .map(Arc::unwrap_or_clone)
                 .partition(|c| crate::plan::placement::deletable(&ObjectKey::of(c), snap.fleet()));
-            if part == Part::All {
+            if part == Part::All
+                && let Some(fleet) = self.fleet()
+            {
                 for c in &left {
-                    self.left.add(ObjectKey::of(c), &uid);
+                    fleet.left.add(ObjectKey::of(c), &uid);
                 }
             }
             let left = left_behind(&left, snap.fleet());
@@ -252,7 +254,7 @@ impl Cluster {
 
 /// What became of one object left in a member.
 #[derive(Debug, PartialEq, Eq)]
-enum Swept {
+pub(super) enum Swept {
     /// Deleted now.
     Deleted,
     /// Gone already, or no longer the object placed for that Gateway: nothing to do.
@@ -265,7 +267,10 @@ impl Cluster {
     /// Writes the record of what the teardown of `key` (UID `uid`) left in members, when
     /// it does not list all of it yet ([`super::left::record_object`]).
     async fn record_left(&self, key: &Key, uid: &str) -> Result<(), Error> {
-        let Some(objects) = self.left.to_record(uid) else {
+        let Some(fleet) = self.fleet() else {
+            return Ok(());
+        };
+        let Some(objects) = fleet.left.to_record(uid) else {
             return Ok(());
         };
         let ns = &self.opts.controller_namespace;
@@ -281,131 +286,20 @@ impl Cluster {
             // name): the teardown is not held for it; what is left is remembered in
             // memory, and said in the Event.
             Err(kube::Error::Api(s)) if s.code == 404 => {
-                if self.left.unrecorded() {
+                if fleet.left.unrecorded() {
                     tracing::warn!(namespace = %ns, "the controller's namespace does not exist: what teardowns leave in members is remembered in memory only (and said in an Event), not across a restart");
                 }
             }
             Err(e) => return Err(Error::kube("record what the teardown left in members", e)),
         }
-        self.left.recorded(uid, objects);
+        fleet.left.recorded(uid, objects);
         Ok(())
-    }
-
-    /// The hub, every second: reads the records of what teardowns left in members (at
-    /// start, then every [`super::left::LIST_EVERY`]), deletes what is left in the members
-    /// this replica writes to, sees what another replica deleted, and then (the leader)
-    /// deletes the records whose objects are all gone; one sweep at a time. Returns at
-    /// once.
-    pub(super) fn sweep_left(self: &Arc<Self>) {
-        let now = std::time::Instant::now();
-        let list = self.left.list_due(now);
-        let due = self.left.to_sweep(now);
-        // The records all of whose objects are gone are deleted after a sweep or a read:
-        // one that cannot be deleted is tried again at the next read, not every second.
-        if !list && due.is_none() {
-            return;
-        }
-        if !self.left.begin() {
-            return;
-        }
-        let hub = self.clone();
-        tokio::spawn(async move {
-            if list {
-                hub.left.listing(now);
-                hub.read_left_records().await;
-            }
-            let due = if list { hub.left.to_sweep(now) } else { due };
-            for (member, objs) in due.unwrap_or_default() {
-                hub.sweep_member(&member, objs).await;
-            }
-            hub.drop_finished_records().await;
-            hub.left.swept();
-        });
-    }
-
-    /// Reads the records in the hub ([`super::left::read_record`]).
-    async fn read_left_records(&self) {
-        let api: Api<ConfigMap> =
-            Api::namespaced(self.client.clone(), &self.opts.controller_namespace);
-        let lp =
-            kube::api::ListParams::default().labels(&format!("{}=true", super::left::RECORD_LABEL));
-        match api.list(&lp).await {
-            Ok(list) => {
-                let records = list
-                    .items
-                    .iter()
-                    .filter_map(|cm| super::left::read_record(&serde_json::to_value(cm).ok()?))
-                    .map(|(uid, _, objects)| (uid, objects))
-                    .collect();
-                self.left.listed(records);
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "could not read the records of what teardowns left in members; trying again later");
-            }
-        }
-    }
-
-    /// Deletes what is left in `member` (`objs`: key -> its Gateway's UID) if this replica
-    /// writes there; else looks whether it is gone (another replica deleted it).
-    async fn sweep_member(&self, member: &str, objs: BTreeMap<ObjectKey, String>) {
-        let served = self
-            .snapshot
-            .read()
-            .is_ok_and(|s| crate::plan::placement::served(member, s.fleet()).is_ok());
-        let Some(at) = self.sibling(member).filter(|_| served) else {
-            return;
-        };
-        let may_delete = at.writes_here().is_ok();
-        for (key, uid) in objs {
-            let now = std::time::Instant::now();
-            match at.delete_left(&key, &uid, may_delete).await {
-                Ok(Swept::Deleted) => {
-                    tracing::info!(child = %key, gateway_uid = %uid, "deleted what a teardown left in the member while it was not served");
-                    self.left.done(&key);
-                }
-                Ok(Swept::Gone) => self.left.done(&key),
-                // Another replica deletes it: looked at again, less and less often.
-                Ok(Swept::Elsewhere) => {
-                    self.left.failed(&key, now);
-                }
-                Err(e) => {
-                    if self.left.failed(&key, now) {
-                        tracing::warn!(child = %key, error = %e, "could not delete what a teardown left in the member; trying again, less and less often");
-                    } else {
-                        tracing::debug!(child = %key, error = %e, "could not delete what a teardown left in the member");
-                    }
-                }
-            }
-        }
-    }
-
-    /// Deletes the records whose objects are all gone (the leader; another replica only
-    /// forgets them).
-    async fn drop_finished_records(&self) {
-        let api: Api<ConfigMap> =
-            Api::namespaced(self.client.clone(), &self.opts.controller_namespace);
-        for uid in self.left.finished() {
-            if self.writes_here().is_err() {
-                self.left.forget_record(&uid);
-                continue;
-            }
-            match api
-                .delete(&super::left::record_name(&uid), &DeleteParams::default())
-                .await
-            {
-                Ok(_) => self.left.forget_record(&uid),
-                Err(kube::Error::Api(s)) if s.code == 404 => self.left.forget_record(&uid),
-                Err(e) => {
-                    tracing::debug!(gateway_uid = %uid, error = %e, "could not delete the record of what a teardown left; trying again");
-                }
-            }
-        }
     }
 
     /// A member: deletes `key` if it is still the object placed for the Gateway of
     /// `gateway_uid` (its label, and the UID it has now as a precondition) and
     /// `may_delete` (this replica writes here); else only says whether it is gone.
-    async fn delete_left(
+    pub(super) async fn delete_left(
         &self,
         key: &ObjectKey,
         gateway_uid: &str,
