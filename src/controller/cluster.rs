@@ -6,8 +6,8 @@
 //! `class.rs` and `policy.rs`. A reconcile is [`Cluster::run`]: a function of the cluster
 //! and one work item. Two clusters in one process share the metrics registry and the
 //! [`Runner`](super::runner::Runner)'s queue their work waits in, and reach each other
-//! only through the runner's [`Fleet`] (the clusters served, what the hub knows of the
-//! fleet); every child write asks [`Cluster::target`] whether this replica writes there
+//! only through the runner's `Fleet` ([`Reach`]: the clusters served, what the hub knows
+//! of the fleet); every child write asks [`Cluster::target`] whether this replica writes there
 //! ([`crate::plan::placement::writes_here`]).
 //!
 //! Nothing of a cluster is worked on before every one of its primary watches has listed:
@@ -27,11 +27,29 @@ use super::client::{self, LeaseFence};
 use super::common::{
     ClusterId, Error, MEMO_MIN_ROUTES, NEW_GATEWAY_SETTLE, Options, Task, Work, policy_work,
 };
-use super::fleet::Fleet;
 use super::memory::RouteStatusSeen;
 use super::{echo, events, fight, memory, queue};
 use crate::snapshot::{Key, RouteKey, Snapshot};
 use crate::telemetry::Metrics;
+
+/// How a cluster reaches the others of its runner, and what the hub knows of the fleet:
+/// what the runner's `Fleet` (`fleet.rs`) gives a cluster. A trait, so that a cluster
+/// names no type above it.
+pub(super) trait Reach: Send + Sync {
+    /// A cluster served or observed, by id.
+    fn get(&self, id: &ClusterId) -> Option<Arc<Cluster>>;
+    /// Every member served or observed.
+    fn members(&self) -> Vec<Arc<Cluster>>;
+    /// While the inventory has not given the members yet: how much longer a Gateway that
+    /// places templates waits for it.
+    fn unknown_for(&self) -> Option<Duration>;
+    /// What teardowns left in members not served ([`super::left`]).
+    fn left(&self) -> &super::left::Left;
+    /// The hub.
+    fn hub(&self) -> Option<Arc<Cluster>> {
+        self.get(&ClusterId::local())
+    }
+}
 
 /// One API server's side of the controller (see the module docs).
 pub struct Cluster {
@@ -68,7 +86,7 @@ pub struct Cluster {
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     /// The clusters of the runner, this one among them (set once served): the only way
     /// to another cluster (fleet mode's placement).
-    fleet: std::sync::OnceLock<std::sync::Weak<Fleet>>,
+    fleet: std::sync::OnceLock<std::sync::Weak<dyn Reach>>,
     /// Which of its watches fail, by kind of failure: a member's are logged once per
     /// kind of failure, not once per watch.
     pub(super) watch_failures: super::startup::FailureLog,
@@ -158,13 +176,13 @@ impl Cluster {
         (for_ >= UNREACHABLE_AFTER).then(|| format!("unreachable for {} s: {why}", for_.as_secs()))
     }
 
-    /// Lets this cluster reach the others of its runner (see [`Fleet::insert`]).
-    pub(super) fn link(&self, fleet: std::sync::Weak<Fleet>) {
+    /// Lets this cluster reach the others of its runner (`Fleet::insert`).
+    pub(super) fn link(&self, fleet: std::sync::Weak<dyn Reach>) {
         let _ = self.fleet.set(fleet);
     }
 
     /// The runner's clusters, once this one is served.
-    pub(super) fn fleet(&self) -> Option<Arc<Fleet>> {
+    pub(super) fn fleet(&self) -> Option<Arc<dyn Reach>> {
         self.fleet.get()?.upgrade()
     }
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams};
 
-use super::cluster::Cluster;
+use super::cluster::{Cluster, Reach};
 use super::common::ClusterId;
 use crate::snapshot::fleet::FleetMember;
 use crate::snapshot::{Key, ObjectKey};
@@ -38,6 +38,21 @@ pub(crate) struct Fleet {
     pub(super) left: super::left::Left,
     /// When the fleet was set up (the hub's first view is awaited from then).
     created: Instant,
+}
+
+impl Reach for Fleet {
+    fn get(&self, id: &ClusterId) -> Option<Arc<Cluster>> {
+        Fleet::get(self, id)
+    }
+    fn members(&self) -> Vec<Arc<Cluster>> {
+        Fleet::members(self)
+    }
+    fn unknown_for(&self) -> Option<Duration> {
+        Fleet::unknown_for(self)
+    }
+    fn left(&self) -> &super::left::Left {
+        &self.left
+    }
 }
 
 /// What the hub knows of the fleet.
@@ -67,7 +82,8 @@ impl Fleet {
     /// Serves (or observes) one more cluster; one of the same id is replaced (and
     /// returned, to stop).
     pub(super) fn insert(self: &Arc<Self>, cluster: Arc<Cluster>) -> Option<Arc<Cluster>> {
-        cluster.link(Arc::downgrade(self));
+        let reach: Arc<dyn Reach> = self.clone();
+        cluster.link(Arc::downgrade(&reach));
         self.clusters
             .write()
             .ok()?

@@ -61,7 +61,7 @@ impl Cluster {
                 && let Some(fleet) = self.fleet()
             {
                 for c in &left {
-                    fleet.left.add(ObjectKey::of(c), &uid);
+                    fleet.left().add(ObjectKey::of(c), &uid);
                 }
             }
             let left = left_behind(&left, snap.fleet());
@@ -270,7 +270,7 @@ impl Cluster {
         let Some(fleet) = self.fleet() else {
             return Ok(());
         };
-        let Some(objects) = fleet.left.to_record(uid) else {
+        let Some(objects) = fleet.left().to_record(uid) else {
             return Ok(());
         };
         let ns = &self.opts.controller_namespace;
@@ -286,13 +286,13 @@ impl Cluster {
             // name): the teardown is not held for it; what is left is remembered in
             // memory, and said in the Event.
             Err(kube::Error::Api(s)) if s.code == 404 => {
-                if fleet.left.unrecorded() {
+                if fleet.left().unrecorded() {
                     tracing::warn!(namespace = %ns, "the controller's namespace does not exist: what teardowns leave in members is remembered in memory only (and said in an Event), not across a restart");
                 }
             }
             Err(e) => return Err(Error::kube("record what the teardown left in members", e)),
         }
-        fleet.left.recorded(uid, objects);
+        fleet.left().recorded(uid, objects);
         Ok(())
     }
 
