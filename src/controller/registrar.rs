@@ -212,8 +212,7 @@ fn name_taken(ctl: &Cluster, group: &str, kind: &str, key: &Key) -> Option<bool>
 /// the kind pending: it is not reported missing.
 async fn discover_and_watch(ctl: Arc<Cluster>, key: (String, String)) {
     let gvk = crate::kinds::gvk(&key.0, &key.1);
-    let mut failures = 0u32;
-    let mut last: Option<&'static str> = None;
+    let mut retry = super::startup::LookupRetry::default();
     loop {
         match crate::discovery::lookup(&ctl.client, &gvk).await {
             Ok((resource, scope)) => {
@@ -259,22 +258,19 @@ async fn discover_and_watch(ctl: Arc<Cluster>, key: (String, String)) {
                 return;
             }
             Err(e) => {
-                let reason = super::startup::failure_kind(&e);
                 // Only discovery's own answer that the kind is not there makes it missing;
                 // any other failure (discovery refused, the API server restarting) says
                 // nothing about the kind: it stays pending and is looked up again soon.
-                if reason != "NotFound" {
-                    failures = failures.saturating_add(1);
-                    let delay = super::startup::delay(failures, super::client::jitter());
-                    if last != Some(reason) {
-                        tracing::warn!(kind = %key.1, api_version = %key.0, %reason, error = %e, retry_in = ?delay, "failed to look a child kind up; retrying");
-                    }
-                    last = Some(reason);
-                    tokio::time::sleep(delay).await;
+                let transient = retry
+                    .wait_if_transient(&e, |reason, delay, new| {
+                        if new {
+                            tracing::warn!(kind = %key.1, api_version = %key.0, %reason, error = %e, retry_in = ?delay, "failed to look a child kind up; retrying");
+                        }
+                    })
+                    .await;
+                if transient {
                     continue;
                 }
-                failures = 0;
-                last = None;
                 let msg = format!(
                     "kind {} ({}) is not served by the API server: {e}",
                     key.1, key.0

@@ -88,6 +88,39 @@ pub fn delay(attempt: u32, jitter: f64) -> Duration {
     )
 }
 
+/// Retries of a discovery lookup (a kind looked up before it is watched): a failure that
+/// says nothing about the kind (discovery refused, the API server restarting: anything but
+/// `NotFound`) is waited out with [`delay`] per failure in a row, and said once per reason.
+#[derive(Debug, Default)]
+pub(super) struct LookupRetry {
+    failures: u32,
+    last: Option<&'static str>,
+}
+
+impl LookupRetry {
+    /// After lookup error `e`: when it is not `NotFound`, calls `failed` (its reason, the
+    /// delay, whether the reason is new since the last failure), waits the delay and
+    /// returns `true` (look again). `NotFound` (the kind is not served) starts the count
+    /// again and returns `false`.
+    pub(super) async fn wait_if_transient(
+        &mut self,
+        e: &kube::Error,
+        failed: impl FnOnce(&'static str, Duration, bool),
+    ) -> bool {
+        let reason = failure_kind(e);
+        if reason == "NotFound" {
+            *self = Self::default();
+            return false;
+        }
+        self.failures = self.failures.saturating_add(1);
+        let delay = delay(self.failures, super::client::jitter());
+        failed(reason, delay, self.last != Some(reason));
+        self.last = Some(reason);
+        tokio::time::sleep(delay).await;
+        true
+    }
+}
+
 /// Backoff of a watch: [`delay`] per consecutive failure. kube's watcher resets it on
 /// every event it delivers; a reset counts only once a minute has passed since the last
 /// failure, so a watch that lists and then fails at once still backs off.
@@ -188,6 +221,44 @@ mod tests {
             message: format!("code {code}"),
             ..Default::default()
         }))
+    }
+
+    #[tokio::test]
+    async fn a_lookup_is_retried_until_the_kind_is_said_not_served_and_each_reason_said_once() {
+        let mut retry = LookupRetry::default();
+        let mut seen = Vec::new();
+        // Two failures in a row of one reason: said when the reason is new.
+        for code in [503, 503] {
+            let started = Instant::now();
+            assert!(
+                retry
+                    .wait_if_transient(&api(code), |reason, delay, new| seen
+                        .push((reason, delay, new)))
+                    .await
+            );
+            // It waited the delay it said.
+            assert!(started.elapsed() >= seen.last().unwrap().1);
+        }
+        let said: Vec<(&str, bool)> = seen.iter().map(|(r, _, n)| (*r, *n)).collect();
+        assert_eq!(said, [("ServerError", true), ("ServerError", false)]);
+        // The delay grows per failure in a row (half fixed: at least 250 ms, then 500 ms).
+        assert!(seen[1].1 >= BACKOFF_BASE && seen[0].1 <= BACKOFF_BASE);
+        // Not served: no wait, and the count starts again (the next failure is new).
+        assert!(
+            !retry
+                .wait_if_transient(&api(404), |_, _, _| panic!("not a transient failure"))
+                .await
+        );
+        let mut again = None;
+        let started = Instant::now();
+        assert!(
+            retry
+                .wait_if_transient(&api(403), |r, d, n| again = Some((r, d, n)))
+                .await
+        );
+        let (reason, delay, new) = again.unwrap();
+        assert_eq!((reason, new), ("Forbidden", true));
+        assert!(delay <= BACKOFF_BASE && started.elapsed() >= delay);
     }
 
     #[test]

@@ -458,8 +458,7 @@ async fn watch_primary(ctl: Arc<Cluster>, source: ingest::Source, first: Role) {
     let r = &source.resource;
     let gvk = GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
     let kind = r.kind.clone();
-    let mut failures = 0u32;
-    let mut last: Option<&'static str> = None;
+    let mut retry = super::startup::LookupRetry::default();
     let mut missing = false;
     loop {
         match crate::discovery::lookup(&ctl.client, &gvk).await {
@@ -475,22 +474,19 @@ async fn watch_primary(ctl: Arc<Cluster>, source: ingest::Source, first: Role) {
                 return;
             }
             Err(e) => {
-                let reason = super::startup::failure_kind(&e);
-                if reason != "NotFound" {
-                    failures = failures.saturating_add(1);
-                    let delay = super::startup::delay(failures, super::client::jitter());
-                    if !missing {
-                        ctl.metrics.startup.failed(&step, reason, &e.to_string());
-                    }
-                    if last != Some(reason) {
-                        tracing::warn!(%kind, %reason, error = %e, retry_in = ?delay, "failed to look a kind up; retrying");
-                    }
-                    last = Some(reason);
-                    tokio::time::sleep(delay).await;
+                let transient = retry
+                    .wait_if_transient(&e, |reason, delay, new| {
+                        if !missing {
+                            ctl.metrics.startup.failed(&step, reason, &e.to_string());
+                        }
+                        if new {
+                            tracing::warn!(%kind, %reason, error = %e, retry_in = ?delay, "failed to look a kind up; retrying");
+                        }
+                    })
+                    .await;
+                if transient {
                     continue;
                 }
-                failures = 0;
-                last = None;
                 if !missing {
                     missing = true;
                     tracing::info!(%kind, api_version = %r.api_version, "kind not served (its CRD is not installed): objects of this kind are ignored; looking it up again every 10 s");
