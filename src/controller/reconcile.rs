@@ -137,9 +137,16 @@ impl Cluster {
         let started = Instant::now();
         let listings = self.kinds.listings();
         let mut memo = self.take_plan_memo(key);
-        let read = {
+        // The snapshot is read once for the plan and what narrowing asks of it (the live
+        // children, before any write of this pass).
+        let (read, narrowing) = {
             let snap = self.snapshot.read().map_err(|_| Error::SnapshotPoisoned)?;
-            read_and_plan(&snap, key, &mut memo)
+            let read = read_and_plan(&snap, key, &mut memo);
+            let narrowing = match &read {
+                Read::Planned(p) => narrowing_of(p, &snap),
+                _ => crate::plan::narrowing::Narrowing::default(),
+            };
+            (read, narrowing)
         };
         if matches!(read, Read::Planned(_)) {
             self.metrics.route_plans(memo.last);
@@ -178,8 +185,8 @@ impl Cluster {
         }
         // New versions of make-before-break children wait until what they render settles.
         let unsettled = self.unsettled(key, &p);
-        // A change that removes what a drained child advertises goes first and alone.
-        let narrowing = self.narrowing_now(&p)?;
+        // A change that removes what a drained child advertises goes first and alone
+        // (`narrowing`, decided with the plan).
         let mut hold = unsettled.keys.clone();
         hold.extend(narrowing.hold.iter().cloned());
         let applied = self
@@ -331,17 +338,6 @@ impl Cluster {
         {
             self.enqueue_after(Work::Gateway(key.clone()), d);
         }
-    }
-
-    /// What narrowing and draining ask of the plan now, against the live children.
-    fn narrowing_now(&self, p: &Planned) -> Result<crate::plan::narrowing::Narrowing, Error> {
-        let snap = self.snapshot.read().map_err(|_| Error::SnapshotPoisoned)?;
-        Ok(crate::plan::narrowing::narrowing(
-            &p.plan,
-            &p.live,
-            &|k| snap.child(k),
-            Timestamp::now(),
-        ))
     }
 
     /// Logs what a narrowing makes the other children wait for, once per change of it.
@@ -675,6 +671,11 @@ fn status_after(plan: &Plan, applied: &Applied, now: Timestamp) -> StatusOutcome
         rollouts: progress,
         rollout_requeue,
     }
+}
+
+/// What narrowing and draining ask of plan `p`, against the live children of `snap`.
+fn narrowing_of(p: &Planned, snap: &Snapshot) -> crate::plan::narrowing::Narrowing {
+    crate::plan::narrowing::narrowing(&p.plan, &p.live, &|k| snap.child(k), Timestamp::now())
 }
 
 /// Whether a change sent to a child is read back by a plan, so the Gateway is planned
