@@ -712,6 +712,12 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
                 .any(|m| m.contains(id2.as_str()) && m.contains("pub-istio")),
             "an Event names what was left in the member: {said:?}"
         );
+        // And what was placed in the first member, let go when its profile was deleted
+        // (no longer mirrored in the hub, but known).
+        assert!(
+            said.iter().any(|m| m.contains(&format!("left in member {id},")) && m.contains("pub-istio")),
+            "an Event names what was left in the member let go: {said:?}"
+        );
         // It is recorded in the hub, and a restart while the member is still down finds
         // it there.
         let records: Api<k8s_openapi::api::core::v1::ConfigMap> =
@@ -729,6 +735,10 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         assert!(
             objects.contains("pub-istio") && objects.contains(id2.as_str()),
             "the record lists what was left in the member: {objects}"
+        );
+        assert!(
+            objects.contains(&format!("\"cluster\":\"{id}\"")),
+            "the record lists what was left in the member let go: {objects}"
         );
         assert!(ctl.shutdown(Duration::from_secs(10)).await);
         let ctl = gatewright::controller::start(main.clone(), opts.clone())
@@ -756,6 +766,24 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         .await;
         println!(
             "what was left in the member while it was down: deleted {:.1} s after it was back (the controller restarted meanwhile)",
+            t.elapsed().as_secs_f64()
+        );
+        // What was left in the first member (let go) keeps the record: it is still there.
+        assert!(member_gws.get_opt("pub-istio").await.unwrap().is_some());
+        assert_eq!(listed().await.len(), 1, "the record stays while the member let go holds some of it");
+        // Its profile made again: served, and what the teardown left there deleted.
+        let t = Instant::now();
+        enrol(&main, &fleet.name, "member", &member_kubeconfig(&member, None), true).await;
+        let member_routes: Api<gateway_api::apis::standard::httproutes::HttpRoute> =
+            Api::namespaced(other.clone(), &ns.name);
+        wait_for("what was left in the member let go deleted once it is served again", T, || async {
+            (member_gws.get_opt("pub-istio").await.ok()?.is_none()
+                && member_routes.get_opt("shop-pub-istio").await.ok()?.is_none())
+            .then_some(())
+        })
+        .await;
+        println!(
+            "what was left in the member let go (its profile deleted): deleted {:.1} s after its profile was made again",
             t.elapsed().as_secs_f64()
         );
         wait_for("the record deleted once all of it is gone", T, || async {

@@ -45,6 +45,9 @@ pub(super) trait Reach: Send + Sync {
     fn unknown_for(&self) -> Option<Duration>;
     /// What teardowns left in members not served ([`super::left`]).
     fn left(&self) -> &super::left::Left;
+    /// What was placed for the Gateway of `uid` in members let go (no longer mirrored in
+    /// the hub): a teardown leaves it there.
+    fn placed_in_let_go(&self, uid: &str) -> Vec<crate::snapshot::ObjectKey>;
     /// The hub.
     fn hub(&self) -> Option<Arc<Cluster>> {
         self.get(&ClusterId::local())
@@ -276,15 +279,20 @@ impl Cluster {
 
     /// Forgets what a member no longer served had mirrored here, and re-plans the
     /// Gateways that placed it (their placement now says the member is not served).
-    pub(super) fn forget_member(&self, id: &ClusterId) {
-        let gateways = self
+    /// Returns what was forgotten: each object with its Gateway's UID.
+    pub(super) fn forget_member(
+        &self,
+        id: &ClusterId,
+    ) -> Vec<(crate::snapshot::ObjectKey, String)> {
+        let (placed, gateways) = self
             .snapshot
             .write()
-            .map(|mut s| s.forget_cluster(id.as_str()))
+            .map(|mut s| (s.placed_in(id.as_str()), s.forget_cluster(id.as_str())))
             .unwrap_or_default();
         for g in gateways {
             self.enqueue(Work::Gateway(g));
         }
+        placed
     }
 
     /// The span this cluster's work and watches log in: none for the local cluster (its

@@ -36,6 +36,10 @@ pub(crate) struct Fleet {
     view: Mutex<View>,
     /// What teardowns left in members that were not served, to delete once they are.
     pub(super) left: super::left::Left,
+    /// What was placed in members let go (by member: each object and its Gateway's UID),
+    /// as the hub last mirrored it; dropped when the member is served again (its watches
+    /// mirror it afresh). In memory only.
+    let_go: Mutex<BTreeMap<String, Vec<(ObjectKey, String)>>>,
     /// When the fleet was set up (the hub's first view is awaited from then).
     created: Instant,
 }
@@ -52,6 +56,9 @@ impl Reach for Fleet {
     }
     fn left(&self) -> &super::left::Left {
         &self.left
+    }
+    fn placed_in_let_go(&self, uid: &str) -> Vec<ObjectKey> {
+        Fleet::placed_in_let_go(self, uid)
     }
 }
 
@@ -73,6 +80,7 @@ impl Fleet {
             clusters: RwLock::new(BTreeMap::new()),
             view: Mutex::new(View::default()),
             left: super::left::Left::default(),
+            let_go: Mutex::default(),
             created: Instant::now(),
         });
         fleet.insert(hub);
@@ -84,6 +92,9 @@ impl Fleet {
     pub(super) fn insert(self: &Arc<Self>, cluster: Arc<Cluster>) -> Option<Arc<Cluster>> {
         let reach: Arc<dyn Reach> = self.clone();
         cluster.link(Arc::downgrade(&reach));
+        if let Ok(mut l) = self.let_go.lock() {
+            l.remove(cluster.id().as_str());
+        }
         self.clusters
             .write()
             .ok()?
@@ -93,6 +104,36 @@ impl Fleet {
     /// Stops serving a cluster: returns it, if it was served.
     pub(super) fn remove(&self, id: &ClusterId) -> Option<Arc<Cluster>> {
         self.clusters.write().ok()?.remove(id)
+    }
+
+    /// A member is let go (removed, its watches stopped): the hub forgets what it mirrored
+    /// of it, and the fleet keeps what was placed there.
+    pub(super) fn let_go(&self, id: &ClusterId) {
+        let Some(hub) = self.hub() else {
+            return;
+        };
+        let placed = hub.forget_member(id);
+        if let Ok(mut l) = self.let_go.lock() {
+            if placed.is_empty() {
+                l.remove(id.as_str());
+            } else {
+                l.insert(id.as_str().to_owned(), placed);
+            }
+        }
+    }
+
+    /// What was placed for the Gateway of `uid` in members let go.
+    pub(super) fn placed_in_let_go(&self, uid: &str) -> Vec<ObjectKey> {
+        self.let_go
+            .lock()
+            .map(|l| {
+                l.values()
+                    .flatten()
+                    .filter(|(_, u)| u == uid)
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// A cluster served or observed, by id.
@@ -338,6 +379,87 @@ fn with_unreachable(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cluster whose client is never used (nothing listens there).
+    fn cluster(id: &str, queue: &Arc<super::super::queue::Queue>) -> Arc<Cluster> {
+        let client = kube::Client::try_from(kube::Config::new(
+            "https://127.0.0.1:9".parse().expect("url"),
+        ))
+        .expect("client");
+        let id = if id.is_empty() {
+            ClusterId::local()
+        } else {
+            ClusterId::new(id)
+        };
+        Arc::new(Cluster::new(
+            id,
+            client,
+            super::super::common::Options::default(),
+            Arc::default(),
+            queue.clone(),
+            None,
+            "test",
+        ))
+    }
+
+    /// A child placed in `member` for the Gateway of `uid`, as the hub mirrors it.
+    fn placed(name: &str, member: &str, uid: &str) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {
+                "name": name, "namespace": "ns",
+                "labels": {crate::render::labels::GATEWAY_UID: uid},
+                "annotations": {crate::render::labels::CLUSTER: member},
+            },
+        })
+    }
+
+    #[tokio::test]
+    async fn a_member_let_go_leaves_what_was_placed_there_known_until_it_is_served_again() {
+        let queue = Arc::new(super::super::queue::Queue::default());
+        let hub = cluster("", &queue);
+        let fleet = Fleet::new(hub.clone());
+        let east = cluster("fleet/east", &queue);
+        fleet.insert(east.clone());
+        assert!(Arc::ptr_eq(&east.hub().unwrap(), &hub));
+        assert_eq!(
+            hub.sibling("fleet/east").map(|c| c.id().clone()),
+            Some(east.id().clone())
+        );
+        assert_eq!(fleet.members().len(), 1);
+        if let Ok(mut s) = hub.snapshot.write() {
+            s.put_child(placed("a", "fleet/east", "uid-1"));
+            s.put_child(placed("b", "fleet/east", "uid-2"));
+            s.put_child(placed("c", "fleet/west", "uid-1"));
+        }
+        // Let go: the hub no longer mirrors it, the fleet keeps what was placed there.
+        fleet.remove(east.id());
+        fleet.let_go(east.id());
+        let kept = fleet.placed_in_let_go("uid-1");
+        assert_eq!(
+            kept.iter()
+                .map(|k| (k.name.as_str(), k.cluster.as_str()))
+                .collect::<Vec<_>>(),
+            [("a", "fleet/east")]
+        );
+        let reach: Arc<dyn Reach> = fleet.clone();
+        assert_eq!(reach.placed_in_let_go("uid-2").len(), 1);
+        assert!(
+            hub.snapshot
+                .read()
+                .unwrap()
+                .placed_in("fleet/east")
+                .is_empty()
+        );
+        assert_eq!(
+            hub.snapshot.read().unwrap().placed_in("fleet/west").len(),
+            1
+        );
+        assert!(hub.sibling("fleet/east").is_none());
+        // Served again: its watches mirror it afresh; nothing is kept.
+        fleet.insert(cluster("fleet/east", &queue));
+        assert!(fleet.placed_in_let_go("uid-1").is_empty());
+    }
 
     fn member(name: &str, unserved: Option<&str>) -> FleetMember {
         FleetMember {

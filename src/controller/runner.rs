@@ -112,8 +112,9 @@ impl Runner {
         let removed = self.fleet.remove(id);
         if let Some(c) = &removed {
             c.stop();
-            // What it mirrored of placed objects to the hub is no longer known.
-            self.local.forget_member(id);
+            // What it mirrored of placed objects to the hub is no longer watched: the
+            // fleet keeps what was placed there, for a teardown to record.
+            self.fleet.let_go(id);
             if let Ok(mut f) = self.failures.lock() {
                 f.retain(|t, _| t.cluster != *id);
             }

@@ -57,11 +57,16 @@ impl Cluster {
                 .children_by_gateway(&uid)
                 .map(Arc::unwrap_or_clone)
                 .partition(|c| crate::plan::placement::deletable(&ObjectKey::of(c), snap.fleet()));
-            if part == Part::All
-                && let Some(fleet) = self.fleet()
-            {
-                for c in &left {
-                    fleet.left().add(ObjectKey::of(c), &uid);
+            let mut left: Vec<ObjectKey> = left.iter().map(ObjectKey::of).collect();
+            if let Some(fleet) = self.fleet() {
+                // And what was placed in members let go (no longer mirrored here).
+                left.extend(fleet.placed_in_let_go(&uid));
+                left.sort();
+                left.dedup();
+                if part == Part::All {
+                    for k in &left {
+                        fleet.left().add(k.clone(), &uid);
+                    }
                 }
             }
             let left = left_behind(&left, snap.fleet());

@@ -44,12 +44,11 @@ pub fn next_group<'a>(
 /// words, what is left there and why (`fleet`: the members as the snapshot holds them).
 #[must_use]
 pub fn left_behind(
-    children: &[Value],
+    children: &[ObjectKey],
     fleet: &BTreeMap<String, FleetMember>,
 ) -> Vec<(String, String)> {
     let mut by_member: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for c in children {
-        let k = ObjectKey::of(c);
+    for k in children {
         by_member
             .entry(k.cluster.clone())
             .or_default()
@@ -268,9 +267,9 @@ mod tests {
         let fleet: BTreeMap<_, _> = [member("fleet/east", Some("unreachable"))].into();
         let left = left_behind(
             &[
-                placed("a", "fleet/east"),
-                placed("b", "fleet/gone"),
-                placed("c", "fleet/east"),
+                ObjectKey::of(&placed("a", "fleet/east")),
+                ObjectKey::of(&placed("b", "fleet/gone")),
+                ObjectKey::of(&placed("c", "fleet/east")),
             ],
             &fleet,
         );

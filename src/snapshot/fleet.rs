@@ -122,6 +122,17 @@ impl Snapshot {
         self.retain_children(kind, api_version, Some(cluster), seen)
     }
 
+    /// The children mirrored from member `cluster`, each with the UID of the Gateway it
+    /// was placed for.
+    #[must_use]
+    pub fn placed_in(&self, cluster: &str) -> Vec<(ObjectKey, String)> {
+        self.children
+            .iter()
+            .filter(|(k, _)| k.cluster == cluster)
+            .filter_map(|(k, c)| Some((k.clone(), c.gateway_uid.clone()?)))
+            .collect()
+    }
+
     /// Drops every child mirrored from member `cluster` (no longer served); returns the
     /// Gateways they belonged to.
     pub fn forget_cluster(&mut self, cluster: &str) -> Vec<Key> {
