@@ -174,6 +174,12 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         );
         return;
     }
+    if std::env::var_os("GATEWRIGHT_TEST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("gatewright=debug")
+            .with_test_writer()
+            .try_init();
+    }
     let began = Instant::now();
     // Two members, their writes audited (the second one joins for placement), brought up
     // side by side.
@@ -678,6 +684,21 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         // in an Event.
         let restart = kill_api_server(&member2, 45);
         record_lists(&main, &ns.name, &dns, 0, "the hub's record to stop listing the second member").await;
+        // The record may stop listing it before the controller counts it unreachable (its
+        // placed gateway narrowed, say): deleted while it is counted so.
+        wait_for("the hub Gateway to name the second member unreachable", T, || async {
+            let g = serde_json::to_value(hub_gws.get("pub").await.ok()?).unwrap();
+            let placed = g["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "gatewright.dev/Placed")?
+                .clone();
+            let message = placed["message"].as_str()?;
+            message
+                .contains(&format!("{id2} (unreachable"))
+                .then_some(())
+        })
+        .await;
         let t = Instant::now();
         hub_gws
             .delete("pub", &kube::api::DeleteParams::default())
