@@ -761,7 +761,8 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             objects.contains(&format!("\"cluster\":\"{id}\"")),
             "the record lists what was left in the member let go: {objects}"
         );
-        assert!(ctl.shutdown(Duration::from_secs(10)).await);
+        let stopped = ctl;
+        assert!(stopped.shutdown(Duration::from_secs(10)).await);
         let ctl = gatewright::controller::start(main.clone(), opts.clone())
             .await
             .unwrap();
@@ -797,6 +798,12 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         enrol(&main, &fleet.name, "member", &member_kubeconfig(&member, None), true).await;
         let member_routes: Api<gateway_api::apis::standard::httproutes::HttpRoute> =
             Api::namespaced(other.clone(), &ns.name);
+        // The stopped controller, still held here, engaged nothing meanwhile.
+        served(&ctl, &id, true).await;
+        assert!(
+            stopped.cluster(&id).is_none(),
+            "a stopped controller engaged a member"
+        );
         wait_for("what was left in the member let go deleted once it is served again", T, || async {
             (member_gws.get_opt("pub-istio").await.ok()?.is_none()
                 && member_routes.get_opt("shop-pub-istio").await.ok()?.is_none())

@@ -50,6 +50,11 @@ pub(super) trait Members: Send + Sync {
     /// The fleet as placement sees it: every member, served (here or by another replica)
     /// or why not.
     fn fleet(&self, members: Vec<crate::snapshot::fleet::FleetMember>);
+    /// Whether the controller has stopped: the inventory ends then (a stopped runner that
+    /// something still holds engages no member).
+    fn has_stopped(&self) -> bool {
+        false
+    }
 }
 
 /// What the inventory knows and has done.
@@ -121,6 +126,9 @@ pub(super) async fn run<R: Members + 'static>(
         let Some(runner) = runner.upgrade() else {
             return;
         };
+        if runner.has_stopped() {
+            return;
+        }
         match change {
             Ok(c) => {
                 last_error = None;

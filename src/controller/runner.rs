@@ -307,6 +307,9 @@ impl super::inventory::Members for Runner {
     fn fleet(&self, members: Vec<crate::snapshot::fleet::FleetMember>) {
         self.fleet.set_members(members);
     }
+    fn has_stopped(&self) -> bool {
+        self.stop.borrow().is_some()
+    }
 }
 
 /// Starts the controller on one cluster (`client`'s): its watches, the workers, the
@@ -438,6 +441,10 @@ fn start_fleet(runner: &Arc<Runner>, share: Option<(Arc<super::share::Share>, Cl
             let Some(r) = weak.upgrade() else {
                 return;
             };
+            // Stopped: nothing more is swept (a stopped runner something still holds).
+            if r.stop.borrow().is_some() {
+                return;
+            }
             r.fleet.tick();
         }
     });
