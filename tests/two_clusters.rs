@@ -83,6 +83,33 @@ async fn member_state(ctl: &gatewright::controller::Runner, id: &ClusterId, stat
 
 /// Kills `member`'s API server (SIGKILL) and starts it again `down` seconds later
 /// (`tests/cluster/restart`); the process ends once it is back.
+/// The hub Gateway `pub`'s `gatewright.dev/Placed` condition: its status and message.
+async fn placed_condition(gws: &Api<Gateway>) -> Option<(String, String)> {
+    let g = serde_json::to_value(gws.get("pub").await.ok()?).ok()?;
+    let placed = g["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "gatewright.dev/Placed")?
+        .clone();
+    Some((
+        placed["status"].as_str()?.to_owned(),
+        placed["message"].as_str()?.to_owned(),
+    ))
+}
+
+/// Waits until what `pub` placed in a member (its gateway and route copy) is gone there.
+async fn placed_gone(what: &str, client: &Client, ns: &str) {
+    let gws: Api<Gateway> = Api::namespaced(client.clone(), ns);
+    let routes: Api<gateway_api::apis::standard::httproutes::HttpRoute> =
+        Api::namespaced(client.clone(), ns);
+    wait_for(what, T, || async {
+        (gws.get_opt("pub-istio").await.ok()?.is_none()
+            && routes.get_opt("shop-pub-istio").await.ok()?.is_none())
+        .then_some(())
+    })
+    .await;
+}
+
 fn kill_api_server(member: &Member, down: u32) -> std::process::Child {
     std::process::Command::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -571,15 +598,9 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             t.elapsed().as_secs_f64()
         );
         wait_for("the hub Gateway to name the member not served", T, || async {
-            let g = serde_json::to_value(hub_gws.get("pub").await.ok()?).unwrap();
-            let placed = g["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .find(|c| c["type"] == "gatewright.dev/Placed")?
-                .clone();
-            let message = placed["message"].as_str()?;
+            let (status, message) = placed_condition(&hub_gws).await?;
             // Each member not served is named with why: `<member> (<why>)`.
-            (placed["status"] == "False"
+            (status == "False"
                 && message.contains(&format!("{id} ("))
                 && !message.contains(&format!("{id2} (")))
             .then_some(())
@@ -687,13 +708,7 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         // The record may stop listing it before the controller counts it unreachable (its
         // placed gateway narrowed, say): deleted while it is counted so.
         wait_for("the hub Gateway to name the second member unreachable", T, || async {
-            let g = serde_json::to_value(hub_gws.get("pub").await.ok()?).unwrap();
-            let placed = g["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .find(|c| c["type"] == "gatewright.dev/Placed")?
-                .clone();
-            let message = placed["message"].as_str()?;
+            let (_, message) = placed_condition(&hub_gws).await?;
             message
                 .contains(&format!("{id2} (unreachable"))
                 .then_some(())
@@ -778,14 +793,7 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         // Served again: what the teardown left there is deleted (it still carries the
         // deleted Gateway's UID), the route copy too.
         let t = Instant::now();
-        let member2_routes: Api<gateway_api::apis::standard::httproutes::HttpRoute> =
-            Api::namespaced(third.clone(), &ns.name);
-        wait_for("what was left in the member deleted once it is back", T, || async {
-            (member2_gws.get_opt("pub-istio").await.ok()?.is_none()
-                && member2_routes.get_opt("shop-pub-istio").await.ok()?.is_none())
-            .then_some(())
-        })
-        .await;
+        placed_gone("what was left in the member deleted once it is back", &third, &ns.name).await;
         println!(
             "what was left in the member while it was down: deleted {:.1} s after it was back (the controller restarted meanwhile)",
             t.elapsed().as_secs_f64()
@@ -796,20 +804,13 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         // Its profile made again: served, and what the teardown left there deleted.
         let t = Instant::now();
         enrol(&main, &fleet.name, "member", &member_kubeconfig(&member, None), true).await;
-        let member_routes: Api<gateway_api::apis::standard::httproutes::HttpRoute> =
-            Api::namespaced(other.clone(), &ns.name);
         // The stopped controller, still held here, engaged nothing meanwhile.
         served(&ctl, &id, true).await;
         assert!(
             stopped.cluster(&id).is_none(),
             "a stopped controller engaged a member"
         );
-        wait_for("what was left in the member let go deleted once it is served again", T, || async {
-            (member_gws.get_opt("pub-istio").await.ok()?.is_none()
-                && member_routes.get_opt("shop-pub-istio").await.ok()?.is_none())
-            .then_some(())
-        })
-        .await;
+        placed_gone("what was left in the member let go deleted once it is served again", &other, &ns.name).await;
         println!(
             "what was left in the member let go (its profile deleted): deleted {:.1} s after its profile was made again",
             t.elapsed().as_secs_f64()

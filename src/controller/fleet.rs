@@ -46,19 +46,34 @@ pub(crate) struct Fleet {
 
 impl Reach for Fleet {
     fn get(&self, id: &ClusterId) -> Option<Arc<Cluster>> {
-        Fleet::get(self, id)
+        self.clusters.read().ok()?.get(id).cloned()
     }
     fn members(&self) -> Vec<Arc<Cluster>> {
-        Fleet::members(self)
+        self.clusters
+            .read()
+            .map(|c| c.values().filter(|c| c.is_member()).cloned().collect())
+            .unwrap_or_default()
     }
     fn unknown_for(&self) -> Option<Duration> {
-        Fleet::unknown_for(self)
+        if self.view.lock().is_ok_and(|v| v.known) {
+            return None;
+        }
+        FLEET_FIRST_VIEW.checked_sub(self.created.elapsed())
     }
     fn left(&self) -> &super::left::Left {
         &self.left
     }
     fn placed_in_let_go(&self, uid: &str) -> Vec<ObjectKey> {
-        Fleet::placed_in_let_go(self, uid)
+        self.let_go
+            .lock()
+            .map(|l| {
+                l.values()
+                    .flatten()
+                    .filter(|(_, u)| u == uid)
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }
 
@@ -122,44 +137,12 @@ impl Fleet {
         }
     }
 
-    /// What was placed for the Gateway of `uid` in members let go.
-    pub(super) fn placed_in_let_go(&self, uid: &str) -> Vec<ObjectKey> {
-        self.let_go
-            .lock()
-            .map(|l| {
-                l.values()
-                    .flatten()
-                    .filter(|(_, u)| u == uid)
-                    .map(|(k, _)| k.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// A cluster served or observed, by id.
-    pub(super) fn get(&self, id: &ClusterId) -> Option<Arc<Cluster>> {
-        self.clusters.read().ok()?.get(id).cloned()
-    }
-
     /// Every cluster served or observed.
     pub(super) fn all(&self) -> Vec<Arc<Cluster>> {
         self.clusters
             .read()
             .map(|c| c.values().cloned().collect())
             .unwrap_or_default()
-    }
-
-    /// Every member served or observed.
-    pub(super) fn members(&self) -> Vec<Arc<Cluster>> {
-        self.clusters
-            .read()
-            .map(|c| c.values().filter(|c| c.is_member()).cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// The hub.
-    pub(super) fn hub(&self) -> Option<Arc<Cluster>> {
-        self.get(&ClusterId::local())
     }
 
     /// Sets the members the inventory gives (served or why not), and re-plans every
@@ -188,15 +171,6 @@ impl Fleet {
         if changed {
             self.refresh();
         }
-    }
-
-    /// While the inventory has not given the members yet: how much longer a Gateway that
-    /// places templates waits for it ([`FLEET_FIRST_VIEW`] from the start at most).
-    pub(super) fn unknown_for(&self) -> Option<Duration> {
-        if self.view.lock().is_ok_and(|v| v.known) {
-            return None;
-        }
-        FLEET_FIRST_VIEW.checked_sub(self.created.elapsed())
     }
 
     /// Every second in fleet mode: the members whose watches find their API server

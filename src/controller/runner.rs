@@ -14,6 +14,7 @@ use tracing::Instrument;
 
 use super::client::{self, LeaseFence};
 use super::cluster::Cluster;
+use super::cluster::Reach as _;
 use super::common::{ClusterId, Error, Options, Stop, Task, Work};
 use super::fleet::Fleet;
 use super::{queue, startup, watch};
