@@ -35,6 +35,7 @@ mod left;
 mod memory;
 mod metrics;
 mod narrow;
+mod planned;
 pub mod policy;
 mod queue;
 mod reconcile;

@@ -20,45 +20,17 @@ use super::child_kinds::KindState;
 use super::cluster::Cluster;
 use super::common::{Error, MEMO_MIN_ROUTES, Work};
 use super::memory::{Reported, observed_reported};
+use super::planned::{Planned, Read, narrowing_of, read_and_plan};
 use crate::gateway::conditions::{reasons, types};
-use crate::plan::gateway::OutOfScope;
 use crate::plan::rollout::{self, Progress};
 use crate::plan::{GatewayStatusPlan, Plan, RolloutState, is_subset};
 use crate::render::TemplateSet;
-use crate::render::labels;
 use crate::render::labels::GATEWAY_FINALIZER;
-use crate::snapshot::{Key, ObjectKey, Snapshot};
-
-/// A child kind: (apiVersion, kind).
-type KindKey = (String, String);
+use crate::snapshot::{Key, ObjectKey};
 
 /// Requests one reconcile sends at the same time (child applies, then route status
 /// writes): a Gateway with many routes is not one request after the other.
 const REQUESTS_IN_FLIGHT: usize = 8;
-
-/// What reading the snapshot gave for one Gateway.
-enum Read {
-    /// Ours: planned.
-    Planned(Box<Planned>),
-    /// Deleting, holding our finalizer, its class gone or no longer ours: torn down all
-    /// the same (without the blueprint's order), never left hanging.
-    Orphaned(Box<Gateway>, BTreeSet<KindKey>),
-    /// Not ours, or gone.
-    Nothing,
-}
-
-/// A Gateway of ours, planned, with what the executor needs from the snapshot.
-pub(crate) struct Planned {
-    pub(crate) plan: Plan,
-    gateway: Gateway,
-    /// The live object of each child of [`Plan::children`], in the same order.
-    pub(crate) live: Vec<Option<Arc<Value>>>,
-    /// The child kinds the Gateway uses: what it renders, and what it still owns (to
-    /// prune or tear down).
-    kinds: BTreeSet<KindKey>,
-    /// The template of each child in the Gateway's prune list.
-    prune_templates: Vec<String>,
-}
 
 /// What applying the children found.
 #[derive(Default)]
@@ -591,64 +563,6 @@ impl Cluster {
     }
 }
 
-/// Reads what planning needs and plans, under the snapshot lock; no I/O.
-fn read_and_plan(snap: &Snapshot, key: &Key, memo: &mut crate::plan::PlanMemo) -> Read {
-    match crate::plan::plan_with(snap, key, memo) {
-        Ok(plan) => {
-            let Some(gateway) = snap.gateway(key).map(|g| g.typed.clone()) else {
-                return Read::Nothing;
-            };
-            // The live objects the route plans read (a reused plan's are still current).
-            let live: Vec<Option<Arc<Value>>> = plan
-                .gateway
-                .live_children
-                .iter()
-                .cloned()
-                .chain(
-                    plan.routes
-                        .iter()
-                        .flat_map(|r| r.live_children.iter().cloned()),
-                )
-                .collect();
-            let g = &plan.gateway;
-            let mut kinds: BTreeSet<KindKey> = plan.child_kinds();
-            if let Some(uid) = gateway.metadata.uid.as_deref() {
-                kinds.extend(snap.child_kinds_by_gateway(uid));
-            }
-            // The prune list is dependents first; one template's children go at a time.
-            let prune_templates = g
-                .prune
-                .iter()
-                .map(|k| {
-                    snap.child(k)
-                        .and_then(|c| labels::template(&c).map(str::to_owned))
-                        .unwrap_or_default()
-                })
-                .collect();
-            Read::Planned(Box::new(Planned {
-                plan,
-                gateway,
-                live,
-                kinds,
-                prune_templates,
-            }))
-        }
-        Err(OutOfScope::NoGateway) => Read::Nothing,
-        Err(OutOfScope::NoClass(_) | OutOfScope::NotOurs) => snap
-            .gateway(key)
-            .map(|g| &g.typed)
-            .filter(|g| {
-                g.metadata.deletion_timestamp.is_some()
-                    && g.finalizers().iter().any(|f| f == GATEWAY_FINALIZER)
-            })
-            .map_or(Read::Nothing, |g| {
-                let uid = g.metadata.uid.as_deref().unwrap_or_default();
-                let kinds = snap.child_kinds_by_gateway(uid).collect();
-                Read::Orphaned(Box::new(g.clone()), kinds)
-            }),
-    }
-}
-
 /// The planned status with what applying found out, and the replacements judged against
 /// the clock (`now`): past its timeout, a replacement is stuck.
 fn status_after(plan: &Plan, applied: &Applied, now: Timestamp) -> StatusOutcome {
@@ -671,11 +585,6 @@ fn status_after(plan: &Plan, applied: &Applied, now: Timestamp) -> StatusOutcome
         rollouts: progress,
         rollout_requeue,
     }
-}
-
-/// What narrowing and draining ask of plan `p`, against the live children of `snap`.
-fn narrowing_of(p: &Planned, snap: &Snapshot) -> crate::plan::narrowing::Narrowing {
-    crate::plan::narrowing::narrowing(&p.plan, &p.live, &|k| snap.child(k), Timestamp::now())
 }
 
 /// Whether a change sent to a child is read back by a plan, so the Gateway is planned

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::cluster::Cluster;
 use super::memory::{Asked, AskedVersions};
-use super::reconcile::Planned;
+use super::planned::Planned;
 use crate::render::TemplateSet;
 use crate::render::labels;
 use crate::snapshot::{Key, ObjectKey};

@@ -1,0 +1,299 @@
+//! Tests of a rollout in waves: the shared Gateways and policy, then waves released in
+//! order, halts, deadlines, pauses, selectors, the preview and a Gateway's health;
+//! `budget.rs` the issuance budget, `gate.rs` a wave's gate.
+
+mod budget;
+mod gate;
+
+use super::*;
+use crate::api::{IssuanceBudget, Issued, OnFailure, Wave};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+fn m(name: &str, revision: &str, health: Health) -> Member {
+    Member {
+        key: format!("ns/{name}"),
+        labels: BTreeMap::from([("tier".to_owned(), name[..1].to_owned())]),
+        namespace_labels: BTreeMap::new(),
+        pinned_to: None,
+        revision: Some(revision.to_owned()),
+        health,
+        certificates: 1,
+        object: None,
+    }
+}
+
+fn policy() -> RolloutPolicy {
+    RolloutPolicy {
+        waves: vec![
+            Wave {
+                count: Some(1),
+                ..Default::default()
+            },
+            Wave {
+                percent: Some(50),
+                bake_seconds: Some(30),
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    }
+}
+
+fn t(s: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + s).unwrap()
+}
+
+#[test]
+fn waves_release_in_order_and_wait_for_health_and_bake() {
+    let p = policy();
+    let mut ms: Vec<Member> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|n| m(n, "bp-1", Health::Ready))
+        .collect();
+    let s = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0));
+    let st = s.status.clone().unwrap();
+    assert_eq!(st.from.as_deref(), Some("bp-1"));
+    assert_eq!(st.waves.len(), 1);
+    assert_eq!(st.waves[0].gateways, vec!["ns/a"]);
+    assert_eq!(s.moved, vec!["ns/a"]);
+    // a is on bp-2 but not ready: nothing more.
+    ms[0].revision = Some("bp-2".into());
+    ms[0].health = Health::NotReady("children".into());
+    let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(5));
+    let st = s.status.clone().unwrap();
+    assert_eq!(st.waves.len(), 1);
+    assert!(s.moved.is_empty());
+    assert!(st.message.contains("ns/a: children"), "{}", st.message);
+    // Ready: the second wave takes 50 % of 4 = 2 Gateways.
+    ms[0].health = Health::Ready;
+    let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(10));
+    let st = s.status.clone().unwrap();
+    assert_eq!(st.waves[1].gateways, vec!["ns/b", "ns/c"]);
+    for g in &mut ms[1..3] {
+        g.revision = Some("bp-2".into());
+    }
+    // Ready, but baking 30 s.
+    let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(11));
+    let st = s.status.clone().unwrap();
+    assert_eq!(st.waves.len(), 2);
+    assert_eq!(s.again, Some(Duration::from_secs(30)));
+    let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(41));
+    let st = s.status.clone().unwrap();
+    assert_eq!(st.waves[2].name, "rest");
+    assert_eq!(st.waves[2].gateways, vec!["ns/d"]);
+    ms[3].revision = Some("bp-2".into());
+    let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(42));
+    assert_eq!(s.status.unwrap().phase, RolloutPhase::Complete);
+}
+
+#[test]
+fn a_revision_that_does_not_render_halts_in_the_first_wave_or_rolls_back() {
+    let mut p = policy();
+    let mut ms: Vec<Member> = ["a", "b"]
+        .iter()
+        .map(|n| m(n, "bp-1", Health::Ready))
+        .collect();
+    let st = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0))
+        .status
+        .unwrap();
+    ms[0].revision = Some("bp-2".into());
+    ms[0].health = Health::Failed("template gateway: bad".into());
+    let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(1));
+    let halted = s.status.unwrap();
+    assert_eq!(halted.phase, RolloutPhase::Halted);
+    assert!(halted.message.contains("template gateway: bad"));
+    assert!(s.notes.iter().any(|n| n.0 && n.1 == "RolloutHalted"));
+    // Stays halted; b never moves.
+    let s = step(&p, "bp-2", Some("bp-1"), Some(&halted), &ms, t(100));
+    assert!(s.moved.is_empty());
+    p.on_failure = Some(OnFailure::Rollback);
+    let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(1));
+    assert_eq!(s.status.unwrap().phase, RolloutPhase::RolledBack);
+    assert!(s.moved.contains(&"ns/a".to_owned()));
+}
+
+#[test]
+fn a_deadline_halts_and_max_unavailable_limits_a_wave() {
+    let p = RolloutPolicy {
+        waves: vec![Wave {
+            max_unavailable: Some(1),
+            progress_deadline_seconds: Some(60),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut ms: Vec<Member> = ["a", "b"]
+        .iter()
+        .map(|n| m(n, "bp-1", Health::Ready))
+        .collect();
+    let s = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0));
+    let st = s.status.unwrap();
+    assert_eq!(st.waves[0].gateways.len(), 2);
+    assert_eq!(st.waves[0].released, 1);
+    ms[0].revision = Some("bp-2".into());
+    ms[0].health = Health::NotReady("waiting".into());
+    let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(30));
+    assert_eq!(s.status.as_ref().unwrap().waves[0].released, 1);
+    let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(61));
+    assert_eq!(s.status.unwrap().phase, RolloutPhase::Halted);
+}
+
+#[test]
+fn pause_stops_and_resume_restarts_the_deadline() {
+    let mut p = policy();
+    let ms = vec![m("a", "bp-1", Health::Ready), m("b", "bp-1", Health::Ready)];
+    let st = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0))
+        .status
+        .unwrap();
+    p.paused = true;
+    let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(10_000));
+    let paused = s.status.unwrap();
+    assert_eq!(paused.phase, RolloutPhase::Paused);
+    p.paused = false;
+    let s = step(&p, "bp-2", Some("bp-1"), Some(&paused), &ms, t(10_001));
+    let st = s.status.unwrap();
+    assert_eq!(st.phase, RolloutPhase::Progressing);
+    assert_eq!(st.waves[0].started_at, Some(Time(t(10_001))));
+}
+
+#[test]
+fn selectors_pick_the_canary_and_pinned_gateways_are_left_alone() {
+    let p = RolloutPolicy {
+        waves: vec![Wave {
+            selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([("tier".into(), "c".into())])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut ms = vec![
+        m("a", "bp-1", Health::Ready),
+        m("b", "bp-1", Health::Ready),
+        m("c", "bp-1", Health::Ready),
+    ];
+    ms[1].pinned_to = Some("bp-1".into());
+    let st = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0))
+        .status
+        .unwrap();
+    assert_eq!(st.waves[0].gateways, vec!["ns/c"]);
+    ms[2].revision = Some("bp-2".into());
+    let st = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(1))
+        .status
+        .unwrap();
+    assert_eq!(st.waves[1].gateways, vec!["ns/a"]);
+}
+
+#[test]
+fn a_gateway_broken_before_its_wave_does_not_hold_the_rollout() {
+    let p = RolloutPolicy {
+        waves: vec![Wave {
+            count: Some(2),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut ms = vec![
+        m("a", "bp-1", Health::Failed("no listener is valid".into())),
+        m("b", "bp-1", Health::Ready),
+    ];
+    let st = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0))
+        .status
+        .unwrap();
+    assert_eq!(st.waves[0].exempt, vec!["ns/a"]);
+    for g in &mut ms {
+        g.revision = Some("bp-2".into());
+    }
+    let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(1));
+    assert_eq!(s.status.unwrap().phase, RolloutPhase::Complete);
+}
+
+#[test]
+fn a_preview_lists_the_waves_as_if_every_gate_passed() {
+    let ms: Vec<Member> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|n| m(n, "bp-1", Health::Ready))
+        .collect();
+    assert_eq!(
+        preview(&policy(), "bp-2", &ms),
+        vec![
+            ("wave-1".to_owned(), vec!["ns/a".to_owned()]),
+            (
+                "wave-2".to_owned(),
+                vec!["ns/b".to_owned(), "ns/c".to_owned()]
+            ),
+            ("rest".to_owned(), vec!["ns/d".to_owned()]),
+        ]
+    );
+}
+
+fn gw(generation: i64, conds: serde_json::Value) -> gateway_api::apis::standard::gateways::Gateway {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "g", "namespace": "ns", "generation": generation},
+        "spec": {"gatewayClassName": "c", "listeners": []},
+        "status": {"conditions": conds},
+    }))
+    .unwrap()
+}
+
+fn c(t: &str, status: &str, reason: &str, message: &str, generation: i64) -> serde_json::Value {
+    serde_json::json!({"type": t, "status": status, "reason": reason, "message": message,
+        "observedGeneration": generation, "lastTransitionTime": "2026-01-01T00:00:00Z"})
+}
+
+#[test]
+fn health_reads_programmed_and_rollout_of_the_current_generation() {
+    let ok = c("Programmed", "True", "Programmed", "ok", 2);
+    assert_eq!(
+        health(&gw(2, serde_json::json!([ok.clone()]))),
+        Health::Ready
+    );
+    // Of an older generation: not reported yet.
+    assert!(matches!(
+        health(&gw(3, serde_json::json!([ok.clone()]))),
+        Health::NotReady(_)
+    ));
+    // A replacement under way.
+    let mbb = c(
+        "gatewright.dev/Rollout",
+        "False",
+        "Progressing",
+        "cert: waiting",
+        2,
+    );
+    assert_eq!(
+        health(&gw(2, serde_json::json!([ok, mbb]))),
+        Health::NotReady("cert: waiting".into())
+    );
+    // What will not fix itself.
+    let bad = c("Programmed", "False", "Invalid", "template cm: bad", 2);
+    assert_eq!(
+        health(&gw(2, serde_json::json!([bad]))),
+        Health::Failed("template cm: bad".into())
+    );
+    let pending = c("Programmed", "False", "Pending", "waiting for children", 2);
+    assert_eq!(
+        health(&gw(2, serde_json::json!([pending]))),
+        Health::NotReady("Pending: waiting for children".into())
+    );
+    let invalid = c(
+        "Accepted",
+        "False",
+        "Invalid",
+        "revision bp-2 of GatewayClassBlueprint bp is invalid",
+        2,
+    );
+    assert!(matches!(
+        health(&gw(2, serde_json::json!([invalid]))),
+        Health::Failed(_)
+    ));
+}
+
+#[test]
+fn nothing_to_move_completes_at_once() {
+    let p = policy();
+    let ms = vec![m("a", "bp-2", Health::Ready)];
+    let s = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0));
+    assert_eq!(s.status.unwrap().phase, RolloutPhase::Complete);
+}
