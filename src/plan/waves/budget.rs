@@ -6,7 +6,8 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{Health, Seen, Step, seconds_since};
+use super::member::Health;
+use super::outcome::{Seen, Step, seconds_since};
 use crate::api::{BudgetWait, IssuanceBudget, Issued, Wave, WaveStatus};
 
 /// Gateways the current wave would move now but the issuance budget holds back.

@@ -5,7 +5,8 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{Member, Step};
+use super::member::Member;
+use super::outcome::Step;
 use crate::api::{OnFailure, RolloutPhase, RolloutPolicy, RolloutStatus};
 
 /// Pauses the rollout while `rolloutPolicy.paused` says so (`true`: paused, nothing more

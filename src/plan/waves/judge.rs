@@ -7,7 +7,8 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::budget::Held;
-use super::{Health, Member, Seen, Step, seconds_since};
+use super::member::{Health, Member};
+use super::outcome::{Seen, Step, seconds_since};
 use crate::api::{Wave, WaveStatus};
 
 /// What [`judge_wave`] says of the current wave.

@@ -25,10 +25,8 @@
 //! The step's parts: `member.rs` reads the Gateways of the class ([`members`]),
 //! `select.rs` says which of them each wave takes, `budget.rs` releases the current wave's
 //! under `maxUnavailable` and the budget, `judge.rs` judges it (its gate included), and
-//! `halt.rs` pauses, holds or halts the rollout.
-
-use std::collections::BTreeMap;
-use std::time::Duration;
+//! `halt.rs` pauses, holds or halts the rollout; `outcome.rs` holds what a step sees and
+//! what it decides.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -39,36 +37,17 @@ mod budget;
 mod halt;
 mod judge;
 mod member;
+mod outcome;
 mod select;
 
 use budget::release;
 use halt::{broken_gate, halt, paused};
 use judge::{WaveVerdict, judge_wave};
 pub use member::{Health, Member, health, members, move_cost, renders_certificates};
+use outcome::Seen;
+pub use outcome::{Note, Step};
 pub use select::preview;
 use select::{members_of, wave_name, wave_spec};
-
-/// An Event the step asks for: warning or not, reason, message.
-pub type Note = (bool, &'static str, String);
-
-/// What one step decided.
-#[derive(Clone, Debug, Default)]
-pub struct Step {
-    /// The new rollout status.
-    pub status: Option<RolloutStatus>,
-    /// Events to send.
-    pub notes: Vec<Note>,
-    /// Gateways whose revision the step changed (to plan again).
-    pub moved: Vec<String>,
-    /// When to step again (a bake time or a deadline).
-    pub again: Option<Duration>,
-}
-
-fn seconds_since(t: Option<&Time>, now: Timestamp) -> u64 {
-    t.map_or(0, |t| {
-        u64::try_from(now.duration_since(t.0).as_secs()).unwrap_or(0)
-    })
-}
 
 /// One step of the rollout of `target` (the newest revision) over `members` (in key
 /// order). `old`: the blueprint's rollout status; `current`: the revision its status named
@@ -216,13 +195,6 @@ fn rollout_toward(
             }
         }
     }
-}
-
-/// What the step sees: the revision rolled out, the Gateways by key, the time.
-struct Seen<'a> {
-    target: &'a str,
-    by_key: BTreeMap<&'a str, &'a Member>,
-    now: Timestamp,
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use super::Member;
+use super::member::Member;
 use crate::api::{RolloutPolicy, Wave};
 
 /// The waves a rollout of `target` would make of `members` if every gate passed: each

@@ -5,6 +5,9 @@
 mod budget;
 mod gate;
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
 use super::*;
 use crate::api::{IssuanceBudget, Issued, OnFailure, Wave};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
