@@ -95,6 +95,8 @@ struct Entry {
     live: u64,
     holders: Vec<Option<u64>>,
     plan: Arc<RoutePlan>,
+    /// The plan that last used or made it ([`PlanMemo::epoch`]).
+    epoch: u64,
 }
 
 /// The remembered route plans of one Gateway. Keep one per Gateway and pass it to
@@ -105,6 +107,8 @@ pub struct PlanMemo {
     pub(crate) gateway: super::gateway_memo::GatewayMemo,
     context: Option<Arc<RouteContext>>,
     routes: HashMap<RouteKey, Entry>,
+    /// Counts the plans made with it: an entry a plan did not mark with it is forgotten.
+    epoch: u64,
     /// Route plans reused and made by the last plan.
     pub last: MemoCounts,
 }
@@ -156,18 +160,26 @@ impl PlanMemo {
                 .collect();
         };
         self.context = Some(Arc::clone(&context));
-        let mut next = HashMap::with_capacity(gw.context.routes.len());
+        // The remembered plans are checked and replaced in place: a plan after one route
+        // changed neither rebuilds the map nor clones a key of the routes it reuses.
+        self.epoch = self.epoch.wrapping_add(1);
+        let epoch = self.epoch;
+        // Every route iterated here is one the Gateway's context holds, so it accepts it.
+        let accepted = gw.accepted;
         let mut out = Vec::with_capacity(gw.context.routes.len());
+        let mut kept = 0;
         for rkey in &gw.context.routes {
             let entry = snap.route(rkey);
-            let old = self.routes.remove(rkey);
-            if let (Some(old), Some(entry)) = (old, entry)
-                && old.still_holds(snap, gw, entry, &context)
-            {
-                self.last.reused += 1;
-                out.push(Arc::clone(&old.plan));
-                next.insert(rkey.clone(), old);
-                continue;
+            if let Some(old) = self.routes.get_mut(rkey) {
+                if let Some(entry) = entry
+                    && old.still_holds(snap, gw, entry, &context, accepted)
+                {
+                    self.last.reused += 1;
+                    kept += 1;
+                    old.epoch = epoch;
+                    out.push(Arc::clone(&old.plan));
+                    continue;
+                }
             }
             self.last.planned += 1;
             let plan = Arc::new(super::route::plan_route(snap, gw, rkey));
@@ -176,22 +188,31 @@ impl PlanMemo {
             if let (Some(entry), Some(prepared), true) =
                 (entry, &gw.blueprint, plan.conflicts.is_empty())
             {
-                next.insert(
-                    rkey.clone(),
-                    Entry {
-                        route: Arc::downgrade(entry),
-                        blueprint: Arc::downgrade(prepared),
-                        context: Arc::clone(&context),
-                        accepted: gw.accepted && gw.context.accepts(rkey),
-                        live: snap.children_stamp(&entry.uid),
-                        holders: held_keys(&plan).map(|k| snap.holder_stamp(k)).collect(),
-                        plan: Arc::clone(&plan),
-                    },
-                );
+                let made = Entry {
+                    route: Arc::downgrade(entry),
+                    blueprint: Arc::downgrade(prepared),
+                    context: Arc::clone(&context),
+                    accepted,
+                    live: snap.children_stamp(&entry.uid),
+                    holders: held_keys(&plan).map(|k| snap.holder_stamp(k)).collect(),
+                    plan: Arc::clone(&plan),
+                    epoch,
+                };
+                kept += 1;
+                match self.routes.get_mut(rkey) {
+                    Some(old) => *old = made,
+                    None => {
+                        self.routes.insert(rkey.clone(), made);
+                    }
+                }
             }
             out.push(plan);
         }
-        self.routes = next;
+        // Forget the routes the Gateway no longer has, and the plans not remembered this
+        // time (a conflict, a route gone from the snapshot).
+        if kept != self.routes.len() {
+            self.routes.retain(|_, e| e.epoch == epoch);
+        }
         out
     }
 }
@@ -214,6 +235,7 @@ impl Entry {
         gw: &GatewayPlan,
         route: &Arc<RouteEntry>,
         context: &Arc<RouteContext>,
+        accepted: bool,
     ) -> bool {
         std::ptr::eq(self.route.as_ptr(), Arc::as_ptr(route))
             && gw
@@ -221,7 +243,7 @@ impl Entry {
                 .as_ref()
                 .is_some_and(|b| std::ptr::eq(self.blueprint.as_ptr(), Arc::as_ptr(b)))
             && Arc::ptr_eq(&self.context, context)
-            && self.accepted == (gw.accepted && gw.context.accepts(&self.plan.route))
+            && self.accepted == accepted
             && snap.children_stamp(&route.uid) == self.live
             && held_keys(&self.plan)
                 .map(|k| snap.holder_stamp(k))

@@ -213,6 +213,14 @@ fn compare(snap: &Snapshot, memos: &mut BTreeMap<Key, PlanMemo>) -> Result<usize
                 if fresh.routes.len() != with.routes.len() {
                     return Err(format!("Gateway {key}: route plans differ in number"));
                 }
+                // It forgets the routes the Gateway no longer has.
+                if memo.len() > with.routes.len() {
+                    return Err(format!(
+                        "Gateway {key}: the memo remembers {} route plans for {} routes",
+                        memo.len(),
+                        with.routes.len()
+                    ));
+                }
                 for (a, b) in fresh.routes.iter().zip(&with.routes) {
                     if **a != **b {
                         return Err(format!(
