@@ -170,16 +170,15 @@ impl PlanMemo {
         let mut kept = 0;
         for rkey in &gw.context.routes {
             let entry = snap.route(rkey);
-            if let Some(old) = self.routes.get_mut(rkey) {
-                if let Some(entry) = entry
-                    && old.still_holds(snap, gw, entry, &context, accepted)
-                {
-                    self.last.reused += 1;
-                    kept += 1;
-                    old.epoch = epoch;
-                    out.push(Arc::clone(&old.plan));
-                    continue;
-                }
+            if let Some(old) = self.routes.get_mut(rkey)
+                && let Some(entry) = entry
+                && old.still_holds(snap, gw, entry, &context, accepted)
+            {
+                self.last.reused += 1;
+                kept += 1;
+                old.epoch = epoch;
+                out.push(Arc::clone(&old.plan));
+                continue;
             }
             self.last.planned += 1;
             let plan = Arc::new(super::route::plan_route(snap, gw, rkey));

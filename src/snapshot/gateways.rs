@@ -2,7 +2,7 @@
 //! routes, the Gateway of a UID, the Gateways naming a Secret and the routes naming a
 //! Service or a ListenerSet.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use gateway_api::apis::standard::gateways::Gateway;
@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::{
     GatewayEntry, Key, ListenerSetEntry, RouteEntry, RouteKey, Snapshot, key_of, remove_from,
-    secrets_named_by, services_of, uid_of,
+    remove_route_from, secrets_named_by, services_of, uid_of,
 };
 use crate::gateway::routes::RouteView;
 
@@ -81,36 +81,34 @@ impl Snapshot {
             view.name.clone(),
         );
         self.remove_route(&key);
-        for p in &view.parent_refs {
-            if p.group == crate::gateway::GATEWAY_API_GROUP && p.kind == "Gateway" {
-                self.routes_by_gateway
-                    .entry(Key::new(p.namespace.clone(), p.name.clone()))
-                    .or_default()
-                    .insert(key.clone());
+        let uid = uid_of(&json, &key.kind);
+        let text = serde_json::to_string(&json).unwrap_or_default().into();
+        let entry = Arc::new(RouteEntry {
+            view,
+            text,
+            uid,
+            status_exact,
+        });
+        for p in &entry.view.parent_refs {
+            let index = if p.group == crate::gateway::GATEWAY_API_GROUP && p.kind == "Gateway" {
+                &mut self.routes_by_gateway
             } else if p.listener_set().is_some() {
-                self.routes_by_listener_set
-                    .entry(Key::new(p.namespace.clone(), p.name.clone()))
-                    .or_default()
-                    .insert(key.clone());
-            }
+                &mut self.routes_by_listener_set
+            } else {
+                continue;
+            };
+            index
+                .entry(Key::new(p.namespace.clone(), p.name.clone()))
+                .or_default()
+                .insert(key.clone(), Arc::clone(&entry));
         }
-        for service in services_of(&view) {
+        for service in services_of(&entry.view) {
             self.routes_by_service
                 .entry(service)
                 .or_default()
                 .insert(key.clone());
         }
-        let uid = uid_of(&json, &key.kind);
-        let text = serde_json::to_string(&json).unwrap_or_default().into();
-        self.routes.insert(
-            key,
-            Arc::new(RouteEntry {
-                view,
-                text,
-                uid,
-                status_exact,
-            }),
-        );
+        self.routes.insert(key, entry);
     }
     /// Inserts or replaces a ListenerSet.
     pub fn put_listener_set(&mut self, json: Value) {
@@ -185,9 +183,9 @@ impl Snapshot {
             for p in &old.view.parent_refs {
                 let k = Key::new(p.namespace.clone(), p.name.clone());
                 if p.listener_set().is_some() {
-                    remove_from(&mut self.routes_by_listener_set, &k, key);
+                    remove_route_from(&mut self.routes_by_listener_set, &k, key);
                 } else {
-                    remove_from(&mut self.routes_by_gateway, &k, key);
+                    remove_route_from(&mut self.routes_by_gateway, &k, key);
                 }
             }
             for service in services_of(&old.view) {
@@ -234,7 +232,7 @@ impl Snapshot {
     pub fn routes_naming_listener_set(&self, key: &Key) -> Vec<RouteKey> {
         self.routes_by_listener_set
             .get(key)
-            .map(|s| s.iter().cloned().collect())
+            .map(|s| s.keys().cloned().collect())
             .unwrap_or_default()
     }
     /// Routes with a parentRef naming this Gateway or one of the ListenerSets naming it as
@@ -246,15 +244,12 @@ impl Snapshot {
         let direct = self.routes_by_gateway.get(gw).into_iter().flatten();
         let Some(sets) = self.listener_sets_by_gateway.get(gw) else {
             // No ListenerSet names the Gateway: its own index, already in order.
-            return Box::new(direct.filter_map(|k| self.routes.get_key_value(k)));
+            return Box::new(direct);
         };
-        let mut keys: BTreeSet<&'a RouteKey> = direct.collect();
+        let mut routes: BTreeMap<&'a RouteKey, &'a Arc<RouteEntry>> = direct.collect();
         for set in sets {
-            keys.extend(self.routes_by_listener_set.get(set).into_iter().flatten());
+            routes.extend(self.routes_by_listener_set.get(set).into_iter().flatten());
         }
-        Box::new(
-            keys.into_iter()
-                .filter_map(|k| self.routes.get_key_value(k)),
-        )
+        Box::new(routes.into_iter())
     }
 }

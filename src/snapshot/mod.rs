@@ -55,6 +55,22 @@ fn remove_from<K: Ord, T: Ord>(index: &mut BTreeMap<K, BTreeSet<T>>, key: &K, it
     }
 }
 
+/// A reverse index of routes by the Gateway or ListenerSet a parentRef names, holding each
+/// route's entry as the snapshot does: a plan walks a Gateway's routes without looking
+/// each up again (the same entry replaces both whenever the route changes).
+type RouteIndex = BTreeMap<Key, BTreeMap<RouteKey, Arc<RouteEntry>>>;
+
+/// Removes the route `item` from the routes at `key` of a [`RouteIndex`], and those once
+/// empty.
+fn remove_route_from(index: &mut RouteIndex, key: &Key, item: &RouteKey) {
+    if let Some(routes) = index.get_mut(key) {
+        routes.remove(item);
+        if routes.is_empty() {
+            index.remove(key);
+        }
+    }
+}
+
 /// The Services a route's backendRefs name.
 fn services_of(view: &RouteView) -> impl Iterator<Item = Key> + '_ {
     view.backend_refs
@@ -80,9 +96,9 @@ pub struct Snapshot {
     gateway_configs: BTreeMap<Key, Arc<GatewayConfig>>,
     gateways: BTreeMap<Key, Arc<GatewayEntry>>,
     routes: BTreeMap<RouteKey, Arc<RouteEntry>>,
-    routes_by_gateway: BTreeMap<Key, BTreeSet<RouteKey>>,
+    routes_by_gateway: RouteIndex,
     /// Reverse index: the routes with a parentRef naming a ListenerSet.
-    routes_by_listener_set: BTreeMap<Key, BTreeSet<RouteKey>>,
+    routes_by_listener_set: RouteIndex,
     listener_sets: BTreeMap<Key, Arc<ListenerSetEntry>>,
     /// Reverse index: the ListenerSets naming a Gateway as parent.
     listener_sets_by_gateway: BTreeMap<Key, BTreeSet<Key>>,
