@@ -66,6 +66,9 @@ pub struct GatewayPlan {
     pub orphaned_route_children: Vec<ObjectKey>,
     /// What the templates saw (route templates use it too).
     pub context: GatewayContext,
+    /// The snapshot's entries of the accepted routes, in the order of `context.routes`
+    /// (the route memo reads them without looking each route up again).
+    pub(crate) route_entries: Vec<Arc<RouteEntry>>,
     /// Whether the Gateway is accepted (only then are children applied or pruned).
     pub accepted: bool,
     /// Make-before-break replacements of the Gateway's children in progress.
@@ -217,6 +220,7 @@ pub(crate) fn plan_gateway_with(
         attachments,
         listener_sets: std::mem::take(&mut eval.sets),
         orphaned_route_children: Vec::new(),
+        route_entries: accepted_routes.iter().map(|r| Arc::clone(r)).collect(),
         context,
         accepted,
         rollouts: Vec::new(),

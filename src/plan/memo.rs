@@ -168,8 +168,11 @@ impl PlanMemo {
         let accepted = gw.accepted;
         let mut out = Vec::with_capacity(gw.context.routes.len());
         let mut kept = 0;
-        for rkey in &gw.context.routes {
-            let entry = snap.route(rkey);
+        // The Gateway's plan holds the accepted routes' entries beside their keys.
+        let entries =
+            (gw.route_entries.len() == gw.context.routes.len()).then_some(&gw.route_entries);
+        for (i, rkey) in gw.context.routes.iter().enumerate() {
+            let entry = entries.map_or_else(|| snap.route(rkey), |e| e.get(i));
             if let Some(old) = self.routes.get_mut(rkey)
                 && let Some(entry) = entry
                 && old.still_holds(snap, gw, entry, &context, accepted)

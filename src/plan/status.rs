@@ -402,13 +402,15 @@ fn route_parents(
     attachments: Vec<(RouteKey, Parents)>,
     routes: &[std::sync::Arc<RoutePlan>],
 ) -> Vec<RouteParents> {
+    // Both are in route key order (a route plan for each accepted route): one walk.
+    let mut plans = routes.iter().peekable();
     attachments
         .into_iter()
         .map(|(route, mut entries)| {
-            // Route plans are in route key order, one per route.
-            let errors: Vec<&RenderError> = routes
-                .binary_search_by(|r| r.route.cmp(&route))
-                .map_or(&[][..], |i| routes[i].errors.as_slice())
+            while plans.next_if(|r| r.route < route).is_some() {}
+            let errors: Vec<&RenderError> = plans
+                .next_if(|r| r.route == route)
+                .map_or(&[][..], |r| r.errors.as_slice())
                 .iter()
                 .collect();
             let render_error = errors.first().map(|first| {
