@@ -168,11 +168,9 @@ impl PlanMemo {
         let accepted = gw.accepted;
         let mut out = Vec::with_capacity(gw.context.routes.len());
         let mut kept = 0;
-        // The Gateway's plan holds the accepted routes' entries beside their keys.
-        let entries =
-            (gw.route_entries.len() == gw.context.routes.len()).then_some(&gw.route_entries);
         for (i, rkey) in gw.context.routes.iter().enumerate() {
-            let entry = entries.map_or_else(|| snap.route(rkey), |e| e.get(i));
+            // The Gateway's plan holds the accepted routes' entries beside their keys.
+            let entry = gw.route_entries.get(i);
             if let Some(old) = self.routes.get_mut(rkey)
                 && let Some(entry) = entry
                 && old.still_holds(snap, gw, entry, &context, accepted)
