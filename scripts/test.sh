@@ -10,7 +10,10 @@
 # external-dns (tests/tools/cert-manager, tests/tools/external-dns: the real downstream
 # controllers tests/real_downstream.rs runs against; external-dns also reads, and so drains,
 # every other test's DNSEndpoints), Traefik (tests/tools/traefik: the dataplane
-# tests/traffic.rs sends requests through) come from the Go module proxy on first
+# tests/traffic.rs and the conformance traffic run send requests through), Flagger
+# (tests/tools/flagger: the canary of tests/traffic.rs) and the conformance suite's echo
+# backend (tests/conformance/build-echo: the Pods tests/cluster/kubelet.py runs) come from
+# the Go module proxy on first
 # use (tests/cluster/README.md); lua5.1 from Debian's packages (installed by
 # tests/health/run when missing and run as root).
 set -euo pipefail
@@ -29,10 +32,12 @@ cargo clippy --all-targets --features cluster-tests -- -D warnings
 step "test cluster binaries (tests/cluster/build)"
 tests/cluster/build
 
-step "real downstream controllers and dataplane: cert-manager v1.11.5, external-dns v0.20.0, Traefik v3.6.12 (tests/tools/{cert-manager,external-dns,traefik}/build)"
+step "real downstream controllers and dataplane: cert-manager v1.11.5, external-dns v0.20.0, Traefik v3.6.12, Flagger v1.36.1, the conformance suite's echo backend (tests/tools/{cert-manager,external-dns,traefik,flagger}/build, tests/conformance/build-echo)"
 tests/tools/cert-manager/build
 tests/tools/external-dns/build
 tests/tools/traefik/build
+tests/tools/flagger/build
+tests/conformance/build-echo
 
 step "alert rules and dashboard queries (tests/monitoring/check: promtool check rules, test rules)"
 tests/monitoring/check
@@ -59,7 +64,7 @@ eval "$env_line"
 export KUBECONFIG
 echo "KUBECONFIG=$KUBECONFIG"
 
-step "real cert-manager (namespace gatewright-real), external-dns (every namespace) and Traefik (GatewayClass traefik) beside the cluster (tests/cluster/downstream up)"
+step "real cert-manager (namespace gatewright-real), external-dns (every namespace), Traefik (GatewayClass traefik), the kubelet stand-in and Flagger beside the cluster (tests/cluster/downstream up)"
 tests/cluster/downstream up
 
 step "cargo test --features cluster-tests"
@@ -77,7 +82,7 @@ GATEWRIGHT="$root/target/debug/gatewright" tests/health/run
 step "our CRDs and their validation on the oldest supported Kubernetes, 1.32 (tests/cluster/oldest/check-crds)"
 tests/cluster/oldest/check-crds
 
-step "Gateway API conformance v1.7.0, status-only tests (tests/conformance/run)"
+step "Gateway API conformance v1.7.0: status-only tests, then the traffic tests through the shipped Traefik class (tests/conformance/run)"
 GATEWRIGHT="$root/target/debug/gatewright" tests/conformance/run
 
 step "install: image, Helm chart, kustomize base (tests/install/run)"
