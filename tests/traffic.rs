@@ -27,7 +27,9 @@
 //! added, and the issuer is mended sees no failed request and no failed handshake, and the
 //! new name is served over HTTPS once its certificate is issued; (g) with the API server
 //! killed and away 3 s, every request is still answered (Traefik keeps its last
-//! configuration), and a weight change reaches the dataplane once it is back.
+//! configuration), and a weight change reaches the dataplane once it is back; (h) a canary
+//! driven by the real Flagger gives the canary its share at each of Flagger's weights, and
+//! the primary every request after the promotion (tests/traffic/flagger.rs).
 //!
 //! Needs tests/cluster/downstream with Traefik (the default; `DOWNSTREAM_TRAEFIK=0` turns it
 //! off): on the harness's cluster the test runs `tests/cluster/downstream up` itself (a no-op
@@ -47,6 +49,8 @@
 )]
 #[path = "e2e/common.rs"]
 mod common;
+#[path = "traffic/flagger.rs"]
+mod flagger;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader, Write as _};
@@ -723,15 +727,24 @@ async fn issued_for(client: &Client, ns: &str, uid: &str, hosts: &[&str]) -> Val
     .await
 }
 
-/// The route's copy on the child Gateway, once Traefik has accepted its current generation
-/// and its rules carry `weights` (stable, canary) on their last rule.
-async fn traefik_took(client: &Client, ns: &str, uid: &str, weights: (u32, u32)) {
+/// The copy of route `route` on the child Gateway, once Traefik has accepted its current
+/// generation and its rules carry `weights` (stable, canary) on their last rule.
+async fn traefik_took(client: &Client, ns: &str, uid: &str, route: &str, weights: (u32, u32)) {
     let routes = dynamic(client, ns, "gateway.networking.k8s.io", "v1", "HTTPRoute");
+    let prefix = format!("{route}-");
     wait_for(
-        &format!("Traefik to accept the route copy with weights {weights:?}"),
+        &format!("Traefik to accept the copy of {route} with weights {weights:?}"),
         T,
         || async {
-            let copies = children(&routes, uid).await;
+            let copies: Vec<Value> = children(&routes, uid)
+                .await
+                .into_iter()
+                .filter(|c| {
+                    c["metadata"]["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with(&prefix))
+                })
+                .collect();
             let [copy] = copies.as_slice() else {
                 return None;
             };
@@ -1093,7 +1106,7 @@ async fn traffic_through_traefik() {
             &route_yaml(ns, &gw, &host_refs(&hosts), &names, weights),
         )
         .await;
-        traefik_took(&client, ns, &uid, weights).await;
+        traefik_took(&client, ns, &uid, &gw, weights).await;
         let (counts, failed) = tally(p, &web, REQUESTS).await;
         total_failed += failed;
         let got = counts.get(&names.canary).copied().unwrap_or(0);
@@ -1451,7 +1464,7 @@ async fn traffic_through_traefik() {
             &route_yaml(ns, &gw, &host_refs(&hosts4), &names, weights),
         )
         .await;
-        traefik_took(&client, ns, &uid, weights).await;
+        traefik_took(&client, ns, &uid, &gw, weights).await;
         let followed_after = t.elapsed();
         stop.store(true, Ordering::Relaxed);
         let g_load = load.await.unwrap();
@@ -1492,6 +1505,10 @@ async fn traffic_through_traefik() {
     } else {
         eprintln!("traffic (g): left out: not the cluster of tests/cluster/up");
     }
+
+    // (h) A canary driven by the real Flagger, its Pods run by the kubelet stand-in.
+    let flagger = flagger::canary(&client, ns, &gw, &uid, zone, d.web_port).await;
+    eprintln!("traffic (h): {flagger}");
 
     // Teardown: the Gateway, its children (DNS drained first), the class, the backends.
     let t = Instant::now();
@@ -1540,7 +1557,7 @@ async fn traffic_through_traefik() {
         "traffic: set up {setup:.1?}; Gateway Programmed by Traefik {programmed_after:.1?}, first \
          request answered {answered_after:.1?}; canary shares {}; {total_failed} failed of {} \
          plain requests; HTTPS with the issued certificate {https_after:.1?}; torn down \
-         {torn_down_after:.1?}; in all {:.1?}",
+         {torn_down_after:.1?}; {flagger}; in all {:.1?}",
         shares.join(", "),
         6 * REQUESTS,
         began.elapsed()
