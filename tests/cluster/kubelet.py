@@ -10,8 +10,9 @@ this process plays the kubelet's part for them, honestly and minimally:
   (--image IMAGE=BINARY; a prefix ending in ':' matches every tag), the scheduler's part;
   every other Pod is left alone, Pending, as before;
 - for each Pod bound to its Node it creates a network namespace with a veth pair to the
-  host and one address of its own (the Pod IP, in SUBNET.0/24: the benchmarking range the
-  traffic tests use too), and starts each container's binary in it with the container's
+  host and one address of its own (the Pod IP, in a /24 of 198.19.128.0/17, the
+  benchmarking range, free on this host; its .254, the Pods' gateway, is held on a link of
+  its own from the start), and starts each container's binary in it with the container's
   environment (values, and valueFrom fieldRef / secretKeyRef / configMapKeyRef) and args;
 - it reports the Pod Running and Ready through pods/status once every declared TCP
   container port (3000 when none is declared) accepts connections; the cluster's own
@@ -37,6 +38,7 @@ certificate identity, as tests/cluster/up writes).
 import argparse
 import base64
 import datetime
+import hashlib
 import json
 import os
 import signal
@@ -126,8 +128,8 @@ class Pod:
         self.ns = obj["metadata"]["namespace"]
         self.name = obj["metadata"]["name"]
         self.index = index
-        self.netns = f"gwk-{index}"
-        self.host_if = f"gwk{index}h"
+        self.netns = f"gwk{kubelet.id}-{index}"
+        self.host_if = f"gwk{kubelet.id}h{index}"
         self.addr = f"{kubelet.subnet}.{index}"
         self.dir = os.path.join(kubelet.dir, "pods", self.uid)
         self.procs = {}
@@ -335,14 +337,46 @@ class Kubelet:
         self.api = Api(args.kubectl)
         self.dir = os.path.abspath(args.dir)
         self.netns_dir = args.netns_dir or os.path.join(self.dir, "netns")
-        self.subnet = args.subnet
-        self.gateway = f"{args.subnet}.254"
+        # Names and addresses of this instance's own: another cluster's stand-in (or a
+        # traffic test's namespace) on the same host keeps to its own.
+        self.id = hashlib.sha1(self.dir.encode()).hexdigest()[:4]
+        self.subnet = args.subnet or self.free_subnet()
+        self.gateway = f"{self.subnet}.254"
         self.images = [tuple(i.split("=", 1)) for i in args.image]
         for d in (self.dir, self.netns_dir, os.path.join(self.dir, "logs")):
             os.makedirs(d, exist_ok=True)
         self.pods = {}
         self.free = list(range(1, 254))
         self.lock = threading.Lock()
+
+    def free_subnet(self):
+        """A /24 of 198.19.128.0/17 (the benchmarking range) no address or route of this host
+        is in yet, starting at one this instance's id picks."""
+        used = ip("-4", "-o", "addr", "show") + ip("-4", "route", "show")
+        start = int(self.id, 16)
+        for i in range(127):
+            prefix = f"198.19.{128 + (start + i) % 127}"
+            if f" {prefix}." not in used and f"\n{prefix}." not in "\n" + used:
+                return prefix
+        raise RuntimeError("no free /24 in 198.19.128.0/17")
+
+    def reserve(self):
+        """Holds the gateway address on a link of its own from the start, so that the
+        /24 shows as taken (to the traffic tests' choice of theirs too) before the first Pod."""
+        self.dummy = f"gwk{self.id}d"
+        with open(os.path.join(self.netns_dir, self.dummy), "w") as f:
+            f.write(self.dummy)
+        ip("link", "delete", self.dummy, check=False)
+        # (a veth pair: the dummy link type is not in every kernel, this one's included)
+        ip("link", "add", self.dummy, "type", "veth", "peer", "name", f"gwk{self.id}e")
+        ip("addr", "add", f"{self.gateway}/32", "dev", self.dummy)
+
+    def release(self):
+        ip("link", "delete", self.dummy, check=False)
+        try:
+            os.remove(os.path.join(self.netns_dir, self.dummy))
+        except FileNotFoundError:
+            pass
 
     def binary(self, image):
         for pattern, path in self.images:
@@ -431,6 +465,7 @@ class Kubelet:
                 pod.stopping.wait(2)
 
     def run(self):
+        self.reserve()
         self.node()
         log(f"node {NODE} Ready; pods get addresses in {self.subnet}.0/24")
         while True:
@@ -453,6 +488,7 @@ class Kubelet:
             self.pods.clear()
         for pod in pods:
             pod.stop()
+        self.release()
         log(f"stopped {len(pods)} pods")
         os._exit(0)
 
@@ -461,7 +497,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dir", required=True, help="state: logs, volumes, netns records")
     p.add_argument("--image", action="append", default=[], help="IMAGE=BINARY (IMAGE ending in ':' matches any tag)")
-    p.add_argument("--subnet", default="198.19.254", help="the first three octets of the Pods' /24")
+    p.add_argument("--subnet", help="the first three octets of the Pods' /24 (default: a free one of 198.19.128.0/17)")
     p.add_argument("--netns-dir", help="where to record each network namespace (tests/cluster/downstream down removes them)")
     p.add_argument("--kubectl", default=os.environ.get("KUBECTL", "kubectl"))
     args = p.parse_args()
