@@ -623,6 +623,12 @@ fn resource(group: &str, version: &str, kind: &str) -> ApiResource {
     let kind_lower = kind.to_ascii_lowercase();
     let plural = if kind_lower.ends_with('s') {
         format!("{kind_lower}es")
+    } else if let Some(stem) = kind_lower
+        .strip_suffix('y')
+        .filter(|stem| !stem.ends_with(['a', 'e', 'i', 'o', 'u']))
+    {
+        // Canary → canaries; Gateway → gateways.
+        format!("{stem}ies")
     } else {
         format!("{kind_lower}s")
     };

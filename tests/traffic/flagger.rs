@@ -99,12 +99,13 @@ async fn route_weights(
 /// `n` requests to `host`: how many the primary's Pods answered, the canary's, and failed.
 async fn shares(port: u16, host: &str, app: &str, n: usize) -> (usize, usize, usize) {
     let primary = format!("{app}-primary-");
+    let canary = format!("{app}-");
     let (mut p, mut c, mut failed) = (0, 0, 0);
     for _ in 0..n {
         match http(port, host, "/", &[]).await {
             Ok(a) if a.code == 200 => match a.body["pod"].as_str() {
                 Some(pod) if pod.starts_with(&primary) => p += 1,
-                Some(pod) if pod.starts_with(&format!("{app}-")) => c += 1,
+                Some(pod) if pod.starts_with(&canary) => c += 1,
                 _ => failed += 1,
             },
             _ => failed += 1,
@@ -127,14 +128,7 @@ pub(super) async fn canary(
     let app = super::unique_name("podinfo");
     let host = format!("{app}.{zone}");
     let deployments = dynamic(client, ns, "apps", "v1", "Deployment");
-    let canaries = kube::Api::namespaced_with(
-        client.clone(),
-        ns,
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk("flagger.app", "v1beta1", "Canary"),
-            "canaries",
-        ),
-    );
+    let canaries = dynamic(client, ns, "flagger.app", "v1beta1", "Canary");
     let routes = dynamic(client, ns, "gateway.networking.k8s.io", "v1", "HTTPRoute");
     apply_yaml(client, &app_yaml(ns, &app, 1)).await;
     apply_yaml(client, &canary_yaml(ns, &app, gw, &host)).await;
@@ -258,11 +252,10 @@ pub(super) async fn canary(
         routes.get_opt(&app).await.unwrap().is_none().then_some(())
     })
     .await;
-    let figures = format!(
+    format!(
         "Flagger canary: initialized {initialized:.1?}; shares {}; promoted {promoted:.1?} after \
          the change; 0 failed of {} requests",
         figures.join(", "),
         REQUESTS * (2 + figures.len())
-    );
-    figures
+    )
 }
