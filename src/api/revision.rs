@@ -90,6 +90,12 @@ pub struct Wave {
     /// Only Gateways in Namespaces with these labels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<LabelSelector>,
+    /// Fleet mode: only Gateways of member clusters whose ClusterProfile has these labels
+    /// (a canary cluster first). Such a wave takes no Gateway of a cluster it does not
+    /// select (the hub, a cluster run without `--fleet`), and no later wave starts, in any
+    /// member rolling out the same revision, until every member it selects has passed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_selector: Option<LabelSelector>,
     /// At most this many Gateways of the wave moved and not yet `Programmed` at a time.
     /// Default: the whole wave at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -192,6 +198,11 @@ pub struct WaveStatus {
     /// Since when every Gateway of the wave is `Programmed` on the new revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy_since: Option<Time>,
+    /// When it passed, if the next wave waits for it to pass in other members of the
+    /// fleet (a wave with a `clusterSelector` before it): a passed wave is not judged
+    /// again, and the other members read here that it passed in this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed_at: Option<Time>,
 }
 
 /// A rollout of one revision to the Gateways of a blueprint's classes.

@@ -13,11 +13,11 @@ use super::cluster::Cluster;
 use super::common::{Error, Work};
 use crate::api::{
     GatewayClassBlueprint, GatewayClassBlueprintRevision, GatewayClassBlueprintRevisionSpec,
-    RevisionCount, RolloutPhase, RolloutStatus,
+    RevisionCount, RolloutPhase, RolloutPolicy, RolloutStatus,
 };
 use crate::gateway::conditions::Cond;
 use crate::plan::revisions;
-use crate::plan::waves::{Health, Member, Note};
+use crate::plan::waves::{Elsewhere, FleetView, Health, Member, Note, Stands};
 use crate::snapshot::{Key, Snapshot};
 
 /// The label naming the blueprint a revision belongs to.
@@ -205,12 +205,14 @@ impl Cluster {
         let Some(policy) = &r.object.spec.rollout_policy else {
             return Ok(out);
         };
+        let fleet = self.fleet_view(&name, &r.newest.2, policy).await;
         let step = crate::plan::waves::step(
             policy,
             &newest,
             status.current_revision.as_deref(),
             status.rollout.as_ref(),
             &r.members,
+            &fleet,
             k8s_openapi::jiff::Timestamp::now(),
         );
         let phase_changed =
@@ -225,6 +227,71 @@ impl Cluster {
         out.notes = step.notes;
         out.again = step.again;
         Ok(out)
+    }
+}
+
+/// How long a rollout step waits for another member's blueprint.
+const READ_ELSEWHERE: Duration = Duration::from_secs(5);
+
+impl Cluster {
+    /// Where this cluster stands in the fleet (its ClusterProfile labels), and how the
+    /// rollout of blueprint `name` (spec hash `hash`) stands in every other member of the
+    /// inventory, read there (served or observed by this replica; one GET each, side by
+    /// side). Only when `policy` has a wave with a `clusterSelector`, and in fleet mode.
+    async fn fleet_view(&self, name: &str, hash: &str, policy: &RolloutPolicy) -> FleetView {
+        if !policy.waves.iter().any(|w| w.cluster_selector.is_some()) {
+            return FleetView::default();
+        }
+        let Some(fleet) = self.fleet() else {
+            return FleetView::default();
+        };
+        let inventory: Vec<crate::snapshot::fleet::FleetMember> = fleet
+            .hub()
+            .and_then(|hub| {
+                hub.snapshot
+                    .read()
+                    .ok()
+                    .map(|s| s.fleet().values().cloned().collect())
+            })
+            .unwrap_or_default();
+        let here = self.id.as_str();
+        let labels = inventory
+            .iter()
+            .find(|m| m.name == here)
+            .map(|m| m.labels.clone());
+        let reads = inventory.iter().filter(|m| m.name != here).map(|m| {
+            let cluster = fleet.get(&super::common::ClusterId::new(&m.name));
+            async move {
+                let stands = match cluster {
+                    None => Stands::Unread(
+                        m.unserved
+                            .clone()
+                            .unwrap_or_else(|| "not engaged".to_owned()),
+                    ),
+                    Some(c) => {
+                        let api: Api<GatewayClassBlueprint> = Api::all(c.client.clone());
+                        match tokio::time::timeout(READ_ELSEWHERE, api.get_opt(name)).await {
+                            Ok(Ok(Some(bp))) => crate::plan::waves::stands(&bp, hash),
+                            Ok(Ok(None)) => Stands::Absent,
+                            Ok(Err(e)) => Stands::Unread(e.to_string()),
+                            Err(_) => Stands::Unread(format!(
+                                "no answer within {} s",
+                                READ_ELSEWHERE.as_secs()
+                            )),
+                        }
+                    }
+                };
+                Elsewhere {
+                    member: m.name.clone(),
+                    labels: m.labels.clone(),
+                    stands,
+                }
+            }
+        });
+        FleetView {
+            labels,
+            others: futures::future::join_all(reads).await,
+        }
     }
 }
 

@@ -433,7 +433,13 @@ pub fn as_rolled_out(snap: &mut crate::snapshot::Snapshot, names: &[String]) -> 
         };
         let newest = crate::plan::revisions::newest(snap, bp).name;
         let members = crate::plan::waves::members(snap, name);
-        let waves = crate::plan::waves::preview(&policy, &newest, &members);
+        // As for a cluster no wave's `clusterSelector` selects: a member's labels are the hub's.
+        let waves = crate::plan::waves::preview(
+            &policy,
+            &newest,
+            &members,
+            &crate::plan::waves::FleetView::default(),
+        );
         let mut object = bp.object.clone();
         object.status.get_or_insert_with(Default::default).rollout =
             Some(crate::api::RolloutStatus {

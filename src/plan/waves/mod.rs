@@ -34,6 +34,7 @@ use k8s_openapi::jiff::Timestamp;
 use crate::api::{RolloutPhase, RolloutPolicy, RolloutStatus, WaveStatus};
 
 mod budget;
+mod fleet;
 mod halt;
 mod judge;
 mod member;
@@ -41,6 +42,7 @@ mod outcome;
 mod select;
 
 use budget::release;
+pub use fleet::{Elsewhere, FleetView, Stands, stands};
 use halt::{broken_gate, halt, paused};
 use judge::{WaveVerdict, judge_wave};
 pub use member::{Health, Member, health, members, move_cost, renders_certificates};
@@ -49,9 +51,13 @@ pub use outcome::{Note, Step};
 pub use select::preview;
 use select::{members_of, wave_name, wave_spec};
 
+/// How often a rollout waiting for a wave in other members of the fleet looks again.
+pub const FLEET_POLL: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One step of the rollout of `target` (the newest revision) over `members` (in key
 /// order). `old`: the blueprint's rollout status; `current`: the revision its status named
-/// newest before (where a new rollout starts from).
+/// newest before (where a new rollout starts from); `fleet`: where this cluster stands in
+/// the fleet, and how the same rollout stands in the other members.
 #[must_use]
 pub fn step(
     policy: &RolloutPolicy,
@@ -59,6 +65,7 @@ pub fn step(
     current: Option<&str>,
     old: Option<&RolloutStatus>,
     members: &[Member],
+    fleet: &FleetView,
     now: Timestamp,
 ) -> Step {
     let mut out = Step::default();
@@ -86,6 +93,8 @@ pub fn step(
         let was_held = r.budget_wait.take().is_some();
         let passed = match r.waves.last_mut() {
             None => true,
+            // Passed, the next wave waiting for the fleet.
+            Some(w) if w.passed_at.is_some() => true,
             Some(w) => {
                 let spec = wave_spec(policy, i);
                 let held = release(
@@ -118,13 +127,34 @@ pub fn step(
         let taken = |k: &str| r.waves.iter().any(|w| w.gateways.iter().any(|g| g == k));
         let mut n = next;
         let gateways = loop {
-            let g = members_of(policy, n, target, members, &taken);
+            let g = members_of(policy, n, target, members, fleet, &taken);
             if !g.is_empty() || n >= policy.waves.len() {
                 break g;
             }
             // A listed wave that takes nobody is skipped.
             n += 1;
         };
+        // A wave of the fleet (a `clusterSelector`) before it must have passed in every
+        // member it selects.
+        if !gateways.is_empty() {
+            match fleet::before(policy, n, fleet) {
+                fleet::Across::Passed => {}
+                fleet::Across::Waits(why) => {
+                    // The other members read here that this one passed it.
+                    if let Some(w) = r.waves.last_mut() {
+                        w.passed_at.get_or_insert(Time(now));
+                    }
+                    r.message = why;
+                    out.again = Some(FLEET_POLL);
+                    break;
+                }
+                fleet::Across::Halted(why) => {
+                    halt(policy, &mut r, &why, members, &mut out);
+                    out.status = Some(r);
+                    return out;
+                }
+            }
+        }
         if gateways.is_empty() {
             r.phase = RolloutPhase::Complete;
             r.message = format!("every Gateway renders {target}");
@@ -161,6 +191,7 @@ pub fn step(
             released: 0,
             started_at: Some(Time(now)),
             healthy_since: None,
+            passed_at: None,
         });
     }
     out.status = Some(r);

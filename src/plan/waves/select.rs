@@ -6,21 +6,24 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use super::fleet::{FleetView, takes_here};
 use super::member::Member;
 use crate::api::{RolloutPolicy, Wave};
 
-/// The waves a rollout of `target` would make of `members` if every gate passed: each
-/// wave's name and Gateways (what `gatewright diff` shows of a blueprint change).
+/// The waves a rollout of `target` would make of `members` (of a cluster `view` places in
+/// the fleet) if every gate passed: each wave's name and Gateways (what `gatewright diff`
+/// shows of a blueprint change).
 #[must_use]
 pub fn preview(
     policy: &RolloutPolicy,
     target: &str,
     members: &[Member],
+    view: &FleetView,
 ) -> Vec<(String, Vec<String>)> {
     let mut taken: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     for n in 0..=policy.waves.len() {
-        let g = members_of(policy, n, target, members, &|k| taken.contains(k));
+        let g = members_of(policy, n, target, members, view, &|k| taken.contains(k));
         if g.is_empty() {
             continue;
         }
@@ -30,7 +33,7 @@ pub fn preview(
     out
 }
 
-fn selects(s: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
+pub(super) fn selects(s: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
     s.is_none_or(|s| {
         crate::gateway::selector_matches(
             labels,
@@ -54,14 +57,19 @@ pub(super) fn wave_name(policy: &RolloutPolicy, i: usize) -> String {
     )
 }
 
-/// The Gateways wave `i` takes among `members` not taken by an earlier wave.
+/// The Gateways wave `i` takes among `members` (of the cluster `view` places in the fleet)
+/// not taken by an earlier wave.
 pub(super) fn members_of(
     policy: &RolloutPolicy,
     i: usize,
     target: &str,
     members: &[Member],
+    view: &FleetView,
     taken: &dyn Fn(&str) -> bool,
 ) -> Vec<String> {
+    if !takes_here(policy, i, view) {
+        return Vec::new();
+    }
     let candidates = members
         .iter()
         .filter(|m| m.pinned_to.is_none() && !m.on(target) && !taken(&m.key));

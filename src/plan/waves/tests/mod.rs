@@ -3,6 +3,7 @@
 //! `budget.rs` the issuance budget, `gate.rs` a wave's gate.
 
 mod budget;
+mod fleet;
 mod gate;
 
 use std::collections::BTreeMap;
@@ -40,6 +41,26 @@ fn policy() -> RolloutPolicy {
         ],
         ..Default::default()
     }
+}
+
+/// A step in a cluster that is not a fleet member.
+fn step(
+    policy: &RolloutPolicy,
+    target: &str,
+    current: Option<&str>,
+    old: Option<&RolloutStatus>,
+    members: &[Member],
+    now: Timestamp,
+) -> Step {
+    super::step(
+        policy,
+        target,
+        current,
+        old,
+        members,
+        &FleetView::default(),
+        now,
+    )
 }
 
 fn t(s: i64) -> Timestamp {
@@ -219,7 +240,7 @@ fn a_preview_lists_the_waves_as_if_every_gate_passed() {
         .map(|n| m(n, "bp-1", Health::Ready))
         .collect();
     assert_eq!(
-        preview(&policy(), "bp-2", &ms),
+        preview(&policy(), "bp-2", &ms, &FleetView::default()),
         vec![
             ("wave-1".to_owned(), vec!["ns/a".to_owned()]),
             (
