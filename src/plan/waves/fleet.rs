@@ -5,57 +5,9 @@
 //! part judges, from how the rollout of the same blueprint stands in the other members
 //! (read by the shell), whether a wave has passed across the fleet.
 
-use std::collections::BTreeMap;
-
+use super::outcome::{FleetView, Stands};
 use super::select::{selects, wave_name};
 use crate::api::{RolloutPhase, RolloutPolicy};
-
-/// What a rollout step knows of the fleet.
-#[derive(Clone, Debug, Default)]
-pub struct FleetView {
-    /// The ClusterProfile labels of the member cluster the rollout runs in (`None`: not a
-    /// member, such as the hub or a cluster run without `--fleet`: a wave with a
-    /// `clusterSelector` takes none of its Gateways).
-    pub labels: Option<BTreeMap<String, String>>,
-    /// The other members of the fleet, each with how its rollout of the same blueprint
-    /// stands (read only when the policy has a wave with a `clusterSelector`).
-    pub others: Vec<Elsewhere>,
-}
-
-/// Another member, as a rollout step sees it.
-#[derive(Clone, Debug)]
-pub struct Elsewhere {
-    /// The member (`namespace/name` of its ClusterProfile).
-    pub member: String,
-    /// Its ClusterProfile labels.
-    pub labels: BTreeMap<String, String>,
-    /// How the same blueprint's rollout stands there.
-    pub stands: Stands,
-}
-
-/// How a blueprint's rollout stands in another member.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Stands {
-    /// The member has no such blueprint: it takes no part in the rollout.
-    Absent,
-    /// It could not be read (the member not served, unreachable, ...): why.
-    Unread(String),
-    /// Its blueprint's spec is another revision than the one rolled out here (the change
-    /// has not reached it yet, or it is ahead), or its status does not say yet.
-    Elsewhere,
-    /// It has the same revision, without a rollout policy: every Gateway took it at once.
-    AllAtOnce,
-    /// It rolls out the same revision.
-    Rolling {
-        /// Where its rollout stands.
-        phase: RolloutPhase,
-        /// The waves it released, in order (the last one is the current): each one's name
-        /// and whether it is marked passed (`passedAt`).
-        waves: Vec<(String, bool)>,
-        /// Its rollout's message.
-        message: String,
-    },
-}
 
 /// Whether wave `i` of `policy` has passed across the fleet, as `view` says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,16 +18,6 @@ pub(super) enum Across {
     Waits(String),
     /// It halted in a member: why.
     Halted(String),
-}
-
-/// Whether this cluster's Gateways can be taken by wave `i` (its `clusterSelector`, if
-/// any, selects this member).
-pub(super) fn takes_here(policy: &RolloutPolicy, i: usize, view: &FleetView) -> bool {
-    policy
-        .waves
-        .get(i)
-        .and_then(|w| w.cluster_selector.as_ref())
-        .is_none_or(|s| view.labels.as_ref().is_some_and(|l| selects(Some(s), l)))
 }
 
 /// Whether every wave before `next` that has a `clusterSelector` has passed in the other

@@ -25,8 +25,9 @@
 //! The step's parts: `member.rs` reads the Gateways of the class ([`members`]),
 //! `select.rs` says which of them each wave takes, `budget.rs` releases the current wave's
 //! under `maxUnavailable` and the budget, `judge.rs` judges it (its gate included), and
-//! `halt.rs` pauses, holds or halts the rollout; `outcome.rs` holds what a step sees and
-//! what it decides.
+//! `halt.rs` pauses, holds or halts the rollout, `fleet.rs` says whether a wave with a
+//! `clusterSelector` has passed in the other members of a fleet; `outcome.rs` holds what
+//! a step sees and what it decides.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -42,12 +43,12 @@ mod outcome;
 mod select;
 
 use budget::release;
-pub use fleet::{Elsewhere, FleetView, Stands, stands};
+pub use fleet::stands;
 use halt::{broken_gate, halt, paused};
 use judge::{WaveVerdict, judge_wave};
 pub use member::{Health, Member, health, members, move_cost, renders_certificates};
 use outcome::Seen;
-pub use outcome::{Note, Step};
+pub use outcome::{Elsewhere, FleetView, Note, Stands, Step};
 pub use select::preview;
 use select::{members_of, wave_name, wave_spec};
 

@@ -1,6 +1,6 @@
-//! What a rollout step sees (the revision rolled out, the Gateways by key, the time) and
-//! what it decides (the new status, Events, the Gateways it moved, when to step again):
-//! the types every part of the step shares.
+//! What a rollout step sees (the revision rolled out, the Gateways by key, the time, the
+//! fleet) and what it decides (the new status, Events, the Gateways it moved, when to step
+//! again): the types every part of the step shares.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::member::Member;
-use crate::api::RolloutStatus;
+use crate::api::{RolloutPhase, RolloutStatus};
 
 /// An Event the step asks for: warning or not, reason, message.
 pub type Note = (bool, &'static str, String);
@@ -38,4 +38,51 @@ pub(super) struct Seen<'a> {
     pub(super) target: &'a str,
     pub(super) by_key: BTreeMap<&'a str, &'a Member>,
     pub(super) now: Timestamp,
+}
+
+/// What a rollout step knows of the fleet.
+#[derive(Clone, Debug, Default)]
+pub struct FleetView {
+    /// The ClusterProfile labels of the member cluster the rollout runs in (`None`: not a
+    /// member, such as the hub or a cluster run without `--fleet`: a wave with a
+    /// `clusterSelector` takes none of its Gateways).
+    pub labels: Option<BTreeMap<String, String>>,
+    /// The other members of the fleet, each with how its rollout of the same blueprint
+    /// stands (read only when the policy has a wave with a `clusterSelector`).
+    pub others: Vec<Elsewhere>,
+}
+
+/// Another member, as a rollout step sees it.
+#[derive(Clone, Debug)]
+pub struct Elsewhere {
+    /// The member (`namespace/name` of its ClusterProfile).
+    pub member: String,
+    /// Its ClusterProfile labels.
+    pub labels: BTreeMap<String, String>,
+    /// How the same blueprint's rollout stands there.
+    pub stands: Stands,
+}
+
+/// How a blueprint's rollout stands in another member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stands {
+    /// The member has no such blueprint: it takes no part in the rollout.
+    Absent,
+    /// It could not be read (the member not served, unreachable, ...): why.
+    Unread(String),
+    /// Its blueprint's spec is another revision than the one rolled out here (the change
+    /// has not reached it yet, or it is ahead), or its status does not say yet.
+    Elsewhere,
+    /// It has the same revision, without a rollout policy: every Gateway took it at once.
+    AllAtOnce,
+    /// It rolls out the same revision.
+    Rolling {
+        /// Where its rollout stands.
+        phase: RolloutPhase,
+        /// The waves it released, in order (the last one is the current): each one's name
+        /// and whether it is marked passed (`passedAt`).
+        waves: Vec<(String, bool)>,
+        /// Its rollout's message.
+        message: String,
+    },
 }

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use super::fleet::{FleetView, takes_here};
 use super::member::Member;
+use super::outcome::FleetView;
 use crate::api::{RolloutPolicy, Wave};
 
 /// The waves a rollout of `target` would make of `members` (of a cluster `view` places in
@@ -90,4 +90,14 @@ pub(super) fn members_of(
 
 pub(super) fn wave_spec(policy: &RolloutPolicy, i: usize) -> Wave {
     policy.waves.get(i).cloned().unwrap_or_default()
+}
+
+/// Whether this cluster's Gateways can be taken by wave `i` (its `clusterSelector`, if
+/// any, selects this member).
+fn takes_here(policy: &RolloutPolicy, i: usize, view: &FleetView) -> bool {
+    policy
+        .waves
+        .get(i)
+        .and_then(|w| w.cluster_selector.as_ref())
+        .is_none_or(|s| view.labels.as_ref().is_some_and(|l| selects(Some(s), l)))
 }
