@@ -87,7 +87,6 @@ pub fn step(
         by_key: members.iter().map(|m| (m.key.as_str(), m)).collect(),
         now,
     };
-    let by_key = &seen.by_key;
     loop {
         let i = r.waves.len().saturating_sub(1);
         // Whether the budget held Gateways of the current wave back at the last step.
@@ -123,80 +122,106 @@ pub fn step(
         if !passed {
             break;
         }
-        // The next wave, if a Gateway is left to move.
-        let next = r.waves.len();
-        let taken = |k: &str| r.waves.iter().any(|w| w.gateways.iter().any(|g| g == k));
-        let mut n = next;
-        let gateways = loop {
-            let g = members_of(policy, n, target, members, fleet, &taken);
-            if !g.is_empty() || n >= policy.waves.len() {
-                break g;
-            }
-            // A listed wave that takes nobody is skipped.
-            n += 1;
-        };
-        // A wave of the fleet (a `clusterSelector`) before it must have passed in every
-        // member it selects.
-        if !gateways.is_empty() {
-            match fleet::before(policy, n, fleet) {
-                fleet::Across::Passed => {}
-                fleet::Across::Waits(why) => {
-                    // The other members read here that this one passed it.
-                    if let Some(w) = r.waves.last_mut() {
-                        w.passed_at.get_or_insert(Time(now));
-                    }
-                    r.message = why;
-                    out.again = Some(FLEET_POLL);
-                    break;
-                }
-                fleet::Across::Halted(why) => {
-                    halt(policy, &mut r, &why, members, &mut out);
-                    out.status = Some(r);
-                    return out;
-                }
+        match next_wave(policy, &mut r, &seen, members, fleet, &mut out) {
+            Next::Started => {}
+            Next::Stops => break,
+            Next::Halted => {
+                out.status = Some(r);
+                return out;
             }
         }
-        if gateways.is_empty() {
-            r.phase = RolloutPhase::Complete;
-            r.message = format!("every Gateway renders {target}");
-            out.notes.push((
-                false,
-                "RolloutComplete",
-                format!("every Gateway renders {target}"),
-            ));
-            out.again = None;
-            break;
-        }
-        let name = wave_name(policy, n);
-        out.notes.push((
-            false,
-            "WaveStarted",
-            format!(
-                "rollout of {target}: wave {name} moves {} Gateway(s)",
-                gateways.len()
-            ),
-        ));
-        let exempt = gateways
-            .iter()
-            .filter(|k| {
-                by_key
-                    .get(k.as_str())
-                    .is_some_and(|m| m.health != Health::Ready)
-            })
-            .cloned()
-            .collect();
-        r.waves.push(WaveStatus {
-            name,
-            gateways,
-            exempt,
-            released: 0,
-            started_at: Some(Time(now)),
-            healthy_since: None,
-            passed_at: None,
-        });
     }
     out.status = Some(r);
     out
+}
+
+/// What [`next_wave`] came to.
+enum Next {
+    /// A wave started: judge it at once.
+    Started,
+    /// The rollout completed, or the next wave waits for the fleet.
+    Stops,
+    /// A wave of the fleet halted in another member: so did this rollout.
+    Halted,
+}
+
+/// Once the current wave passed: starts the next wave that takes a Gateway, when every
+/// wave of the fleet (a `clusterSelector`) before it has passed in the members it selects;
+/// completes the rollout when no Gateway is left to move.
+fn next_wave(
+    policy: &RolloutPolicy,
+    r: &mut RolloutStatus,
+    seen: &Seen,
+    members: &[Member],
+    fleet: &FleetView,
+    out: &mut Step,
+) -> Next {
+    let (target, now) = (seen.target, seen.now);
+    let taken = |k: &str| r.waves.iter().any(|w| w.gateways.iter().any(|g| g == k));
+    let mut n = r.waves.len();
+    let gateways = loop {
+        let g = members_of(policy, n, target, members, fleet, &taken);
+        if !g.is_empty() || n >= policy.waves.len() {
+            break g;
+        }
+        // A listed wave that takes nobody is skipped.
+        n += 1;
+    };
+    if gateways.is_empty() {
+        r.phase = RolloutPhase::Complete;
+        r.message = format!("every Gateway renders {target}");
+        out.notes.push((
+            false,
+            "RolloutComplete",
+            format!("every Gateway renders {target}"),
+        ));
+        out.again = None;
+        return Next::Stops;
+    }
+    match fleet::before(policy, n, fleet) {
+        fleet::Across::Passed => {}
+        fleet::Across::Waits(why) => {
+            // The other members read here that this one passed it.
+            if let Some(w) = r.waves.last_mut() {
+                w.passed_at.get_or_insert(Time(now));
+            }
+            r.message = why;
+            out.again = Some(FLEET_POLL);
+            return Next::Stops;
+        }
+        fleet::Across::Halted(why) => {
+            halt(policy, r, &why, members, out);
+            return Next::Halted;
+        }
+    }
+    let name = wave_name(policy, n);
+    out.notes.push((
+        false,
+        "WaveStarted",
+        format!(
+            "rollout of {target}: wave {name} moves {} Gateway(s)",
+            gateways.len()
+        ),
+    ));
+    let exempt = gateways
+        .iter()
+        .filter(|k| {
+            seen.by_key
+                .get(k.as_str())
+                .is_some_and(|m| m.health != Health::Ready)
+        })
+        .cloned()
+        .collect();
+    r.waves.push(WaveStatus {
+        name,
+        gateways,
+        exempt,
+        released: 0,
+        started_at: Some(Time(now)),
+        healthy_since: None,
+        passed_at: None,
+    });
+    Next::Started
 }
 
 /// The rollout toward `target`: the one under way (`old`, when it goes there), else a new
