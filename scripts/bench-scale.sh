@@ -18,9 +18,13 @@
 #                                         # converged, then a change replacing every certificate
 #                                         # rolled out in waves of 1 %, 10 %, 50 %, 100 %: time to
 #                                         # complete, most Gateways not Programmed at once,
-#                                         # Certificates per minute, writes per Gateway; then a
+#                                         # Certificates per minute, writes per Gateway; then
+#                                         # every Gateway at once under an issuance budget (250
+#                                         # per 60 s, SCALE_ROLLOUT_BUDGET=<certs>/<seconds>):
+#                                         # the most Certificates in any window; then a
 #                                         # revision that does not render: Gateways ever not
-#                                         # Programmed (saved as benches/results/rollout-N<N>-<date>.txt)
+#                                         # Programmed (saved as benches/results/rollout-N<N>-<date>.txt;
+#                                         # SCALE_ROLLOUT_RUNS=1,10,50,100,budget,broken picks runs)
 #   SCALE_IDLE_OBJECTS=2000 scripts/bench-scale.sh 100
 #                                         # also: idle RSS with 2,000 unrelated 100 KiB
 #                                         # Secrets and 2,000 Services in the cluster

@@ -9,7 +9,10 @@
 //! time; Certificates ordered per minute (overall, and the busiest minute); write requests
 //! per Gateway rolled. Then a revision that does not render, with waves of 1 % and
 //! `onFailure: Rollback`: how many Gateways were ever not Programmed, and the time to the
-//! rollback. Figures only, never asserted.
+//! rollback. Between them, every Gateway at once under an issuance budget (250 new
+//! Certificates per 60 s, `SCALE_ROLLOUT_BUDGET`): the time to complete and the most
+//! Certificates seen in any window. `SCALE_ROLLOUT_RUNS` picks the runs (for example
+//! `budget,broken`). Figures only, never asserted.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicBool;
@@ -114,8 +117,48 @@ struct Measured {
     ever_not_programmed: usize,
     certificates: usize,
     busiest_minute: usize,
+    /// When each new Certificate was seen, from the change.
+    ordered_at: Vec<Duration>,
     writes: u64,
     phase: String,
+}
+
+impl Measured {
+    /// The most new Certificates seen within any `window` (sliding).
+    fn busiest_window(&self, window: Duration) -> usize {
+        let mut most = 0;
+        let mut first = 0;
+        for (last, at) in self.ordered_at.iter().enumerate() {
+            while *at - self.ordered_at[first] >= window {
+                first += 1;
+            }
+            most = most.max(last + 1 - first);
+        }
+        most
+    }
+}
+
+/// Which runs of the rollout shape to make (`SCALE_ROLLOUT_RUNS`, a comma list of wave
+/// percentages, `budget` and `broken`; default every one).
+fn runs() -> Vec<String> {
+    std::env::var("SCALE_ROLLOUT_RUNS")
+        .unwrap_or_else(|_| "1,10,50,100,budget,broken".to_owned())
+        .split(',')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// The issuance budget of the `budget` run (`SCALE_ROLLOUT_BUDGET`, `<certificates>/<window
+/// seconds>`; default 250 per 60 s, so 1,000 Certificates take four windows).
+fn budget() -> (u64, u64) {
+    std::env::var("SCALE_ROLLOUT_BUDGET")
+        .ok()
+        .and_then(|v| {
+            let (c, w) = v.split_once('/')?;
+            Some((c.parse().ok()?, w.parse().ok()?))
+        })
+        .unwrap_or((250, 60))
 }
 
 /// Applies `bp` and follows the rollout of revision `target` until `finished` holds
@@ -190,6 +233,10 @@ async fn follow(
         ever_not_programmed: ever.len(),
         certificates: new.len(),
         busiest_minute: per_minute.values().copied().max().unwrap_or(0),
+        ordered_at: new
+            .iter()
+            .map(|at| at.saturating_duration_since(t))
+            .collect(),
         writes: writes_between(&before, &after).values().sum(),
         phase,
     }
@@ -296,7 +343,11 @@ pub(super) async fn run(client: &Client, bin: &str, n: usize, conc: usize, port:
     );
     let mut variant = false;
     let limit = Duration::from_secs(env_secs("SCALE_ROLLOUT_LIMIT", 1200));
+    let runs = runs();
     for pct in [1, 10, 50, 100] {
+        if !runs.contains(&pct.to_string()) {
+            continue;
+        }
         variant = !variant;
         let bp = blueprint(&waves(pct, false), variant, false);
         // The newest revision once applied: whatever the class's status will name.
@@ -348,9 +399,85 @@ pub(super) async fn run(client: &Client, bin: &str, n: usize, conc: usize, port:
         );
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
-    // A revision that does not render, waves of 1 %, rolled back.
+    if runs.iter().any(|r| r == "budget") {
+        variant = !variant;
+        budgeted(client, &gws, &ordered, n, variant, limit).await;
+    }
+    if runs.iter().any(|r| r == "broken") {
+        broken(client, &gws, &ordered, n, variant, limit).await;
+    }
+    let (rss, peak) = p.rss();
+    println!(
+        "  controller RSS {rss:.1} MiB (peak {peak:.1} MiB), CPU {:.1} s",
+        p.cpu()
+    );
+    p.stop();
+}
+
+/// Every Gateway at once under an issuance budget: the Certificates seen per window.
+async fn budgeted(
+    client: &Client,
+    gws: &View,
+    ordered: &Arc<Mutex<Vec<(String, Instant)>>>,
+    n: usize,
+    variant: bool,
+    limit: Duration,
+) {
+    let (certificates, window) = budget();
+    let mut policy = waves(100, false);
+    policy["issuanceBudget"] = json!({"certificates": certificates, "windowSeconds": window});
+    let bp = blueprint(&policy, variant, false);
+    let want: Arc<Mutex<Option<String>>> = Arc::default();
+    let want_get = want.clone();
+    let m = follow(
+        client,
+        gws,
+        ordered,
+        &bp,
+        n,
+        &move |r| want_get.lock().unwrap().as_deref() == Some(r),
+        limit,
+        &move |v, on| {
+            let r = v["status"]["rollout"]["revision"]
+                .as_str()
+                .map(str::to_owned);
+            let current = v["status"]["currentRevision"].as_str().map(str::to_owned);
+            if r.is_some() && r == current {
+                want.lock().unwrap().clone_from(&r);
+            }
+            v["status"]["rollout"]["phase"] == "Complete" && r.is_some() && r == current && on == n
+        },
+    )
+    .await;
+    let w = Duration::from_secs(window);
+    println!(
+        "  budget {certificates} Certificates per {window} s, every Gateway at once: complete after {}; {} Certificates ({:.0}/min); most seen in any {window} s: {}; most not Programmed at once: {}; {:.1} writes per Gateway",
+        m.done.map_or_else(
+            || format!("not in {limit:?} ({})", m.phase),
+            |d| format!("{:.1} s", d.as_secs_f64())
+        ),
+        m.certificates,
+        m.done
+            .map_or(0.0, |d| m.certificates as f64 / d.as_secs_f64().max(1.0)
+                * 60.0),
+        m.busiest_window(w),
+        m.max_not_programmed,
+        m.writes as f64 / n as f64
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+}
+
+/// A revision that does not render, waves of 1 %, rolled back.
+async fn broken(
+    client: &Client,
+    gws: &View,
+    ordered: &Arc<Mutex<Vec<(String, Instant)>>>,
+    n: usize,
+    variant: bool,
+    limit: Duration,
+) {
     let bp = blueprint(&waves(1, true), variant, true);
-    let m = follow(client, &gws, &ordered, &bp, n, &|_| true, limit, &|v, _| {
+    let m = follow(client, gws, ordered, &bp, n, &|_| true, limit, &|v, _| {
         v["status"]["rollout"]["phase"] == "RolledBack"
     })
     .await;
@@ -375,12 +502,6 @@ pub(super) async fn run(client: &Client, bin: &str, n: usize, conc: usize, port:
         m.max_not_programmed,
         t.elapsed().as_secs_f64()
     );
-    let (rss, peak) = p.rss();
-    println!(
-        "  controller RSS {rss:.1} MiB (peak {peak:.1} MiB), CPU {:.1} s",
-        p.cpu()
-    );
-    p.stop();
 }
 
 fn env_secs(name: &str, default: u64) -> u64 {
