@@ -1391,6 +1391,33 @@ fn graph_blocks() -> Vec<(PathBuf, String, String)> {
     out
 }
 
+/// Each shipped class's README shows the rollout policy its blueprint ships with, as the
+/// blueprint holds it.
+#[test]
+fn readmes_say_the_rollout_policy_their_blueprint_ships_with() {
+    for class in every_class() {
+        let dir = root().join("gatewayclasses").join(class);
+        let blueprint = std::fs::read_to_string(dir.join("blueprint.yaml")).unwrap();
+        let lines: Vec<&str> = blueprint
+            .lines()
+            .skip_while(|l| *l != "  rolloutPolicy:")
+            .enumerate()
+            .take_while(|(i, l)| *i == 0 || l.starts_with("    "))
+            .map(|(_, l)| l)
+            .collect();
+        assert!(
+            !lines.is_empty(),
+            "{class}: the blueprint ships no rolloutPolicy"
+        );
+        let block = format!("```yaml\n{}\n```", lines.join("\n"));
+        let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+        assert!(
+            readme.contains(&block),
+            "gatewayclasses/{class}/README.md does not show the blueprint's rollout policy:\n{block}"
+        );
+    }
+}
+
 #[test]
 fn readme_graphs_match_their_blueprints() {
     let blocks = graph_blocks();
