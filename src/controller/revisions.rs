@@ -205,16 +205,26 @@ impl Cluster {
         let Some(policy) = &r.object.spec.rollout_policy else {
             return Ok(out);
         };
-        let fleet = self.fleet_view(&name, &r.newest.2, policy).await;
-        let step = crate::plan::waves::step(
-            policy,
-            &newest,
-            status.current_revision.as_deref(),
-            status.rollout.as_ref(),
-            &r.members,
-            &fleet,
-            k8s_openapi::jiff::Timestamp::now(),
-        );
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let mut fleet = self.fleet_view(policy);
+        let step = |fleet: &FleetView| {
+            crate::plan::waves::step(
+                policy,
+                &newest,
+                status.current_revision.as_deref(),
+                status.rollout.as_ref(),
+                &r.members,
+                fleet,
+                now,
+            )
+        };
+        let mut step_out = step(&fleet);
+        if step_out.needs_fleet {
+            // A wave of the fleet holds the next one: how it stands in the other members.
+            fleet.others = Some(self.read_elsewhere(&name, &r.newest.2).await);
+            step_out = step(&fleet);
+        }
+        let step = step_out;
         let phase_changed =
             step.status.as_ref().map(|s| s.phase) != status.rollout.as_ref().map(|s| s.phase);
         out.moved = if phase_changed {
@@ -234,31 +244,47 @@ impl Cluster {
 const READ_ELSEWHERE: Duration = Duration::from_secs(5);
 
 impl Cluster {
-    /// Where this cluster stands in the fleet (its ClusterProfile labels), and how the
-    /// rollout of blueprint `name` (spec hash `hash`) stands in every other member of the
-    /// inventory, read there (served or observed by this replica; one GET each, side by
-    /// side). Only when `policy` has a wave with a `clusterSelector`, and in fleet mode.
-    async fn fleet_view(&self, name: &str, hash: &str, policy: &RolloutPolicy) -> FleetView {
-        if !policy.waves.iter().any(|w| w.cluster_selector.is_some()) {
-            return FleetView::default();
-        }
-        let Some(fleet) = self.fleet() else {
-            return FleetView::default();
-        };
-        let inventory: Vec<crate::snapshot::fleet::FleetMember> = fleet
-            .hub()
+    /// The members of the inventory, as the hub last saw them.
+    fn inventory(&self) -> Vec<crate::snapshot::fleet::FleetMember> {
+        self.fleet()
+            .and_then(|f| f.hub())
             .and_then(|hub| {
                 hub.snapshot
                     .read()
                     .ok()
                     .map(|s| s.fleet().values().cloned().collect())
             })
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// Where this cluster stands in the fleet for a rollout of `policy`: its ClusterProfile
+    /// labels, and the other members not read yet (read once a step asks,
+    /// [`Cluster::read_elsewhere`]). A policy without a wave with a `clusterSelector`
+    /// needs nothing of the fleet.
+    fn fleet_view(&self, policy: &RolloutPolicy) -> FleetView {
+        if !policy.waves.iter().any(|w| w.cluster_selector.is_some()) {
+            return FleetView::default();
+        }
         let here = self.id.as_str();
-        let labels = inventory
-            .iter()
-            .find(|m| m.name == here)
-            .map(|m| m.labels.clone());
+        FleetView {
+            labels: self
+                .inventory()
+                .into_iter()
+                .find(|m| m.name == here)
+                .map(|m| m.labels),
+            others: None,
+        }
+    }
+
+    /// How the rollout of blueprint `name` (spec hash `hash`) stands in every other member
+    /// of the inventory, read there (served or observed by this replica; one GET each, side
+    /// by side, [`READ_ELSEWHERE`] at most).
+    async fn read_elsewhere(&self, name: &str, hash: &str) -> Vec<Elsewhere> {
+        let Some(fleet) = self.fleet() else {
+            return Vec::new();
+        };
+        let here = self.id.as_str();
+        let inventory = self.inventory();
         let reads = inventory.iter().filter(|m| m.name != here).map(|m| {
             let cluster = fleet.get(&super::common::ClusterId::new(&m.name));
             async move {
@@ -288,10 +314,7 @@ impl Cluster {
                 }
             }
         });
-        FleetView {
-            labels,
-            others: futures::future::join_all(reads).await,
-        }
+        futures::future::join_all(reads).await
     }
 }
 

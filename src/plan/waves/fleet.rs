@@ -18,6 +18,8 @@ pub(super) enum Across {
     Waits(String),
     /// It halted in a member: why.
     Halted(String),
+    /// The other members were not read: read them and step again.
+    Unread,
 }
 
 /// Whether every wave before `next` that has a `clusterSelector` has passed in the other
@@ -41,9 +43,12 @@ fn wave(policy: &RolloutPolicy, i: usize, view: &FleetView) -> Across {
     else {
         return Across::Passed;
     };
+    let Some(others) = &view.others else {
+        return Across::Unread;
+    };
     let name = wave_name(policy, i);
     let mut waiting = Vec::new();
-    for o in view.others.iter().filter(|o| selects(Some(sel), &o.labels)) {
+    for o in others.iter().filter(|o| selects(Some(sel), &o.labels)) {
         match &o.stands {
             Stands::Absent | Stands::AllAtOnce => {}
             Stands::Unread(why) => waiting.push(format!("{} ({why})", o.member)),

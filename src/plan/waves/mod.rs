@@ -193,6 +193,10 @@ fn next_wave(
             halt(policy, r, &why, members, out);
             return Next::Halted;
         }
+        fleet::Across::Unread => {
+            out.needs_fleet = true;
+            return Next::Stops;
+        }
     }
     let name = wave_name(policy, n);
     out.notes.push((

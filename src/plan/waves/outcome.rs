@@ -25,6 +25,10 @@ pub struct Step {
     pub moved: Vec<String>,
     /// When to step again (a bake time or a deadline).
     pub again: Option<Duration>,
+    /// The step needs to know how the rollout stands in the other members of the fleet
+    /// ([`FleetView::others`] was not read): read them and step again, this step's
+    /// decisions aside.
+    pub needs_fleet: bool,
 }
 
 pub(super) fn seconds_since(t: Option<&Time>, now: Timestamp) -> u64 {
@@ -40,16 +44,27 @@ pub(super) struct Seen<'a> {
     pub(super) now: Timestamp,
 }
 
-/// What a rollout step knows of the fleet.
-#[derive(Clone, Debug, Default)]
+/// What a rollout step knows of the fleet. The default: a cluster alone (no fleet, no
+/// other member).
+#[derive(Clone, Debug)]
 pub struct FleetView {
     /// The ClusterProfile labels of the member cluster the rollout runs in (`None`: not a
     /// member, such as the hub or a cluster run without `--fleet`: a wave with a
     /// `clusterSelector` takes none of its Gateways).
     pub labels: Option<BTreeMap<String, String>>,
     /// The other members of the fleet, each with how its rollout of the same blueprint
-    /// stands (read only when the policy has a wave with a `clusterSelector`).
-    pub others: Vec<Elsewhere>,
+    /// stands; `None`: not read yet (reading costs a request per member, so the shell
+    /// reads them only when a step asks, [`Step::needs_fleet`]).
+    pub others: Option<Vec<Elsewhere>>,
+}
+
+impl Default for FleetView {
+    fn default() -> Self {
+        Self {
+            labels: None,
+            others: Some(Vec::new()),
+        }
+    }
 }
 
 /// Another member, as a rollout step sees it.

@@ -38,14 +38,16 @@ fn rolling(phase: RolloutPhase, waves: &[(&str, bool)]) -> Stands {
 fn view(here: &str, others: Vec<(&str, &str, Stands)>) -> FleetView {
     FleetView {
         labels: Some(labels(here)),
-        others: others
-            .into_iter()
-            .map(|(n, stage, stands)| Elsewhere {
-                member: format!("fleet/{n}"),
-                labels: labels(stage),
-                stands,
-            })
-            .collect(),
+        others: Some(
+            others
+                .into_iter()
+                .map(|(n, stage, stands)| Elsewhere {
+                    member: format!("fleet/{n}"),
+                    labels: labels(stage),
+                    stands,
+                })
+                .collect(),
+        ),
     }
 }
 
@@ -126,6 +128,34 @@ fn a_member_the_canary_wave_does_not_select_waits_until_the_canary_member_passed
         )],
     );
     assert_eq!(fleet_step(&p, None, &ms, &v, 0).moved.len(), 2);
+}
+
+#[test]
+fn the_other_members_are_asked_for_only_when_a_wave_of_the_fleet_holds_the_next_one() {
+    let mut p = canary_first();
+    p.waves[0].count = Some(1);
+    let mut ms = vec![m("a", "bp-1", Health::Ready), m("b", "bp-1", Health::Ready)];
+    let unread = FleetView {
+        labels: Some(labels("canary")),
+        others: None,
+    };
+    // The canary wave of this member needs nobody else.
+    let s = fleet_step(&p, None, &ms, &unread, 0);
+    assert!(!s.needs_fleet);
+    assert_eq!(s.moved, vec!["ns/a"]);
+    let st = s.status.unwrap();
+    // While it is not passed here, nor does judging it.
+    let s = fleet_step(&p, Some(&st), &ms, &unread, 1);
+    assert!(!s.needs_fleet);
+    // Passed here: the rest needs the other members.
+    ms[0].revision = Some("bp-2".into());
+    let s = fleet_step(&p, Some(&st), &ms, &unread, 2);
+    assert!(s.needs_fleet);
+    assert!(s.moved.is_empty());
+    // Read, and nobody else selected: the rest moves.
+    let s = fleet_step(&p, Some(&st), &ms, &view("canary", vec![]), 2);
+    assert!(!s.needs_fleet);
+    assert_eq!(s.moved, vec!["ns/b"]);
 }
 
 #[test]
