@@ -19,6 +19,14 @@
 //! - a second placing Gateway deleted while the members are shared: what it placed in each
 //!   member is deleted by the replica holding its Lease (the audit log names it), and the
 //!   hub Gateway goes once nothing of it is left;
+//! - what a teardown leaves in a member that is down, swept by the replica that does not
+//!   lead: a third placing Gateway placed in both members, the API server of the member the
+//!   replica that does not lead holds killed (`tests/cluster/restart`), the Gateway deleted
+//!   once the leader counts that member unreachable: it goes while the member is down,
+//!   what it placed there recorded in the hub (`gatewright-left-<uid>`); the member back,
+//!   what was left there is deleted by the holder of its Lease, after the Gateway had gone
+//!   (the member's audit log names it, never the leader), and then the record, by the
+//!   leader (the hub's audit log, when it writes one);
 //! - the partition test covers a placed write too: the route copy changed by hand in the
 //!   cut-off replica's member once the other holds it is put back, and no write of the
 //!   cut-off replica reaches the member after its Lease ran out;
@@ -53,8 +61,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use gateway_api::apis::standard::gateways::Gateway;
 use gatewright::controller::{FleetOptions, Options, Runner};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ListParams};
@@ -305,6 +315,60 @@ fn placed_writers(member: &Member, ns: &str) -> BTreeSet<String> {
         })
         .filter_map(|e| e["userAgent"].as_str().map(str::to_owned))
         .collect()
+}
+
+/// How long the API server of the member killed under a teardown stays down (it serves
+/// again a few seconds later: 28.4-30.1 s after the kill measured): longer than the leader
+/// takes to count it unreachable and to tear the hub Gateway down without it (9.4-10.1 s
+/// and 5.1-5.9 s measured), with about 12 s to spare. The Gateway must be gone before the
+/// member is back, else the holder of the member's Lease would delete what is placed there
+/// in the teardown, not in the sweep.
+const MEMBER_DOWN_SECONDS: u32 = 25;
+
+/// Kills `member`'s API server (SIGKILL) and starts it again `down` seconds later
+/// (`tests/cluster/restart`, as in two_clusters.rs); the process ends once it serves again.
+fn kill_api_server(member: &Member, down: u32) -> std::process::Child {
+    std::process::Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/cluster/restart"
+    ))
+    .args(["--kill", "--down", &down.to_string(), "kube-apiserver"])
+    .env("GATEWRIGHT_CLUSTER_DIR", &member.dir)
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap()
+}
+
+/// The `gatewright.dev/Placed` condition of the hub Gateway `name`: its status and message.
+async fn placed_condition(gws: &Api<Gateway>, name: &str) -> Option<(String, String)> {
+    let g = serde_json::to_value(gws.get(name).await.ok()?).ok()?;
+    let placed = g["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "gatewright.dev/Placed")?
+        .clone();
+    Some((
+        placed["status"].as_str()?.to_owned(),
+        placed["message"].as_str()?.to_owned(),
+    ))
+}
+
+/// The holder of the leader-election Lease (`SHARE`) in `ns`.
+async fn leader(hub: &Client, ns: &str) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(hub.clone(), ns);
+    leases.get(SHARE).await.ok()?.spec?.holder_identity
+}
+
+/// The hub's audit log (`$GATEWRIGHT_CLUSTER_DIR/audit.log`), when its API server writes
+/// one (`GATEWRIGHT_CLUSTER_AUDIT=1`, as scripts/test.sh starts it).
+fn hub_audit_log() -> Option<Vec<serde_json::Value>> {
+    let dir = std::env::var("GATEWRIGHT_CLUSTER_DIR").ok()?;
+    let text = std::fs::read_to_string(format!("{dir}/audit.log")).ok()?;
+    Some(
+        text.lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect(),
+    )
 }
 
 /// Waits until `a` and `b` each serve one member, and every member is served.
@@ -566,6 +630,226 @@ fn replicas_share_the_members_move_them_when_one_dies_and_never_write_twice() {
             !deleters.is_empty() && deleters.iter().all(|d| d.contains(holder.ctl.identity())),
             "what was placed in {m} was deleted by the holder of its Lease: {deleters:?}"
         );
+    }
+
+    // What a teardown leaves in a member that is down, swept by the replica that does not
+    // lead: a third placing Gateway placed in both members; the API server of b's member
+    // killed, and the Gateway deleted once the leader counts that member unreachable: the
+    // leader's teardown leaves what is placed there, records it in the hub and lets the
+    // Gateway go. Back, what was left there is deleted by b, which holds the member's Lease
+    // (its audit log names b, never a), and then the record, by a.
+    assert_eq!(
+        test_rt.block_on(leader(&hub, &fleet_ns.name)).as_deref(),
+        Some(a.ctl.identity()),
+        "a leads"
+    );
+    let downed = b.held().into_iter().next().unwrap();
+    let down_member = cluster_of(&downed);
+    let kept_member = cluster_of(members.iter().find(|m| **m != downed).unwrap());
+    let left_names = ["third-istio", "r3-third-istio"];
+    let (gone_at, record) = test_rt.block_on(async {
+        let ns = &placed_ns.name;
+        let gws: Api<Gateway> = Api::namespaced(hub.clone(), ns);
+        apply_yaml(
+            &hub,
+            &format!(
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: third, namespace: {ns}}}\nspec:\n  gatewayClassName: {placing}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.third.example.com\"}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r3, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: third}}]\n  hostnames: [shop.third.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n"
+            ),
+        )
+        .await;
+        let (down_c, kept_c) = (down_member.client().await, kept_member.client().await);
+        // Whether each of `left_names` is in the member (None: it could not be read).
+        let present = |c: &Client| {
+            let c = c.clone();
+            async move {
+                let placed: Api<Gateway> = Api::namespaced(c.clone(), ns);
+                let copies: Api<gateway_api::apis::standard::httproutes::HttpRoute> =
+                    Api::namespaced(c, ns);
+                Some([
+                    placed.get_opt(left_names[0]).await.ok()?.is_some(),
+                    copies.get_opt(left_names[1]).await.ok()?.is_some(),
+                ])
+            }
+        };
+        wait_for("the third Gateway placed in both members", T, || async {
+            for c in [&hub, &down_c, &kept_c] {
+                let _ = gatewright::simulate::simulate_ready_where(
+                    c,
+                    Some(ns),
+                    gatewright::simulate::Play::All,
+                )
+                .await;
+            }
+            for c in [&down_c, &kept_c] {
+                if present(c).await? != [true, true] {
+                    return None;
+                }
+            }
+            (placed_condition(&gws, "third").await?.0 == "True").then_some(())
+        })
+        .await;
+        let uid = gws.get("third").await.unwrap().metadata.uid.unwrap();
+
+        let killed = Instant::now();
+        let mut restart = kill_api_server(down_member, MEMBER_DOWN_SECONDS);
+        wait_for(
+            "the leader to count b's member unreachable",
+            T,
+            || async {
+                let (_, message) = placed_condition(&gws, "third").await?;
+                message
+                    .contains(&format!("{downed} (unreachable"))
+                    .then_some(())
+            },
+        )
+        .await;
+        println!(
+            "b's member's API server killed: the third Gateway's Placed named it unreachable {:.1} s later",
+            killed.elapsed().as_secs_f64()
+        );
+        let t = Instant::now();
+        gws.delete("third", &kube::api::DeleteParams::default())
+            .await
+            .unwrap();
+        wait_for("the third Gateway's teardown", T, || async {
+            // external-dns reads the drained record.
+            let _ = gatewright::simulate::simulate_ready_where(
+                &hub,
+                Some(ns),
+                gatewright::simulate::Play::All,
+            )
+            .await;
+            gws.get_opt("third").await.ok()?.is_none().then_some(())
+        })
+        .await;
+        let gone_at = Timestamp::now();
+        println!(
+            "the third Gateway deleted with b's member down: gone {:.1} s later",
+            t.elapsed().as_secs_f64()
+        );
+        assert!(
+            restart.try_wait().unwrap().is_none(),
+            "the hub Gateway went while b's member was still down"
+        );
+        assert_eq!(
+            present(&kept_c).await,
+            Some([false, false]),
+            "what was placed in a's member was deleted by the teardown"
+        );
+        // What is left in b's member is recorded in the hub, in the controller's namespace.
+        let records: Api<ConfigMap> = Api::namespaced(hub.clone(), &fleet_ns.name);
+        let record = format!("gatewright-left-{uid}");
+        let cm = records.get(&record).await.unwrap();
+        assert_eq!(
+            cm.metadata.labels.as_ref().unwrap()["gatewright.dev/left-behind"],
+            "true"
+        );
+        let objects: Vec<serde_json::Value> =
+            serde_json::from_str(&cm.data.as_ref().unwrap()["objects"]).unwrap();
+        let listed: BTreeSet<(String, String)> = objects
+            .iter()
+            .map(|o| {
+                (
+                    o["cluster"].as_str().unwrap().to_owned(),
+                    o["name"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            left_names
+                .iter()
+                .map(|n| (downed.clone(), (*n).to_owned()))
+                .collect(),
+            "the record lists what is left in b's member"
+        );
+
+        let status = tokio::task::spawn_blocking(move || restart.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(status.success(), "b's member's API server came back");
+        let back = Instant::now();
+        println!(
+            "b's member's API server back {:.1} s after the kill",
+            (back - killed).as_secs_f64()
+        );
+        wait_for(
+            "what was left in b's member deleted once it is back",
+            T,
+            || async { (present(&down_c).await? == [false, false]).then_some(()) },
+        )
+        .await;
+        println!(
+            "what the teardown left in b's member: deleted {:.1} s after it was back",
+            back.elapsed().as_secs_f64()
+        );
+        wait_for("the record deleted once all of it is gone", T, || async {
+            records.get_opt(&record).await.ok()?.is_none().then_some(())
+        })
+        .await;
+        println!(
+            "the record of it in the hub: deleted {:.1} s after the member was back",
+            back.elapsed().as_secs_f64()
+        );
+        (gone_at, record)
+    });
+    // The deletes in b's member: each object left there, by b alone, after the hub Gateway
+    // had gone (the sweep of the record, not a teardown).
+    let deletes: Vec<(String, String, Timestamp)> = down_member
+        .audit_log()
+        .iter()
+        .filter(|e| {
+            e["verb"] == "delete"
+                && e["objectRef"]["namespace"] == placed_ns.name.as_str()
+                && left_names.iter().any(|n| e["objectRef"]["name"] == *n)
+        })
+        .map(|e| {
+            (
+                e["objectRef"]["name"].as_str().unwrap().to_owned(),
+                e["userAgent"].as_str().unwrap_or_default().to_owned(),
+                e["requestReceivedTimestamp"]
+                    .as_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    for name in left_names {
+        assert!(
+            deletes.iter().any(|(n, _, _)| n == name),
+            "{name} was deleted in b's member: {deletes:?}"
+        );
+    }
+    assert!(
+        deletes
+            .iter()
+            .all(|(_, agent, at)| agent.contains(b.ctl.identity()) && *at >= gone_at),
+        "what was left in b's member was deleted by b (never by a, {}), after the hub Gateway was gone: {deletes:?}",
+        a.ctl.identity()
+    );
+    // The record's delete, in the hub's audit log when it writes one: by a, the leader.
+    match hub_audit_log() {
+        Some(events) => {
+            let deleters: Vec<String> = events
+                .iter()
+                .filter(|e| {
+                    e["verb"] == "delete"
+                        && e["objectRef"]["resource"] == "configmaps"
+                        && e["objectRef"]["namespace"] == fleet_ns.name.as_str()
+                        && e["objectRef"]["name"] == record.as_str()
+                })
+                .filter_map(|e| e["userAgent"].as_str().map(str::to_owned))
+                .collect();
+            assert!(
+                !deleters.is_empty() && deleters.iter().all(|d| d.contains(a.ctl.identity())),
+                "the record was deleted by the leader: {deleters:?}"
+            );
+        }
+        None => println!(
+            "no audit log in the hub ($GATEWRIGHT_CLUSTER_DIR/audit.log): who deleted the record is not checked (scripts/test.sh writes one)"
+        ),
     }
 
     // a is cut off from the hub while its member keeps changing: b takes the member over
