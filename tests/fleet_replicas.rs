@@ -325,20 +325,6 @@ fn placed_writers(member: &Member, ns: &str) -> BTreeSet<String> {
 /// in the teardown, not in the sweep.
 const MEMBER_DOWN_SECONDS: u32 = 25;
 
-/// Kills `member`'s API server (SIGKILL) and starts it again `down` seconds later
-/// (`tests/cluster/restart`, as in two_clusters.rs); the process ends once it serves again.
-fn kill_api_server(member: &Member, down: u32) -> std::process::Child {
-    std::process::Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/cluster/restart"
-    ))
-    .args(["--kill", "--down", &down.to_string(), "kube-apiserver"])
-    .env("GATEWRIGHT_CLUSTER_DIR", &member.dir)
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .unwrap()
-}
-
 /// The `gatewright.dev/Placed` condition of the hub Gateway `name`: its status and message.
 async fn placed_condition(gws: &Api<Gateway>, name: &str) -> Option<(String, String)> {
     let g = serde_json::to_value(gws.get(name).await.ok()?).ok()?;
@@ -691,7 +677,7 @@ fn replicas_share_the_members_move_them_when_one_dies_and_never_write_twice() {
         let uid = gws.get("third").await.unwrap().metadata.uid.unwrap();
 
         let killed = Instant::now();
-        let mut restart = kill_api_server(down_member, MEMBER_DOWN_SECONDS);
+        let mut restart = down_member.kill_api_server(MEMBER_DOWN_SECONDS);
         wait_for(
             "the leader to count b's member unreachable",
             T,

@@ -81,8 +81,6 @@ async fn member_state(ctl: &gatewright::controller::Runner, id: &ClusterId, stat
     .await;
 }
 
-/// Kills `member`'s API server (SIGKILL) and starts it again `down` seconds later
-/// (`tests/cluster/restart`); the process ends once it is back.
 /// The hub Gateway `pub`'s `gatewright.dev/Placed` condition: its status and message.
 async fn placed_condition(gws: &Api<Gateway>) -> Option<(String, String)> {
     let g = serde_json::to_value(gws.get("pub").await.ok()?).ok()?;
@@ -108,18 +106,6 @@ async fn placed_gone(what: &str, client: &Client, ns: &str) {
         .then_some(())
     })
     .await;
-}
-
-fn kill_api_server(member: &Member, down: u32) -> std::process::Child {
-    std::process::Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/cluster/restart"
-    ))
-    .args(["--kill", "--down", &down.to_string(), "kube-apiserver"])
-    .env("GATEWRIGHT_CLUSTER_DIR", &member.dir)
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .unwrap()
 }
 
 /// Waits until `ctl` has written nothing in `key`'s namespace (in the hub or a member) or
@@ -621,7 +607,7 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         // again, with the same placed gateway.
         let killed_at = k8s_openapi::jiff::Timestamp::now();
         let t = Instant::now();
-        let restart = kill_api_server(&member, 30);
+        let restart = member.kill_api_server(30);
         record_lists(&main, &ns.name, &dns, 1, "the hub's record to stop listing the dead member").await;
         let dropped = t.elapsed();
         println!(
@@ -703,7 +689,7 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
         // The hub Gateway deleted while the member it still places in is unreachable: the
         // teardown does not wait for the member; what is placed there is left there, said
         // in an Event.
-        let restart = kill_api_server(&member2, 45);
+        let restart = member2.kill_api_server(45);
         record_lists(&main, &ns.name, &dns, 0, "the hub's record to stop listing the second member").await;
         // The record may stop listing it before the controller counts it unreachable (its
         // placed gateway narrowed, say): deleted while it is counted so.

@@ -73,6 +73,20 @@ impl Member {
             .collect()
     }
 
+    /// Kills the member's API server (SIGKILL) and starts it again `down` seconds later
+    /// (`tests/cluster/restart`); the process ends once it serves again.
+    pub fn kill_api_server(&self, down: u32) -> std::process::Child {
+        std::process::Command::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/cluster/restart"
+        ))
+        .args(["--kill", "--down", &down.to_string(), "kube-apiserver"])
+        .env("GATEWRIGHT_CLUSTER_DIR", &self.dir)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+    }
+
     pub async fn client(&self) -> Client {
         let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
         let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
