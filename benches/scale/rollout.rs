@@ -350,35 +350,7 @@ pub(super) async fn run(client: &Client, bin: &str, n: usize, conc: usize, port:
         }
         variant = !variant;
         let bp = blueprint(&waves(pct, false), variant, false);
-        // The newest revision once applied: whatever the class's status will name.
-        let want: Arc<Mutex<Option<String>>> = Arc::default();
-        let m = {
-            let want_set = want.clone();
-            let want_get = want.clone();
-            follow(
-                client,
-                &gws,
-                &ordered,
-                &bp,
-                n,
-                &move |r| want_get.lock().unwrap().as_deref() == Some(r),
-                limit,
-                &move |v, on| {
-                    let r = v["status"]["rollout"]["revision"]
-                        .as_str()
-                        .map(str::to_owned);
-                    let current = v["status"]["currentRevision"].as_str().map(str::to_owned);
-                    if r.is_some() && r == current {
-                        want_set.lock().unwrap().clone_from(&r);
-                    }
-                    v["status"]["rollout"]["phase"] == "Complete"
-                        && r.is_some()
-                        && r == current
-                        && on == n
-                },
-            )
-            .await
-        };
+        let m = follow_newest(client, &gws, &ordered, &bp, n, limit).await;
         println!(
             "  {:<10} {:>12} {:>18} {:>14} {:>16} {:>18.1}",
             format!("{pct} %"),
@@ -414,26 +386,23 @@ pub(super) async fn run(client: &Client, bin: &str, n: usize, conc: usize, port:
     p.stop();
 }
 
-/// Every Gateway at once under an issuance budget: the Certificates seen per window.
-async fn budgeted(
+/// Applies `bp` and follows the rollout of its newest revision (whatever the class's
+/// status names once applied) until it is complete with every Gateway Programmed on it.
+async fn follow_newest(
     client: &Client,
     gws: &View,
     ordered: &Arc<Mutex<Vec<(String, Instant)>>>,
+    bp: &Value,
     n: usize,
-    variant: bool,
     limit: Duration,
-) {
-    let (certificates, window) = budget();
-    let mut policy = waves(100, false);
-    policy["issuanceBudget"] = json!({"certificates": certificates, "windowSeconds": window});
-    let bp = blueprint(&policy, variant, false);
+) -> Measured {
     let want: Arc<Mutex<Option<String>>> = Arc::default();
     let want_get = want.clone();
-    let m = follow(
+    follow(
         client,
         gws,
         ordered,
-        &bp,
+        bp,
         n,
         &move |r| want_get.lock().unwrap().as_deref() == Some(r),
         limit,
@@ -448,7 +417,23 @@ async fn budgeted(
             v["status"]["rollout"]["phase"] == "Complete" && r.is_some() && r == current && on == n
         },
     )
-    .await;
+    .await
+}
+
+/// Every Gateway at once under an issuance budget: the Certificates seen per window.
+async fn budgeted(
+    client: &Client,
+    gws: &View,
+    ordered: &Arc<Mutex<Vec<(String, Instant)>>>,
+    n: usize,
+    variant: bool,
+    limit: Duration,
+) {
+    let (certificates, window) = budget();
+    let mut policy = waves(100, false);
+    policy["issuanceBudget"] = json!({"certificates": certificates, "windowSeconds": window});
+    let bp = blueprint(&policy, variant, false);
+    let m = follow_newest(client, gws, ordered, &bp, n, limit).await;
     let w = Duration::from_secs(window);
     println!(
         "  budget {certificates} Certificates per {window} s, every Gateway at once: complete after {}; {} Certificates ({:.0}/min); most seen in any {window} s: {}; most not Programmed at once: {}; {:.1} writes per Gateway",
