@@ -50,7 +50,21 @@ pub(super) fn release(
     let next = &w.gateways[released..released + more];
     let (go, held) = match budget {
         None => (more, None),
-        Some(b) => spend(b, &w.name, next, seen, issued),
+        Some(b) => {
+            // A Gateway moved and not yet reporting the target may not have ordered its
+            // Certificates yet: what the window holds does not start leaving it before.
+            let in_flight = w
+                .gateways
+                .iter()
+                .take(released)
+                .filter(|k| !w.exempt.contains(k))
+                .filter_map(|k| seen.by_key.get(k.as_str()))
+                .any(|m| !m.on(seen.target));
+            if in_flight {
+                hold(issued, seen.now, b.window());
+            }
+            spend(b, &w.name, next, seen, issued)
+        }
     };
     if go > 0 {
         out.moved.extend(next[..go].iter().cloned());
@@ -98,20 +112,7 @@ fn spend(
     }
     if spending > 0 {
         issued.retain(live);
-        // Recorded at the end of the slot (a 32nd of the window, on a fixed grid) the
-        // moves fall in: never earlier than the moves (so they never leave the window
-        // early, a status keeping whole seconds too), and at most 33 records per window.
-        let slot = i64::try_from((window / 32).max(1)).unwrap_or(1);
-        let second = now.as_second() + i64::from(now.subsec_nanosecond() > 0);
-        let at = Timestamp::from_second(
-            second.div_euclid(slot) * slot
-                + if second.rem_euclid(slot) == 0 {
-                    0
-                } else {
-                    slot
-                },
-        )
-        .unwrap_or(now);
+        let at = slot_end(now, window);
         let n = u32::try_from(spending).unwrap_or(u32::MAX);
         match issued.last_mut() {
             Some(e) if e.at.0 == at => e.certificates = e.certificates.saturating_add(n),
@@ -166,4 +167,48 @@ fn spend(
         says,
     };
     (go, Some(held))
+}
+
+/// The end of the slot (a 32nd of the window, on a fixed grid) that `now` falls in: when
+/// moves made now are recorded, never earlier than they were (so they never leave the
+/// window early, a status keeping whole seconds too), and at most 33 records per window.
+fn slot_end(now: Timestamp, window: u64) -> Timestamp {
+    let slot = i64::try_from((window / 32).max(1)).unwrap_or(1);
+    let second = now.as_second() + i64::from(now.subsec_nanosecond() > 0);
+    Timestamp::from_second(
+        second.div_euclid(slot) * slot
+            + if second.rem_euclid(slot) == 0 {
+                0
+            } else {
+                slot
+            },
+    )
+    .unwrap_or(now)
+}
+
+/// Holds what the window holds in it while moves are in flight: every record still in the
+/// window is dated no earlier than now (its slot's end), merged with the others of that
+/// slot. So the Certificates of a move leave the window no sooner than a window after the
+/// moved Gateways reported the target, whenever they were ordered in between.
+fn hold(issued: &mut Vec<Issued>, now: Timestamp, window: u64) {
+    let at = slot_end(now, window);
+    let live = |e: &Issued| seconds_since(Some(&e.at), now) < window;
+    let held: u32 = issued
+        .iter()
+        .filter(|e| live(e) && e.at.0 < at)
+        .fold(0, |n, e| n.saturating_add(e.certificates));
+    if held == 0 {
+        return;
+    }
+    issued.retain(|e| !(live(e) && e.at.0 < at));
+    match issued.iter_mut().find(|e| e.at.0 == at) {
+        Some(e) => e.certificates = e.certificates.saturating_add(held),
+        None => {
+            issued.push(Issued {
+                at: Time(at),
+                certificates: held,
+            });
+            issued.sort_by_key(|e| e.at.0);
+        }
+    }
 }

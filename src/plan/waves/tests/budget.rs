@@ -71,6 +71,39 @@ fn the_budget_caps_the_moves_of_a_window() {
 }
 
 #[test]
+fn moves_in_flight_hold_the_window_until_they_report() {
+    let p = budgeted(2, 3200, None);
+    let mut ms = five();
+    let s = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0));
+    assert_eq!(s.moved, vec!["ns/a", "ns/b"]);
+    let moved = s.moved.clone();
+    let st = s.status.unwrap();
+    assert_eq!(st.issued.len(), 1);
+    assert_eq!(st.issued[0].at, Time(t(0)));
+    // 100 s later a and b still have not reported bp-2: their Certificates may be ordered
+    // only now, so the record is dated now (the end of its slot of 100 s).
+    let st = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(50))
+        .status
+        .unwrap();
+    assert_eq!(st.issued.len(), 1);
+    assert_eq!(st.issued[0].at, Time(t(100)));
+    assert_eq!(spent(&st), 2);
+    assert_eq!(
+        st.budget_wait.as_ref().unwrap().until,
+        Some(Time(t(3300))),
+        "the window leaves a window after the report, not after the move"
+    );
+    arrive(&mut ms, &moved, "bp-2");
+    // A window after the move, but not after the report: nothing more moves.
+    let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(3200));
+    assert!(s.moved.is_empty());
+    let st = s.status.unwrap();
+    // A window after the report: the next two move.
+    let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(3300));
+    assert_eq!(s.moved, vec!["ns/c", "ns/d"]);
+}
+
+#[test]
 fn moves_resume_once_the_window_has_passed() {
     let p = budgeted(2, 3200, None);
     let mut ms = five();
