@@ -435,6 +435,12 @@ async fn budgeted(
     let bp = blueprint(&policy, variant, false);
     let m = follow_newest(client, gws, ordered, &bp, n, limit).await;
     let w = Duration::from_secs(window);
+    // When they were created: per 10 s from the change.
+    let mut per_10s: BTreeMap<u64, usize> = BTreeMap::new();
+    for at in &m.ordered_at {
+        *per_10s.entry(at.as_secs() / 10 * 10).or_default() += 1;
+    }
+    let timeline: Vec<String> = per_10s.iter().map(|(s, c)| format!("{s}s:{c}")).collect();
     println!(
         "  budget {certificates} Certificates per {window} s, every Gateway at once: complete after {}; {} Certificates ({:.0}/min); most seen in any {window} s: {}; most not Programmed at once: {}; {:.1} writes per Gateway",
         m.done.map_or_else(
@@ -448,6 +454,10 @@ async fn budgeted(
         m.busiest_window(w),
         m.max_not_programmed,
         m.writes as f64 / n as f64
+    );
+    println!(
+        "    Certificates created per 10 s from the change: {}",
+        timeline.join(" ")
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
 }
