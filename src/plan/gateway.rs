@@ -236,7 +236,12 @@ pub(crate) fn plan_gateway_with(
         plan.context.route_values = accepted_routes.iter().map(|r| r.lazy_value()).collect();
         let rendered = render_own(&plan, gw, prepared, snap, &live, memo.as_deref_mut());
         take_rendered(&mut plan, rendered);
-        plan.orphaned_route_children = orphaned_route_children(snap, &uid, &accepted_routes);
+        plan.orphaned_route_children = orphaned_route_children(
+            snap,
+            &uid,
+            &accepted_routes,
+            memo.as_deref_mut().map(|m| &mut m.orphans),
+        );
     }
     if let Some(memo) = memo {
         memo.live = live;
@@ -327,8 +332,40 @@ fn render_own(
     }
 }
 
-/// The live children of routes the Gateway `uid` no longer accepts (to delete).
+/// The live children of routes the Gateway `uid` no longer accepts (to delete): what
+/// `memo` found last time when the Gateway's children, the accepted routes and the fleet
+/// are the same, else found (and kept).
 fn orphaned_route_children(
+    snap: &Snapshot,
+    uid: &str,
+    accepted_routes: &[&Arc<RouteEntry>],
+    memo: Option<&mut Option<super::gateway_memo::Orphans>>,
+) -> Vec<ObjectKey> {
+    let stamp = snap.gateway_children_stamp(uid);
+    if stamp == 0 {
+        // No live child carries the Gateway's label.
+        return Vec::new();
+    }
+    let Some(memo) = memo else {
+        return find_orphaned_route_children(snap, uid, accepted_routes);
+    };
+    if let Some(o) = memo
+        .as_ref()
+        .filter(|o| o.holds(snap, stamp, accepted_routes))
+    {
+        return o.found.clone();
+    }
+    let found = find_orphaned_route_children(snap, uid, accepted_routes);
+    *memo = Some(super::gateway_memo::Orphans::new(
+        snap,
+        stamp,
+        accepted_routes,
+        found.clone(),
+    ));
+    found
+}
+
+fn find_orphaned_route_children(
     snap: &Snapshot,
     uid: &str,
     accepted_routes: &[&Arc<RouteEntry>],

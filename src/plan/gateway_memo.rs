@@ -152,6 +152,56 @@ pub struct GatewayMemo {
     pub(crate) live: LiveChildren,
     /// The route attachments the last plan decided, and what it made of them.
     pub(crate) attach: Attachments,
+    /// The orphaned route children the last plan found.
+    pub(crate) orphans: Option<Orphans>,
+}
+
+/// The live children of routes a Gateway no longer accepts, as a plan found them, and
+/// from what: the Gateway's children (by [`Snapshot::gateway_children_stamp`]: which
+/// children carry its label and each one's parent), the accepted routes (each one's uid)
+/// and the fleet (what is deletable).
+#[derive(Debug)]
+pub(crate) struct Orphans {
+    children: u64,
+    fleet: u64,
+    /// In the order of the plan's accepted routes.
+    accepted: Vec<Arc<RouteEntry>>,
+    pub found: Vec<ObjectKey>,
+}
+
+impl Orphans {
+    pub(crate) fn new(
+        snap: &Snapshot,
+        children: u64,
+        accepted: &[&Arc<RouteEntry>],
+        found: Vec<ObjectKey>,
+    ) -> Self {
+        Self {
+            children,
+            fleet: snap.fleet_stamp(),
+            accepted: accepted.iter().map(|r| Arc::clone(r)).collect(),
+            found,
+        }
+    }
+
+    /// Whether what was found holds for the Gateway's children of stamp `children` and
+    /// these accepted routes: the same stamps, and the same uids (an entry that is the
+    /// same has the same uid: compared by address first).
+    pub(crate) fn holds(
+        &self,
+        snap: &Snapshot,
+        children: u64,
+        accepted: &[&Arc<RouteEntry>],
+    ) -> bool {
+        self.children == children
+            && self.fleet == snap.fleet_stamp()
+            && self.accepted.len() == accepted.len()
+            && self
+                .accepted
+                .iter()
+                .zip(accepted)
+                .all(|(a, b)| Arc::ptr_eq(a, b) || a.uid == b.uid)
+    }
 }
 
 impl GatewayMemo {
