@@ -165,6 +165,7 @@ pub(crate) fn plan_gateway_with(
         attachments,
         entries: attached,
         vars,
+        counts,
     } = super::gateway_memo::attach(
         snap,
         key,
@@ -172,7 +173,20 @@ pub(crate) fn plan_gateway_with(
         &eval,
         memo.as_deref_mut().map(|m| &mut m.attach),
     );
-    count_attached_routes(&mut eval, attachments.iter().map(|(_, a)| &**a));
+    match counts {
+        // Every attachment is the last plan's: so is what each listener counts.
+        Some(counts) => {
+            for (l, n) in eval.listeners.iter_mut().zip(counts) {
+                l.attached_routes = n;
+            }
+        }
+        None => {
+            count_attached_routes(&mut eval, attachments.iter().map(|(_, a)| &**a));
+            if let Some(m) = memo.as_deref_mut() {
+                m.attach.remember_counts(&eval);
+            }
+        }
+    }
 
     let params = infrastructure_values(snap, gw, blueprint.as_ref().ok());
     let (accepted_cond, blueprint) = accepted_condition(&eval, &params, blueprint, class_name);

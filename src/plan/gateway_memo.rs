@@ -254,14 +254,17 @@ impl GatewayMemo {
 /// them: a route's attachment is kept while its entry in the snapshot is the same and
 /// so is what attachment reads of the rest (the Gateway's evaluation, its spec, what the
 /// snapshot answers as a `Lookup`: [`Snapshot::references_stamp`]). When every
-/// attachment is what it was, so are the listeners and hostnames made of them. The
-/// Gateway parsed is kept while its entry is the same.
+/// attachment is what it was, so are the routes each listener counts and the listeners
+/// and hostnames made of them. The Gateway parsed is kept while its entry is the same.
 #[derive(Debug, Default)]
 pub(crate) struct Attachments {
     basis: Option<AttachBasis>,
     /// In route key order.
     routes: Vec<(RouteKey, Arc<RouteEntry>, Parents)>,
     vars: Option<super::context::Vars>,
+    /// The routes each listener had attached (`attached_routes`, in listener order), as
+    /// counted from the attachments.
+    counts: Option<Vec<i32>>,
     gateway: Option<(Arc<GatewayEntry>, Arc<Value>)>,
     /// `gateway` and `vars` as template values, when a plan converted them.
     gateway_value: Option<minijinja::Value>,
@@ -286,6 +289,9 @@ pub(crate) struct Attached<'s> {
     /// The listeners and hostnames of the last plan, when every attachment is what it was
     /// then (and so are they).
     pub vars: Option<super::context::Vars>,
+    /// The routes attached to each listener, counted by the last plan, when every
+    /// attachment is what it was then.
+    pub counts: Option<Vec<i32>>,
 }
 
 impl Attachments {
@@ -310,6 +316,12 @@ impl Attachments {
     ) {
         self.vars = Some((Arc::clone(listeners), Arc::clone(hostnames)));
         self.vars_values = None;
+    }
+
+    /// Remembers the routes attached to each listener of `eval`, as counted from the
+    /// attachments [`attach`] returned.
+    pub(crate) fn remember_counts(&mut self, eval: &GatewayEval) {
+        self.counts = Some(eval.listeners.iter().map(|l| l.attached_routes).collect());
     }
 
     /// The parts of the template context this plan shares with the last one, converted
@@ -362,6 +374,7 @@ pub(crate) fn attach<'s>(
             attachments,
             entries,
             vars: None,
+            counts: None,
         };
     };
     let references = snap.references_stamp();
@@ -377,36 +390,54 @@ pub(crate) fn attach<'s>(
         });
         memo.routes.clear();
         memo.vars = None;
+        memo.counts = None;
         memo.vars_values = None;
     }
     let before = std::mem::take(&mut memo.routes);
+    memo.routes.reserve(before.len());
     let mut before = before.into_iter().peekable();
     // Whether every route's attachment is what it was, and no route came or went.
     let mut same = same_basis;
     // Both in route key order: one walk.
     for (rkey, route) in snap.routes_referencing(key) {
-        while before.next_if(|(k, _, _)| k < rkey).is_some() {
-            same = false;
-        }
-        let kept = before.next_if(|(k, _, _)| k == rkey);
-        let a = match kept {
-            Some((_, e, a)) if Arc::ptr_eq(&e, route) => a,
+        // The last plan's attachment of this very entry is the same route's: found
+        // without comparing keys (the memo holds the entry, so no other has its address).
+        let kept = match before.next_if(|(_, e, _)| Arc::ptr_eq(e, route)) {
+            Some(kept) => Some(kept),
+            None => loop {
+                match before.peek().map(|(k, _, _)| k.cmp(rkey)) {
+                    Some(std::cmp::Ordering::Less) => {
+                        before.next();
+                        same = false;
+                    }
+                    Some(std::cmp::Ordering::Equal) => break before.next(),
+                    Some(std::cmp::Ordering::Greater) | None => break None,
+                }
+            },
+        };
+        // The key the memo keeps: the last plan's, when it had the route.
+        let (kept_key, a) = match kept {
+            Some((k, e, a)) if Arc::ptr_eq(&e, route) => (k, a),
             kept => {
                 let a = attach_route(&route.view, gw, eval, snap);
-                same = same && kept.is_some_and(|(_, _, k)| *k == a);
-                Arc::new(a)
+                same = same && kept.as_ref().is_some_and(|(_, _, k)| **k == a);
+                (
+                    kept.map_or_else(|| rkey.clone(), |(k, _, _)| k),
+                    Arc::new(a),
+                )
             }
         };
         if !a.is_empty() {
             attachments.push((rkey.clone(), Arc::clone(&a)));
             entries.push(route);
         }
-        memo.routes.push((rkey.clone(), Arc::clone(route), a));
+        memo.routes.push((kept_key, Arc::clone(route), a));
     }
     same = same && before.next().is_none();
     Attached {
         attachments,
         entries,
         vars: if same { memo.vars.clone() } else { None },
+        counts: if same { memo.counts.clone() } else { None },
     }
 }
