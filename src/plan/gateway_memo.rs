@@ -48,8 +48,8 @@ pub(crate) struct ContextRef<'a> {
     pub gateway: &'a Arc<Value>,
     pub class: &'a Value,
     pub values: &'a Value,
-    pub listeners: &'a [ListenerVar],
-    pub hostnames: &'a HostnamesVar,
+    pub listeners: &'a Arc<Vec<ListenerVar>>,
+    pub hostnames: &'a Arc<HostnamesVar>,
 }
 
 /// The live children of a Gateway as a plan read them, with their stamps.
@@ -88,8 +88,9 @@ pub(crate) struct GatewayInputs {
     gateway: Arc<Value>,
     class: Value,
     values: Value,
-    listeners: Vec<ListenerVar>,
-    hostnames: HostnamesVar,
+    /// Shared with the plan that made them (compared by address first).
+    listeners: Arc<Vec<ListenerVar>>,
+    hostnames: Arc<HostnamesVar>,
     live: u64,
     scopes: u64,
 }
@@ -110,8 +111,8 @@ impl GatewayInputs {
             && (Arc::ptr_eq(&self.gateway, ctx.gateway) || *self.gateway == **ctx.gateway)
             && self.class == *ctx.class
             && self.values == *ctx.values
-            && self.listeners == ctx.listeners
-            && self.hostnames == *ctx.hostnames
+            && (Arc::ptr_eq(&self.listeners, ctx.listeners) || self.listeners == *ctx.listeners)
+            && (Arc::ptr_eq(&self.hostnames, ctx.hostnames) || self.hostnames == *ctx.hostnames)
     }
 
     /// The inputs of a plan of `ctx`, or `None` when its templates read what they do not
@@ -132,8 +133,8 @@ impl GatewayInputs {
             gateway: Arc::clone(ctx.gateway),
             class: ctx.class.clone(),
             values: ctx.values.clone(),
-            listeners: ctx.listeners.to_vec(),
-            hostnames: ctx.hostnames.clone(),
+            listeners: Arc::clone(ctx.listeners),
+            hostnames: Arc::clone(ctx.hostnames),
             live: live.stamp,
             scopes: snap.scopes_stamp(),
         })
