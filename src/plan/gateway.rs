@@ -66,9 +66,6 @@ pub struct GatewayPlan {
     pub orphaned_route_children: Vec<ObjectKey>,
     /// What the templates saw (route templates use it too).
     pub context: GatewayContext,
-    /// The snapshot's entries of the accepted routes, in the order of `context.routes`
-    /// (the route memo reads them without looking each route up again).
-    pub(crate) route_entries: Vec<Arc<RouteEntry>>,
     /// Whether the Gateway is accepted (only then are children applied or pruned).
     pub accepted: bool,
     /// Make-before-break replacements of the Gateway's children in progress.
@@ -212,6 +209,7 @@ pub(crate) fn plan_gateway_with(
         context.converted = m.attach.converted(vars_kept);
     }
     context.decoration = GatewayDecoration::new(&gateway_json, &uid);
+    context.route_entries = accepted_routes.into_iter().cloned().collect();
     // The live children, parsed (or as the memo parsed them, when they are the same).
     let live =
         super::gateway_memo::LiveChildren::read(snap, &uid, memo.as_deref().map(|m| &m.live));
@@ -234,7 +232,6 @@ pub(crate) fn plan_gateway_with(
         attachments,
         listener_sets: std::mem::take(&mut eval.sets),
         orphaned_route_children: Vec::new(),
-        route_entries: accepted_routes.iter().map(|r| Arc::clone(r)).collect(),
         context,
         accepted,
         rollouts: Vec::new(),
@@ -247,13 +244,13 @@ pub(crate) fn plan_gateway_with(
     };
 
     if let (true, Some(prepared)) = (accepted, blueprint.as_ref()) {
-        plan.context.route_values = accepted_routes.iter().map(|r| r.lazy_value()).collect();
+        plan.context.routes_shown = true;
         let rendered = render_own(&plan, gw, prepared, snap, &live, memo.as_deref_mut());
         take_rendered(&mut plan, rendered);
         plan.orphaned_route_children = orphaned_route_children(
             snap,
             &uid,
-            &accepted_routes,
+            &plan.context.route_entries,
             memo.as_deref_mut().map(|m| &mut m.orphans),
         );
     }
@@ -352,7 +349,7 @@ fn render_own(
 fn orphaned_route_children(
     snap: &Snapshot,
     uid: &str,
-    accepted_routes: &[&Arc<RouteEntry>],
+    accepted_routes: &[Arc<RouteEntry>],
     memo: Option<&mut Option<super::gateway_memo::Orphans>>,
 ) -> Vec<ObjectKey> {
     let stamp = snap.gateway_children_stamp(uid);
@@ -382,7 +379,7 @@ fn orphaned_route_children(
 fn find_orphaned_route_children(
     snap: &Snapshot,
     uid: &str,
-    accepted_routes: &[&Arc<RouteEntry>],
+    accepted_routes: &[Arc<RouteEntry>],
 ) -> Vec<ObjectKey> {
     let mut route_children = snap.route_children_by_gateway(uid).peekable();
     if route_children.peek().is_none() {

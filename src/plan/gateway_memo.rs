@@ -174,13 +174,13 @@ impl Orphans {
     pub(crate) fn new(
         snap: &Snapshot,
         children: u64,
-        accepted: &[&Arc<RouteEntry>],
+        accepted: &[Arc<RouteEntry>],
         found: Vec<ObjectKey>,
     ) -> Self {
         Self {
             children,
             fleet: snap.fleet_stamp(),
-            accepted: accepted.iter().map(|r| Arc::clone(r)).collect(),
+            accepted: accepted.to_vec(),
             found,
         }
     }
@@ -192,7 +192,7 @@ impl Orphans {
         &self,
         snap: &Snapshot,
         children: u64,
-        accepted: &[&Arc<RouteEntry>],
+        accepted: &[Arc<RouteEntry>],
     ) -> bool {
         self.children == children
             && self.fleet == snap.fleet_stamp()

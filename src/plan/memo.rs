@@ -169,7 +169,7 @@ impl PlanMemo {
         let mut before = before.into_iter().peekable();
         for (i, rkey) in gw.context.routes.iter().enumerate() {
             // The Gateway's plan holds the accepted routes' entries beside their keys.
-            let entry = gw.route_entries.get(i);
+            let entry = gw.context.route_entries.get(i);
             let old = remembered(&mut before, rkey, entry);
             let key = match old {
                 Some((key, old)) => {
