@@ -15,7 +15,8 @@
 //!   undeclared variables). When that cannot be told (a route template includes another
 //!   template, or reads `routes`, every route's object), nothing is remembered;
 //! - the route's live children under the Gateway, and whatever holds each object the
-//!   plan renders (by the snapshot's stamps: each version of an object has its own);
+//!   plan renders (by the snapshot's stamps: each version of an object has its own; while
+//!   the stamp of every child under the Gateway is the same, no route's is looked up);
 //! - what is known of kinds' scopes (the snapshot's scopes stamp);
 //! - with a placed route template, the fleet's members and whether placement renders.
 //!
@@ -106,6 +107,10 @@ pub struct PlanMemo {
     context: Option<Arc<RouteContext>>,
     /// In route key order (the order of the Gateway's accepted routes).
     routes: Vec<(RouteKey, Entry)>,
+    /// [`Snapshot::gateway_children_stamp`] of the Gateway when the last plan checked or
+    /// made the remembered plans: while it is the same, no route's live children under
+    /// the Gateway changed, and no route's stamp need be looked up.
+    gateway_children: u64,
     /// Route plans reused and made by the last plan.
     pub last: MemoCounts,
 }
@@ -166,6 +171,8 @@ impl PlanMemo {
         // plans not remembered this time (a conflict, a route gone from the snapshot), are
         // left behind; the kept ones move into the new list with their keys.
         let before = std::mem::replace(&mut self.routes, Vec::with_capacity(n));
+        let children = snap.gateway_children_stamp(&gw.uid);
+        let children_same = std::mem::replace(&mut self.gateway_children, children) == children;
         let mut before = before.into_iter().peekable();
         for (i, rkey) in gw.context.routes.iter().enumerate() {
             // The Gateway's plan holds the accepted routes' entries beside their keys.
@@ -174,7 +181,7 @@ impl PlanMemo {
             let key = match old {
                 Some((key, old)) => {
                     if let Some(entry) = entry
-                        && old.still_holds(snap, gw, entry, &context, accepted)
+                        && old.still_holds(snap, gw, entry, &context, accepted, children_same)
                     {
                         self.last.reused += 1;
                         out.push(Arc::clone(&old.plan));
@@ -255,6 +262,7 @@ impl Entry {
         route: &Arc<RouteEntry>,
         context: &Arc<RouteContext>,
         accepted: bool,
+        children_same: bool,
     ) -> bool {
         std::ptr::eq(self.route.as_ptr(), Arc::as_ptr(route))
             && gw
@@ -263,7 +271,9 @@ impl Entry {
                 .is_some_and(|b| std::ptr::eq(self.blueprint.as_ptr(), Arc::as_ptr(b)))
             && Arc::ptr_eq(&self.context, context)
             && self.accepted == accepted
-            && snap.children_stamp(&route.uid) == self.live
+            // The route's stamp covers its children under every Gateway: one that moved
+            // while the Gateway's did not only makes the plan again, later.
+            && (children_same || snap.children_stamp(&route.uid) == self.live)
             && held_keys(&self.plan)
                 .map(|k| snap.holder_stamp(k))
                 .eq(self.holders.iter().copied())
