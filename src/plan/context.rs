@@ -29,8 +29,13 @@ pub struct GatewayContext {
     pub routes: Vec<RouteKey>,
     /// Accepted hostnames (shared with the memo, as the listeners).
     pub hostnames: Arc<HostnamesVar>,
-    /// The accepted routes as template values (each parsed only if a template reads it).
-    pub route_values: Vec<minijinja::Value>,
+    /// The snapshot's entries of the accepted routes, in the order of `routes` (the route
+    /// memo reads them without looking each route up again).
+    pub(crate) route_entries: Vec<Arc<RouteEntry>>,
+    /// Whether templates see the accepted routes in `routes` (as template values, each
+    /// parsed only if a template reads it, made when [`GatewayContext::base`] is built):
+    /// when the Gateway is accepted and has a blueprint.
+    pub(crate) routes_shown: bool,
     /// All of the above as the template context (without `resources`), built on first
     /// use ([`GatewayContext::base`]): a plan whose renders all come from its memo never
     /// builds it.
@@ -75,7 +80,7 @@ impl GatewayContext {
                 class => V::from(Serde(&self.class)),
                 values => V::from(Serde(&self.values)),
                 listeners => listeners.clone(),
-                routes => V::from(self.route_values.clone()),
+                routes => V::from(self.route_values()),
                 hostnames => hostnames.clone(),
                 cluster => V::from(Serde(super::placement::own_cluster())),
             }
@@ -97,11 +102,20 @@ impl GatewayContext {
             listeners,
             routes,
             hostnames,
-            route_values: Vec::new(),
+            route_entries: Vec::new(),
+            routes_shown: false,
             base: std::sync::OnceLock::new(),
             converted: Converted::default(),
             decoration: GatewayDecoration::default(),
         }
+    }
+
+    /// `routes` as templates see it.
+    fn route_values(&self) -> Vec<minijinja::Value> {
+        if !self.routes_shown {
+            return Vec::new();
+        }
+        self.route_entries.iter().map(|r| r.lazy_value()).collect()
     }
 
     /// Whether the Gateway accepted `route`.

@@ -66,9 +66,6 @@ pub struct GatewayPlan {
     pub orphaned_route_children: Vec<ObjectKey>,
     /// What the templates saw (route templates use it too).
     pub context: GatewayContext,
-    /// The snapshot's entries of the accepted routes, in the order of `context.routes`
-    /// (the route memo reads them without looking each route up again).
-    pub(crate) route_entries: Vec<Arc<RouteEntry>>,
     /// Whether the Gateway is accepted (only then are children applied or pruned).
     pub accepted: bool,
     /// Make-before-break replacements of the Gateway's children in progress.
@@ -165,6 +162,7 @@ pub(crate) fn plan_gateway_with(
         attachments,
         entries: attached,
         vars,
+        counts,
     } = super::gateway_memo::attach(
         snap,
         key,
@@ -172,7 +170,20 @@ pub(crate) fn plan_gateway_with(
         &eval,
         memo.as_deref_mut().map(|m| &mut m.attach),
     );
-    count_attached_routes(&mut eval, attachments.iter().map(|(_, a)| &**a));
+    match counts {
+        // Every attachment is the last plan's: so is what each listener counts.
+        Some(counts) => {
+            for (l, n) in eval.listeners.iter_mut().zip(counts) {
+                l.attached_routes = n;
+            }
+        }
+        None => {
+            count_attached_routes(&mut eval, attachments.iter().map(|(_, a)| &**a));
+            if let Some(m) = memo.as_deref_mut() {
+                m.attach.remember_counts(&eval);
+            }
+        }
+    }
 
     let params = infrastructure_values(snap, gw, blueprint.as_ref().ok());
     let (accepted_cond, blueprint) = accepted_condition(&eval, &params, blueprint, class_name);
@@ -198,6 +209,7 @@ pub(crate) fn plan_gateway_with(
         context.converted = m.attach.converted(vars_kept);
     }
     context.decoration = GatewayDecoration::new(&gateway_json, &uid);
+    context.route_entries = accepted_routes.into_iter().cloned().collect();
     // The live children, parsed (or as the memo parsed them, when they are the same).
     let live =
         super::gateway_memo::LiveChildren::read(snap, &uid, memo.as_deref().map(|m| &m.live));
@@ -220,7 +232,6 @@ pub(crate) fn plan_gateway_with(
         attachments,
         listener_sets: std::mem::take(&mut eval.sets),
         orphaned_route_children: Vec::new(),
-        route_entries: accepted_routes.iter().map(|r| Arc::clone(r)).collect(),
         context,
         accepted,
         rollouts: Vec::new(),
@@ -233,10 +244,15 @@ pub(crate) fn plan_gateway_with(
     };
 
     if let (true, Some(prepared)) = (accepted, blueprint.as_ref()) {
-        plan.context.route_values = accepted_routes.iter().map(|r| r.lazy_value()).collect();
+        plan.context.routes_shown = true;
         let rendered = render_own(&plan, gw, prepared, snap, &live, memo.as_deref_mut());
         take_rendered(&mut plan, rendered);
-        plan.orphaned_route_children = orphaned_route_children(snap, &uid, &accepted_routes);
+        plan.orphaned_route_children = orphaned_route_children(
+            snap,
+            &uid,
+            &plan.context.route_entries,
+            memo.as_deref_mut().map(|m| &mut m.orphans),
+        );
     }
     if let Some(memo) = memo {
         memo.live = live;
@@ -327,11 +343,43 @@ fn render_own(
     }
 }
 
-/// The live children of routes the Gateway `uid` no longer accepts (to delete).
+/// The live children of routes the Gateway `uid` no longer accepts (to delete): what
+/// `memo` found last time when the Gateway's children, the accepted routes and the fleet
+/// are the same, else found (and kept).
 fn orphaned_route_children(
     snap: &Snapshot,
     uid: &str,
-    accepted_routes: &[&Arc<RouteEntry>],
+    accepted_routes: &[Arc<RouteEntry>],
+    memo: Option<&mut Option<super::gateway_memo::Orphans>>,
+) -> Vec<ObjectKey> {
+    let stamp = snap.gateway_children_stamp(uid);
+    if stamp == 0 {
+        // No live child carries the Gateway's label.
+        return Vec::new();
+    }
+    let Some(memo) = memo else {
+        return find_orphaned_route_children(snap, uid, accepted_routes);
+    };
+    if let Some(o) = memo
+        .as_ref()
+        .filter(|o| o.holds(snap, stamp, accepted_routes))
+    {
+        return o.found.clone();
+    }
+    let found = find_orphaned_route_children(snap, uid, accepted_routes);
+    *memo = Some(super::gateway_memo::Orphans::new(
+        snap,
+        stamp,
+        accepted_routes,
+        found.clone(),
+    ));
+    found
+}
+
+fn find_orphaned_route_children(
+    snap: &Snapshot,
+    uid: &str,
+    accepted_routes: &[Arc<RouteEntry>],
 ) -> Vec<ObjectKey> {
     let mut route_children = snap.route_children_by_gateway(uid).peekable();
     if route_children.peek().is_none() {

@@ -48,8 +48,8 @@ pub(crate) struct ContextRef<'a> {
     pub gateway: &'a Arc<Value>,
     pub class: &'a Value,
     pub values: &'a Value,
-    pub listeners: &'a [ListenerVar],
-    pub hostnames: &'a HostnamesVar,
+    pub listeners: &'a Arc<Vec<ListenerVar>>,
+    pub hostnames: &'a Arc<HostnamesVar>,
 }
 
 /// The live children of a Gateway as a plan read them, with their stamps.
@@ -88,8 +88,9 @@ pub(crate) struct GatewayInputs {
     gateway: Arc<Value>,
     class: Value,
     values: Value,
-    listeners: Vec<ListenerVar>,
-    hostnames: HostnamesVar,
+    /// Shared with the plan that made them (compared by address first).
+    listeners: Arc<Vec<ListenerVar>>,
+    hostnames: Arc<HostnamesVar>,
     live: u64,
     scopes: u64,
 }
@@ -110,8 +111,8 @@ impl GatewayInputs {
             && (Arc::ptr_eq(&self.gateway, ctx.gateway) || *self.gateway == **ctx.gateway)
             && self.class == *ctx.class
             && self.values == *ctx.values
-            && self.listeners == ctx.listeners
-            && self.hostnames == *ctx.hostnames
+            && (Arc::ptr_eq(&self.listeners, ctx.listeners) || self.listeners == *ctx.listeners)
+            && (Arc::ptr_eq(&self.hostnames, ctx.hostnames) || self.hostnames == *ctx.hostnames)
     }
 
     /// The inputs of a plan of `ctx`, or `None` when its templates read what they do not
@@ -132,8 +133,8 @@ impl GatewayInputs {
             gateway: Arc::clone(ctx.gateway),
             class: ctx.class.clone(),
             values: ctx.values.clone(),
-            listeners: ctx.listeners.to_vec(),
-            hostnames: ctx.hostnames.clone(),
+            listeners: Arc::clone(ctx.listeners),
+            hostnames: Arc::clone(ctx.hostnames),
             live: live.stamp,
             scopes: snap.scopes_stamp(),
         })
@@ -152,6 +153,56 @@ pub struct GatewayMemo {
     pub(crate) live: LiveChildren,
     /// The route attachments the last plan decided, and what it made of them.
     pub(crate) attach: Attachments,
+    /// The orphaned route children the last plan found.
+    pub(crate) orphans: Option<Orphans>,
+}
+
+/// The live children of routes a Gateway no longer accepts, as a plan found them, and
+/// from what: the Gateway's children (by [`Snapshot::gateway_children_stamp`]: which
+/// children carry its label and each one's parent), the accepted routes (each one's uid)
+/// and the fleet (what is deletable).
+#[derive(Debug)]
+pub(crate) struct Orphans {
+    children: u64,
+    fleet: u64,
+    /// In the order of the plan's accepted routes.
+    accepted: Vec<Arc<RouteEntry>>,
+    pub found: Vec<ObjectKey>,
+}
+
+impl Orphans {
+    pub(crate) fn new(
+        snap: &Snapshot,
+        children: u64,
+        accepted: &[Arc<RouteEntry>],
+        found: Vec<ObjectKey>,
+    ) -> Self {
+        Self {
+            children,
+            fleet: snap.fleet_stamp(),
+            accepted: accepted.to_vec(),
+            found,
+        }
+    }
+
+    /// Whether what was found holds for the Gateway's children of stamp `children` and
+    /// these accepted routes: the same stamps, and the same uids (an entry that is the
+    /// same has the same uid: compared by address first).
+    pub(crate) fn holds(
+        &self,
+        snap: &Snapshot,
+        children: u64,
+        accepted: &[Arc<RouteEntry>],
+    ) -> bool {
+        self.children == children
+            && self.fleet == snap.fleet_stamp()
+            && self.accepted.len() == accepted.len()
+            && self
+                .accepted
+                .iter()
+                .zip(accepted)
+                .all(|(a, b)| Arc::ptr_eq(a, b) || a.uid == b.uid)
+    }
 }
 
 impl GatewayMemo {
@@ -204,14 +255,17 @@ impl GatewayMemo {
 /// them: a route's attachment is kept while its entry in the snapshot is the same and
 /// so is what attachment reads of the rest (the Gateway's evaluation, its spec, what the
 /// snapshot answers as a `Lookup`: [`Snapshot::references_stamp`]). When every
-/// attachment is what it was, so are the listeners and hostnames made of them. The
-/// Gateway parsed is kept while its entry is the same.
+/// attachment is what it was, so are the routes each listener counts and the listeners
+/// and hostnames made of them. The Gateway parsed is kept while its entry is the same.
 #[derive(Debug, Default)]
 pub(crate) struct Attachments {
     basis: Option<AttachBasis>,
     /// In route key order.
     routes: Vec<(RouteKey, Arc<RouteEntry>, Parents)>,
     vars: Option<super::context::Vars>,
+    /// The routes each listener had attached (`attached_routes`, in listener order), as
+    /// counted from the attachments.
+    counts: Option<Vec<i32>>,
     gateway: Option<(Arc<GatewayEntry>, Arc<Value>)>,
     /// `gateway` and `vars` as template values, when a plan converted them.
     gateway_value: Option<minijinja::Value>,
@@ -236,6 +290,9 @@ pub(crate) struct Attached<'s> {
     /// The listeners and hostnames of the last plan, when every attachment is what it was
     /// then (and so are they).
     pub vars: Option<super::context::Vars>,
+    /// The routes attached to each listener, counted by the last plan, when every
+    /// attachment is what it was then.
+    pub counts: Option<Vec<i32>>,
 }
 
 impl Attachments {
@@ -260,6 +317,12 @@ impl Attachments {
     ) {
         self.vars = Some((Arc::clone(listeners), Arc::clone(hostnames)));
         self.vars_values = None;
+    }
+
+    /// Remembers the routes attached to each listener of `eval`, as counted from the
+    /// attachments [`attach`] returned.
+    pub(crate) fn remember_counts(&mut self, eval: &GatewayEval) {
+        self.counts = Some(eval.listeners.iter().map(|l| l.attached_routes).collect());
     }
 
     /// The parts of the template context this plan shares with the last one, converted
@@ -312,6 +375,7 @@ pub(crate) fn attach<'s>(
             attachments,
             entries,
             vars: None,
+            counts: None,
         };
     };
     let references = snap.references_stamp();
@@ -327,36 +391,54 @@ pub(crate) fn attach<'s>(
         });
         memo.routes.clear();
         memo.vars = None;
+        memo.counts = None;
         memo.vars_values = None;
     }
     let before = std::mem::take(&mut memo.routes);
+    memo.routes.reserve(before.len());
     let mut before = before.into_iter().peekable();
     // Whether every route's attachment is what it was, and no route came or went.
     let mut same = same_basis;
     // Both in route key order: one walk.
     for (rkey, route) in snap.routes_referencing(key) {
-        while before.next_if(|(k, _, _)| k < rkey).is_some() {
-            same = false;
-        }
-        let kept = before.next_if(|(k, _, _)| k == rkey);
-        let a = match kept {
-            Some((_, e, a)) if Arc::ptr_eq(&e, route) => a,
+        // The last plan's attachment of this very entry is the same route's: found
+        // without comparing keys (the memo holds the entry, so no other has its address).
+        let kept = match before.next_if(|(_, e, _)| Arc::ptr_eq(e, route)) {
+            Some(kept) => Some(kept),
+            None => loop {
+                match before.peek().map(|(k, _, _)| k.cmp(rkey)) {
+                    Some(std::cmp::Ordering::Less) => {
+                        before.next();
+                        same = false;
+                    }
+                    Some(std::cmp::Ordering::Equal) => break before.next(),
+                    Some(std::cmp::Ordering::Greater) | None => break None,
+                }
+            },
+        };
+        // The key the memo keeps: the last plan's, when it had the route.
+        let (kept_key, a) = match kept {
+            Some((k, e, a)) if Arc::ptr_eq(&e, route) => (k, a),
             kept => {
                 let a = attach_route(&route.view, gw, eval, snap);
-                same = same && kept.is_some_and(|(_, _, k)| *k == a);
-                Arc::new(a)
+                same = same && kept.as_ref().is_some_and(|(_, _, k)| **k == a);
+                (
+                    kept.map_or_else(|| rkey.clone(), |(k, _, _)| k),
+                    Arc::new(a),
+                )
             }
         };
         if !a.is_empty() {
             attachments.push((rkey.clone(), Arc::clone(&a)));
             entries.push(route);
         }
-        memo.routes.push((rkey.clone(), Arc::clone(route), a));
+        memo.routes.push((kept_key, Arc::clone(route), a));
     }
     same = same && before.next().is_none();
     Attached {
         attachments,
         entries,
         vars: if same { memo.vars.clone() } else { None },
+        counts: if same { memo.counts.clone() } else { None },
     }
 }

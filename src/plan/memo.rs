@@ -15,7 +15,8 @@
 //!   undeclared variables). When that cannot be told (a route template includes another
 //!   template, or reads `routes`, every route's object), nothing is remembered;
 //! - the route's live children under the Gateway, and whatever holds each object the
-//!   plan renders (by the snapshot's stamps: each version of an object has its own);
+//!   plan renders (by the snapshot's stamps: each version of an object has its own; while
+//!   the stamp of every child under the Gateway is the same, no route's is looked up);
 //! - what is known of kinds' scopes (the snapshot's scopes stamp);
 //! - with a placed route template, the fleet's members and whether placement renders.
 //!
@@ -25,7 +26,7 @@
 //! over random sequences of changes, that a plan made with the memo equals one made
 //! without it.
 
-use std::collections::HashMap;
+use std::cmp::Ordering;
 use std::sync::{Arc, Weak};
 
 use serde_json::Value;
@@ -95,8 +96,6 @@ struct Entry {
     live: u64,
     holders: Vec<Option<u64>>,
     plan: Arc<RoutePlan>,
-    /// The plan that last used or made it ([`PlanMemo::epoch`]).
-    epoch: u64,
 }
 
 /// The remembered route plans of one Gateway. Keep one per Gateway and pass it to
@@ -106,9 +105,12 @@ pub struct PlanMemo {
     /// The Gateway's own part.
     pub(crate) gateway: super::gateway_memo::GatewayMemo,
     context: Option<Arc<RouteContext>>,
-    routes: HashMap<RouteKey, Entry>,
-    /// Counts the plans made with it: an entry a plan did not mark with it is forgotten.
-    epoch: u64,
+    /// In route key order (the order of the Gateway's accepted routes).
+    routes: Vec<(RouteKey, Entry)>,
+    /// [`Snapshot::gateway_children_stamp`] of the Gateway when the last plan checked or
+    /// made the remembered plans: while it is the same, no route's live children under
+    /// the Gateway changed, and no route's stamp need be looked up.
+    gateway_children: u64,
     /// Route plans reused and made by the last plan.
     pub last: MemoCounts,
 }
@@ -160,27 +162,36 @@ impl PlanMemo {
                 .collect();
         };
         self.context = Some(Arc::clone(&context));
-        // The remembered plans are checked and replaced in place: a plan after one route
-        // changed neither rebuilds the map nor clones a key of the routes it reuses.
-        self.epoch = self.epoch.wrapping_add(1);
-        let epoch = self.epoch;
         // Every route iterated here is one the Gateway's context holds, so it accepts it.
         let accepted = gw.accepted;
-        let mut out = Vec::with_capacity(gw.context.routes.len());
-        let mut kept = 0;
+        let n = gw.context.routes.len();
+        let mut out = Vec::with_capacity(n);
+        // The remembered plans and the Gateway's accepted routes are both in route key
+        // order: one walk, no lookup by key. The routes the Gateway no longer has, and the
+        // plans not remembered this time (a conflict, a route gone from the snapshot), are
+        // left behind; the kept ones move into the new list with their keys.
+        let before = std::mem::replace(&mut self.routes, Vec::with_capacity(n));
+        let children = snap.gateway_children_stamp(&gw.uid);
+        let children_same = std::mem::replace(&mut self.gateway_children, children) == children;
+        let mut before = before.into_iter().peekable();
         for (i, rkey) in gw.context.routes.iter().enumerate() {
             // The Gateway's plan holds the accepted routes' entries beside their keys.
-            let entry = gw.route_entries.get(i);
-            if let Some(old) = self.routes.get_mut(rkey)
-                && let Some(entry) = entry
-                && old.still_holds(snap, gw, entry, &context, accepted)
-            {
-                self.last.reused += 1;
-                kept += 1;
-                old.epoch = epoch;
-                out.push(Arc::clone(&old.plan));
-                continue;
-            }
+            let entry = gw.context.route_entries.get(i);
+            let old = remembered(&mut before, rkey, entry);
+            let key = match old {
+                Some((key, old)) => {
+                    if let Some(entry) = entry
+                        && old.still_holds(snap, gw, entry, &context, accepted, children_same)
+                    {
+                        self.last.reused += 1;
+                        out.push(Arc::clone(&old.plan));
+                        self.routes.push((key, old));
+                        continue;
+                    }
+                    Some(key)
+                }
+                None => None,
+            };
             self.last.planned += 1;
             let plan = Arc::new(super::route::plan_route(snap, gw, rkey));
             // A plan with a conflict is made again each time: which of its template's
@@ -196,24 +207,39 @@ impl PlanMemo {
                     live: snap.children_stamp(&entry.uid),
                     holders: held_keys(&plan).map(|k| snap.holder_stamp(k)).collect(),
                     plan: Arc::clone(&plan),
-                    epoch,
                 };
-                kept += 1;
-                match self.routes.get_mut(rkey) {
-                    Some(old) => *old = made,
-                    None => {
-                        self.routes.insert(rkey.clone(), made);
-                    }
-                }
+                self.routes
+                    .push((key.unwrap_or_else(|| rkey.clone()), made));
             }
             out.push(plan);
         }
-        // Forget the routes the Gateway no longer has, and the plans not remembered this
-        // time (a conflict, a route gone from the snapshot).
-        if kept != self.routes.len() {
-            self.routes.retain(|_, e| e.epoch == epoch);
-        }
         out
+    }
+}
+
+/// The remembered plan of the route `rkey` (of snapshot entry `entry`), taken from
+/// `before` (in route key order) after those of routes before it. The plan made from the
+/// very entry is the same route's: found without comparing keys (its `Weak` keeps the
+/// entry's allocation, so no other entry has its address).
+fn remembered(
+    before: &mut std::iter::Peekable<std::vec::IntoIter<(RouteKey, Entry)>>,
+    rkey: &RouteKey,
+    entry: Option<&Arc<RouteEntry>>,
+) -> Option<(RouteKey, Entry)> {
+    if let Some(entry) = entry
+        && let Some(old) =
+            before.next_if(|(_, e)| std::ptr::eq(e.route.as_ptr(), Arc::as_ptr(entry)))
+    {
+        return Some(old);
+    }
+    loop {
+        match before.peek().map(|(k, _)| k.cmp(rkey)) {
+            Some(Ordering::Less) => {
+                before.next();
+            }
+            Some(Ordering::Equal) => return before.next(),
+            Some(Ordering::Greater) | None => return None,
+        }
     }
 }
 
@@ -236,6 +262,7 @@ impl Entry {
         route: &Arc<RouteEntry>,
         context: &Arc<RouteContext>,
         accepted: bool,
+        children_same: bool,
     ) -> bool {
         std::ptr::eq(self.route.as_ptr(), Arc::as_ptr(route))
             && gw
@@ -244,7 +271,9 @@ impl Entry {
                 .is_some_and(|b| std::ptr::eq(self.blueprint.as_ptr(), Arc::as_ptr(b)))
             && Arc::ptr_eq(&self.context, context)
             && self.accepted == accepted
-            && snap.children_stamp(&route.uid) == self.live
+            // The route's stamp covers its children under every Gateway: one that moved
+            // while the Gateway's did not only makes the plan again, later.
+            && (children_same || snap.children_stamp(&route.uid) == self.live)
             && held_keys(&self.plan)
                 .map(|k| snap.holder_stamp(k))
                 .eq(self.holders.iter().copied())

@@ -407,9 +407,16 @@ fn route_parents(
     attachments
         .into_iter()
         .map(|(route, mut entries)| {
-            while plans.next_if(|r| r.route < route).is_some() {}
-            let errors: Vec<&RenderError> = plans
-                .next_if(|r| r.route == route)
+            let plan = loop {
+                match plans.peek().map(|r| r.route.cmp(&route)) {
+                    Some(std::cmp::Ordering::Less) => {
+                        plans.next();
+                    }
+                    Some(std::cmp::Ordering::Equal) => break plans.next(),
+                    Some(std::cmp::Ordering::Greater) | None => break None,
+                }
+            };
+            let errors: Vec<&RenderError> = plan
                 .map_or(&[][..], |r| r.errors.as_slice())
                 .iter()
                 .collect();

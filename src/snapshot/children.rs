@@ -2,7 +2,7 @@
 //! Gateway), what is known of their kinds (scopes, the names taken), and the objects
 //! `render` found several parents rendering (claims).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -55,9 +55,10 @@ impl Snapshot {
                 .insert(key.clone());
         }
         if let Some(uid) = &entry.gateway_uid {
-            self.children_by_gateway
-                .entry(uid.clone())
-                .or_default()
+            let by_gateway = self.children_by_gateway.entry(uid.clone()).or_default();
+            by_gateway.stamp = entry.stamp;
+            by_gateway
+                .children
                 .insert(key.clone(), entry.parent_uid.clone());
         }
         self.children.insert(key, entry);
@@ -115,9 +116,11 @@ impl Snapshot {
             if let Some(uid) = old.gateway_uid.as_deref()
                 && let Some(set) = self.children_by_gateway.get_mut(uid)
             {
-                set.remove(key);
-                if set.is_empty() {
+                set.children.remove(key);
+                if set.children.is_empty() {
                     self.children_by_gateway.remove(uid);
+                } else {
+                    set.stamp = next_stamp();
                 }
             }
         }
@@ -194,7 +197,7 @@ impl Snapshot {
         self.children_by_gateway
             .get(gateway_uid)
             .into_iter()
-            .flat_map(BTreeMap::keys)
+            .flat_map(|g| g.children.keys())
             .filter_map(|k| self.children.get(k).map(ChildEntry::object))
     }
     /// The parent uids of the live children labelled with this Gateway uid whose parent is
@@ -206,7 +209,7 @@ impl Snapshot {
         self.children_by_gateway
             .get(gateway_uid)
             .into_iter()
-            .flatten()
+            .flat_map(|g| &g.children)
             .filter_map(move |(k, p)| {
                 let p = p.as_deref().unwrap_or_default();
                 (p != gateway_uid).then_some((k, p))
@@ -220,8 +223,17 @@ impl Snapshot {
         self.children_by_gateway
             .get(gateway_uid)
             .into_iter()
-            .flat_map(BTreeMap::keys)
+            .flat_map(|g| g.children.keys())
             .map(|k| (k.api_version.clone(), k.kind.clone()))
+    }
+    /// One stamp for every live child labelled with this Gateway uid (0 for none), as
+    /// [`Snapshot::children_stamp`] is for a parent's: equal stamps, the same children
+    /// under the Gateway with the same parents.
+    #[must_use]
+    pub fn gateway_children_stamp(&self, gateway_uid: &str) -> u64 {
+        self.children_by_gateway
+            .get(gateway_uid)
+            .map_or(0, |g| g.stamp)
     }
     /// A live child by key, parsed.
     #[must_use]

@@ -84,6 +84,15 @@ pub fn secrets_named_by(g: &Gateway) -> impl Iterator<Item = Key> + '_ {
     crate::gateway::refs::secret_refs(g).map(|(ns, name)| Key::new(ns, name))
 }
 
+/// The live children labelled with one Gateway uid, and each one's parent uid.
+#[derive(Debug, Default)]
+struct GatewayChildren {
+    /// Renewed whenever one of them is put or removed
+    /// ([`Snapshot::gateway_children_stamp`]).
+    stamp: u64,
+    children: BTreeMap<ObjectKey, Option<String>>,
+}
+
 /// See the module docs.
 #[derive(Debug, Default)]
 pub struct Snapshot {
@@ -122,7 +131,7 @@ pub struct Snapshot {
     /// ([`Snapshot::children_stamp`]).
     children_stamps: std::collections::HashMap<String, u64>,
     /// Reverse index: per Gateway uid (the label), its children and each one's parent uid.
-    children_by_gateway: BTreeMap<String, BTreeMap<ObjectKey, Option<String>>>,
+    children_by_gateway: BTreeMap<String, GatewayChildren>,
     scopes: crate::render::scope::KindScopes,
     /// Changes whenever `scopes` does (see [`next_stamp`](entries::next_stamp)).
     scopes_stamp: u64,

@@ -107,6 +107,32 @@ fn relists_drop_what_is_gone() {
 }
 
 #[test]
+fn the_gateway_children_stamp_moves_with_the_children_under_the_gateway() {
+    let mut s = Snapshot::new("sys");
+    assert_eq!(s.gateway_children_stamp("g"), 0, "no child");
+    let child = |name: &str, parent: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "a", "labels": {"gatewright.dev/parent-uid": parent, "gatewright.dev/gateway-uid": "g"}}});
+    s.put_child(child("x", "r1"));
+    let first = s.gateway_children_stamp("g");
+    assert_ne!(first, 0);
+    s.put_child(child("y", "r2"));
+    let second = s.gateway_children_stamp("g");
+    assert_ne!(second, first, "a child added");
+    s.put_child(child("y", "r3"));
+    let third = s.gateway_children_stamp("g");
+    assert_ne!(third, second, "a child of another parent now");
+    s.put_child(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "z", "namespace": "a", "labels": {"gatewright.dev/parent-uid": "r1", "gatewright.dev/gateway-uid": "h"}}}));
+    assert_eq!(
+        s.gateway_children_stamp("g"),
+        third,
+        "another Gateway's child"
+    );
+    s.remove_child(&ObjectKey::of(&child("x", "r1")));
+    assert_ne!(s.gateway_children_stamp("g"), third, "a child removed");
+    s.remove_child(&ObjectKey::of(&child("y", "r3")));
+    assert_eq!(s.gateway_children_stamp("g"), 0, "none left");
+}
+
+#[test]
 fn the_fleet_stamp_moves_with_the_fleet_and_only_with_it() {
     let member = |name: &str, unserved: Option<&str>| fleet::FleetMember {
         name: name.to_owned(),

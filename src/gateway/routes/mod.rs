@@ -96,12 +96,15 @@ where
 {
     type ListenerId<'b> = (Option<&'b (String, String)>, &'b str);
     let mut per_listener: BTreeMap<ListenerId<'a>, i32> = BTreeMap::new();
+    // The listeners of one route (a few: a list searched, reused from route to route).
+    let mut seen: Vec<ListenerId<'a>> = Vec::new();
     for route in routes {
-        let mut seen = std::collections::BTreeSet::new();
+        seen.clear();
         for a in route.into_iter().filter(|a| a.is_accepted()) {
             for l in &a.listeners {
                 let id = (l.set.as_ref(), l.listener.as_str());
-                if seen.insert(id) {
+                if !seen.contains(&id) {
+                    seen.push(id);
                     *per_listener.entry(id).or_default() += 1;
                 }
             }
