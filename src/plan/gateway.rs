@@ -162,28 +162,8 @@ pub(crate) fn plan_gateway_with(
         attachments,
         entries: attached,
         vars,
-        counts,
-    } = super::gateway_memo::attach(
-        snap,
-        key,
-        gw,
-        &eval,
-        memo.as_deref_mut().map(|m| &mut m.attach),
-    );
-    match counts {
-        // Every attachment is the last plan's: so is what each listener counts.
-        Some(counts) => {
-            for (l, n) in eval.listeners.iter_mut().zip(counts) {
-                l.attached_routes = n;
-            }
-        }
-        None => {
-            count_attached_routes(&mut eval, attachments.iter().map(|(_, a)| &**a));
-            if let Some(m) = memo.as_deref_mut() {
-                m.attach.remember_counts(&eval);
-            }
-        }
-    }
+        ..
+    } = attach_routes(snap, key, gw, &mut eval, memo.as_deref_mut());
 
     let params = infrastructure_values(snap, gw, blueprint.as_ref().ok());
     let (accepted_cond, blueprint) = accepted_condition(&eval, &params, blueprint, class_name);
@@ -260,6 +240,40 @@ pub(crate) fn plan_gateway_with(
 
     plan.listeners = eval.listeners;
     Ok(plan)
+}
+
+/// The routes attached to the Gateway's listeners, in route key order, with the routes
+/// each listener counts set in `eval` (the last plan's counts when every attachment is
+/// what it was then).
+fn attach_routes<'s>(
+    snap: &'s Snapshot,
+    key: &Key,
+    gw: &gateway_api::apis::standard::gateways::Gateway,
+    eval: &mut GatewayEval,
+    mut memo: Option<&mut super::gateway_memo::GatewayMemo>,
+) -> super::gateway_memo::Attached<'s> {
+    let mut attached = super::gateway_memo::attach(
+        snap,
+        key,
+        gw,
+        eval,
+        memo.as_deref_mut().map(|m| &mut m.attach),
+    );
+    match attached.counts.take() {
+        // Every attachment is the last plan's: so is what each listener counts.
+        Some(counts) => {
+            for (l, n) in eval.listeners.iter_mut().zip(counts) {
+                l.attached_routes = n;
+            }
+        }
+        None => {
+            count_attached_routes(eval, attached.attachments.iter().map(|(_, a)| &**a));
+            if let Some(m) = memo {
+                m.attach.remember_counts(eval);
+            }
+        }
+    }
+    attached
 }
 
 /// The Gateway's `Accepted`, as its evaluation, its parameters and its class's blueprint
