@@ -277,8 +277,8 @@ impl Cluster {
     }
 
     /// How the rollout of blueprint `name` (spec hash `hash`) stands in every other member
-    /// of the inventory, read there (served or observed by this replica; one GET each, side
-    /// by side, [`READ_ELSEWHERE`] at most).
+    /// of the inventory: from the member's snapshot when this replica watches it there,
+    /// else read there (one GET each, side by side, [`READ_ELSEWHERE`] at most).
     async fn read_elsewhere(&self, name: &str, hash: &str) -> Vec<Elsewhere> {
         let Some(fleet) = self.fleet() else {
             return Vec::new();
@@ -295,8 +295,21 @@ impl Cluster {
                             .unwrap_or_else(|| "not engaged".to_owned()),
                     ),
                     Some(c) => {
-                        let api: Api<GatewayClassBlueprint> = Api::all(c.client.clone());
-                        match tokio::time::timeout(READ_ELSEWHERE, api.get_opt(name)).await {
+                        // A member whose blueprints this replica watches has it in its
+                        // snapshot; one it only observes (or not yet watching them) is read.
+                        let watched = c
+                            .snapshot
+                            .read()
+                            .ok()
+                            .and_then(|s| s.blueprint(name).map(|b| b.object.clone()));
+                        let read = match watched {
+                            Some(bp) => Ok(Ok(Some(bp))),
+                            None => {
+                                let api: Api<GatewayClassBlueprint> = Api::all(c.client.clone());
+                                tokio::time::timeout(READ_ELSEWHERE, api.get_opt(name)).await
+                            }
+                        };
+                        match read {
                             Ok(Ok(Some(bp))) => crate::plan::waves::stands(&bp, hash),
                             Ok(Ok(None)) => Stands::Absent,
                             Ok(Err(e)) => Stands::Unread(e.to_string()),
