@@ -488,6 +488,14 @@ fn api_server_and_etcd_restarts_lose_nothing() {
     let before = ours();
     trt.block_on(apply_yaml(&client, &rotate(&h)));
     let expected_a = expected.clone();
+    // The new Certificate first: a settle alone could take the old, still stable set
+    // for the answer while the route's change is on its way to the controller.
+    trt.block_on(wait_for("healthy rotation", CONVERGE, || async {
+        let (c, _) = children(&client, &h).await;
+        c.iter()
+            .any(|c| c.starts_with("Certificate/") && !expected_a.contains(c))
+            .then_some(())
+    }));
     let expected = trt.block_on(settle(&client, &h, CONVERGE));
     assert_ne!(expected, expected_a, "the rotation replaced no certificate");
     let healthy_rotation = ours() - before;
