@@ -256,3 +256,38 @@ pub struct BudgetWait {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<Time>,
 }
+
+/// The annotation on a blueprint that says what the previous release of gatewright shipped
+/// in its place: JSON `{"release": "0.1.0", "spec": {...}}` (the chart sets it on the
+/// classes it ships). A release before revisions left Gateways rendered from that spec
+/// with no revision recorded; the controller records it as revision 0 of the blueprint, so
+/// the release's own spec reaches those Gateways through the `rolloutPolicy`, not all at
+/// once ([`crate::plan::revisions`]).
+pub const PREVIOUS_RELEASE_ANNOTATION: &str = "gatewright.dev/previous-release";
+
+/// What [`PREVIOUS_RELEASE_ANNOTATION`] holds.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct PreviousRelease {
+    /// The release (`0.1.0`), for people and logs.
+    pub release: String,
+    /// The blueprint spec that release shipped.
+    pub spec: super::GatewayClassBlueprintSpec,
+}
+
+impl PreviousRelease {
+    /// The annotation of `meta`, parsed: `None` without it, an error saying why when it is
+    /// not what it must be.
+    pub fn of(
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> Option<Result<Self, String>> {
+        let text = meta
+            .annotations
+            .as_ref()?
+            .get(PREVIOUS_RELEASE_ANNOTATION)?;
+        Some(serde_json::from_str(text).map_err(|e| {
+            format!(
+                "annotation {PREVIOUS_RELEASE_ANNOTATION} is not {{\"release\": ..., \"spec\": <a blueprint spec>}}: {e}"
+            )
+        }))
+    }
+}

@@ -89,13 +89,16 @@ impl Cluster {
         if !self.rest_watches_listed() {
             return Ok(None);
         }
-        let Some((read, errors)) = self.snapshot.read().ok().and_then(|s| {
-            let errors = s.blueprint(name).map(|b| {
+        let Some((read, errors, previous)) = self.snapshot.read().ok().and_then(|s| {
+            let (errors, previous) = s.blueprint(name).map(|b| {
                 let errors = crate::plan::class::blueprint_errors(&s, b);
-                (!errors.is_empty())
-                    .then(|| errors.iter().map(ToString::to_string).collect::<Vec<_>>())
+                (
+                    (!errors.is_empty())
+                        .then(|| errors.iter().map(ToString::to_string).collect::<Vec<_>>()),
+                    crate::plan::revisions::previous_ignored(b),
+                )
             })?;
-            super::revisions::read(&s, name).map(|r| (r, errors))
+            super::revisions::read(&s, name).map(|r| (r, errors, previous))
         }) else {
             return Ok(None);
         };
@@ -105,7 +108,10 @@ impl Cluster {
             None => Cond::t(
                 types::ACCEPTED,
                 reasons::ACCEPTED,
-                "every template compiles",
+                &previous.map_or_else(
+                    || "every template compiles".to_owned(),
+                    |p| format!("every template compiles; {p}"),
+                ),
             ),
             Some(errs) => Cond::f(types::ACCEPTED, "InvalidTemplate", &errs.join("; ")),
         };

@@ -38,6 +38,10 @@ pub(super) struct Read {
     members: Vec<Member>,
     /// Revisions a Gateway renders or is pinned to.
     in_use: BTreeSet<String>,
+    /// Revision 0 to make before the newest (`revisions::predecessor`): the previous
+    /// release's spec, which Gateways that release converged render. Only while its object
+    /// is not made and a Gateway renders it.
+    predecessor: Option<(String, crate::api::GatewayClassBlueprintSpec, String)>,
 }
 
 /// Reads blueprint `name` and the Gateways of its classes.
@@ -53,6 +57,12 @@ pub(super) fn read(s: &Snapshot, name: &str) -> Option<Read> {
         in_use.insert(r.revision.clone());
         in_use.extend(r.from.clone());
     }
+    let predecessor = revisions::predecessor(s, bp)
+        .filter(|n| s.revision(n).is_none() && in_use.contains(n))
+        .and_then(|n| match &bp.previous {
+            Some(Ok(p)) => Some((n, p.spec.clone(), p.hash.clone())),
+            _ => None,
+        });
     Some(Read {
         object: bp.object.clone(),
         newest: (
@@ -68,6 +78,7 @@ pub(super) fn read(s: &Snapshot, name: &str) -> Option<Read> {
             .collect(),
         members,
         in_use,
+        predecessor,
     })
 }
 
@@ -121,54 +132,82 @@ pub(super) struct Outcome {
 }
 
 impl Cluster {
+    /// Makes revision `(name, number, hash)` of `bp` holding `template`: false when that
+    /// failed and is to be tried again at the next pass (already made, or the kind not
+    /// installed, is not a failure).
+    async fn make_revision(
+        &self,
+        api: &Api<GatewayClassBlueprintRevision>,
+        bp: &GatewayClassBlueprint,
+        (name, number, hash): (&str, i64, &str),
+        template: crate::api::GatewayClassBlueprintSpec,
+    ) -> bool {
+        let blueprint = bp.metadata.name.clone().unwrap_or_default();
+        let rev = GatewayClassBlueprintRevision {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                labels: Some(BTreeMap::from([(
+                    BLUEPRINT_LABEL.into(),
+                    blueprint.clone(),
+                )])),
+                owner_references: Some(vec![
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                        api_version: crate::api::API_VERSION.into(),
+                        kind: crate::api::BLUEPRINT_KIND.into(),
+                        name: blueprint.clone(),
+                        uid: bp.metadata.uid.clone().unwrap_or_default(),
+                        controller: Some(true),
+                        block_owner_deletion: None,
+                    },
+                ]),
+                ..ObjectMeta::default()
+            },
+            spec: GatewayClassBlueprintRevisionSpec {
+                blueprint: blueprint.clone(),
+                revision: number,
+                hash: hash.to_owned(),
+                template,
+            },
+        };
+        match api.create(&PostParams::default(), &rev).await {
+            Ok(made) => {
+                tracing::info!(%blueprint, revision = %name, "made a revision");
+                if let Ok(mut s) = self.snapshot.write() {
+                    s.put_revision(made);
+                }
+                true
+            }
+            // Made meanwhile (its watch event brings it), or the CRD is not installed
+            // (Gateways render the blueprint's spec, named as its revision will be).
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => true,
+            // Not fatal (a member whose RBAC predates revisions, say): the Gateways
+            // render the spec, named as its revision will be; the status is written.
+            Err(e) => {
+                tracing::warn!(%blueprint, revision = %name, error = %e, "failed to make a blueprint revision; retried at the next pass");
+                false
+            }
+        }
+    }
+
     /// Makes the newest revision's object, prunes revisions past the history limit, and
     /// steps the rollout. Called from the blueprint's pass with what [`read`] gave.
     pub(super) async fn revisions_pass(self: &Arc<Self>, r: &Read) -> Result<Outcome, Error> {
         let name = r.object.metadata.name.clone().unwrap_or_default();
         let (newest, number, hash, exists) = r.newest.clone();
         let api: Api<GatewayClassBlueprintRevision> = Api::all(self.client.clone());
-        if !exists {
+        // Revision 0 first: until it is made the Gateways the previous release converged
+        // hold it by the annotation alone, and once the newest exists they would lose it.
+        let mut made_predecessor = true;
+        if let Some((zero, spec, hash)) = &r.predecessor {
+            made_predecessor = self
+                .make_revision(&api, &r.object, (zero, 0, hash), spec.clone())
+                .await;
+        }
+        if !exists && made_predecessor {
             let mut template = r.object.spec.clone();
             template.rollout_policy = None;
-            let rev = GatewayClassBlueprintRevision {
-                metadata: ObjectMeta {
-                    name: Some(newest.clone()),
-                    labels: Some(BTreeMap::from([(BLUEPRINT_LABEL.into(), name.clone())])),
-                    owner_references: Some(vec![
-                        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-                            api_version: crate::api::API_VERSION.into(),
-                            kind: crate::api::BLUEPRINT_KIND.into(),
-                            name: name.clone(),
-                            uid: r.object.metadata.uid.clone().unwrap_or_default(),
-                            controller: Some(true),
-                            block_owner_deletion: None,
-                        },
-                    ]),
-                    ..ObjectMeta::default()
-                },
-                spec: GatewayClassBlueprintRevisionSpec {
-                    blueprint: name.clone(),
-                    revision: number,
-                    hash,
-                    template,
-                },
-            };
-            match api.create(&PostParams::default(), &rev).await {
-                Ok(made) => {
-                    tracing::info!(blueprint = %name, revision = %newest, "made a revision");
-                    if let Ok(mut s) = self.snapshot.write() {
-                        s.put_revision(made);
-                    }
-                }
-                // Made meanwhile (its watch event brings it), or the CRD is not installed
-                // (Gateways render the blueprint's spec, named as its revision will be).
-                Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
-                // Not fatal (a member whose RBAC predates revisions, say): the Gateways
-                // render the spec, named as its revision will be; the status is written.
-                Err(e) => {
-                    tracing::warn!(blueprint = %name, revision = %newest, error = %e, "failed to make a blueprint revision; retried at the next pass");
-                }
-            }
+            self.make_revision(&api, &r.object, (&newest, number, &hash), template)
+                .await;
         }
         // History: the newest `limit`, and whatever a Gateway renders or is pinned to.
         let limit = r

@@ -15,6 +15,7 @@ use gateway_api::apis::standard::gateways::Gateway;
 
 use crate::api::{GatewayClassBlueprintSpec, RolloutPhase, RolloutStatus};
 use crate::gateway::conditions::{Cond, types};
+use crate::render::RenderError;
 use crate::render::prepared::Prepared;
 use crate::snapshot::{BlueprintEntry, Key, RevisionEntry, Snapshot};
 
@@ -80,6 +81,68 @@ pub fn recorded(gw: &Gateway) -> Option<&str> {
         .find(|c| c.type_ == types::REVISION)
         .and_then(|c| c.message.split(':').next())
         .filter(|n| !n.is_empty())
+}
+
+/// Whether a Gateway was converged by a release of gatewright that recorded no revision:
+/// it holds our finalizer but its status names no revision.
+#[must_use]
+pub fn predates(gw: &Gateway) -> bool {
+    let ours = gw.metadata.finalizers.as_ref().is_some_and(|f| {
+        f.iter()
+            .any(|f| f == crate::render::labels::GATEWAY_FINALIZER)
+    });
+    ours && recorded(gw).is_none()
+}
+
+/// Revision 0 of a blueprint, `<blueprint>-0`: the spec the previous release shipped in its
+/// place ([`crate::api::PREVIOUS_RELEASE_ANNOTATION`]), which the Gateways that release
+/// converged ([`predates`]) render until the rollout reaches them. Its object once made;
+/// before that, while the blueprint has no revision at all, the annotation's spec when it
+/// differs from the blueprint's own (the same spec is simply the newest).
+#[must_use]
+pub fn predecessor(snap: &Snapshot, bp: &BlueprintEntry) -> Option<String> {
+    let bp_name = bp.object.metadata.name.as_deref().unwrap_or_default();
+    let name = name_of(bp_name, 0);
+    if snap
+        .revision(&name)
+        .is_some_and(|r| r.object.spec.blueprint == bp_name)
+    {
+        return Some(name);
+    }
+    let Some(Ok(previous)) = &bp.previous else {
+        return None;
+    };
+    (previous.prepared.is_ok() && previous.hash != bp.hash && snap.revisions_of(bp_name).is_empty())
+        .then_some(name)
+}
+
+/// Why the blueprint's [`crate::api::PREVIOUS_RELEASE_ANNOTATION`] is not used, for its
+/// status: it does not parse, or its spec does not compile with this release (then the
+/// Gateways the previous release converged render the newest, as without it).
+#[must_use]
+pub fn previous_ignored(bp: &BlueprintEntry) -> Option<String> {
+    match bp.previous.as_ref()? {
+        Err(e) => Some(format!("{e}; ignored")),
+        Ok(p) => p.prepared.as_ref().err().map(|errors| {
+            format!(
+                "the spec of release {} in annotation {} does not compile: {}; ignored",
+                p.release,
+                crate::api::PREVIOUS_RELEASE_ANNOTATION,
+                super::class::first_errors(errors)
+            )
+        }),
+    }
+}
+
+/// The revision Gateway `gw` renders now, of blueprint `bp`: the one its status records,
+/// else revision 0 for a Gateway the previous release converged (when there is one).
+#[must_use]
+pub fn current_of(snap: &Snapshot, bp: &BlueprintEntry, gw: &Gateway) -> Option<String> {
+    match recorded(gw) {
+        Some(r) => Some(r.to_owned()),
+        None if predates(gw) => predecessor(snap, bp),
+        None => None,
+    }
 }
 
 /// Why a Gateway renders the revision it does.
@@ -188,13 +251,19 @@ fn prepared_of(
     name: &str,
 ) -> Result<Arc<Prepared>, String> {
     let bp_name = bp.object.metadata.name.as_deref().unwrap_or_default();
+    fn compiled<'p>(
+        snap: &Snapshot,
+        prepared: &'p Result<Arc<Prepared>, Vec<RenderError>>,
+    ) -> (Option<&'p Arc<Prepared>>, Vec<RenderError>) {
+        match prepared {
+            Ok(p) => (Some(p), p.scope_errors(snap.scopes())),
+            Err(e) => (None, e.clone()),
+        }
+    }
     let (prepared, errors) = if name == newest.name {
         let errors = super::class::blueprint_errors(snap, bp);
         (bp.prepared.as_ref().ok(), errors)
-    } else {
-        let Some(r) = snap.revision(name) else {
-            return Err(format!("{} {name} not found", crate::api::REVISION_KIND));
-        };
+    } else if let Some(r) = snap.revision(name) {
         if r.object.spec.blueprint != bp_name {
             return Err(format!(
                 "{} {name} is a revision of {}, not of {bp_name}",
@@ -202,11 +271,13 @@ fn prepared_of(
                 r.object.spec.blueprint
             ));
         }
-        let errors = match &r.prepared {
-            Ok(p) => p.scope_errors(snap.scopes()),
-            Err(e) => e.clone(),
-        };
-        (r.prepared.as_ref().ok(), errors)
+        compiled(snap, &r.prepared)
+    } else {
+        // Revision 0 before its object is made: the previous release's spec.
+        match &bp.previous {
+            Some(Ok(p)) if name == name_of(bp_name, 0) => compiled(snap, &p.prepared),
+            _ => return Err(format!("{} {name} not found", crate::api::REVISION_KIND)),
+        }
     };
     match prepared {
         Some(p) if errors.is_empty() => Ok(p.clone()),
@@ -255,14 +326,13 @@ pub fn choose(snap: &Snapshot, bp: &BlueprintEntry, gw: &Gateway, key: &Key) -> 
     // object is there, or it is the newest). One of another blueprint (the Gateway moved
     // to another class) does not count.
     let bp_name = bp.object.metadata.name.as_deref().unwrap_or_default();
-    let current = recorded(gw)
-        .filter(|r| {
-            *r == newest.name
-                || snap
-                    .revision(r)
-                    .is_some_and(|e| e.object.spec.blueprint == bp_name)
-        })
-        .map(str::to_owned);
+    let current = current_of(snap, bp, gw).filter(|r| {
+        *r == newest.name
+            || snap
+                .revision(r)
+                .is_some_and(|e| e.object.spec.blueprint == bp_name)
+            || predecessor(snap, bp).as_deref() == Some(r.as_str())
+    });
     let rollout = bp
         .object
         .status
@@ -431,5 +501,140 @@ mod tests {
         assert_eq!(spec_hash(&spec), h);
         spec.route_kinds = vec!["GRPCRoute".into()];
         assert_ne!(spec_hash(&spec), h);
+    }
+
+    /// A blueprint `bp` with a policy and the annotation of a previous release whose spec
+    /// renders `previous` (no revision made yet), and two Gateways: `old` converged by that
+    /// release (our finalizer, no revision recorded) and `new` not planned yet.
+    fn upgraded(previous: &str) -> (Snapshot, Gateway, Gateway) {
+        let spec = |label: &str| json!({"gatewayTemplates": [{"name": "a", "template": format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {label}}}\n")}]});
+        let annotation = json!({"release": "0.1.0", "spec": spec(previous)}).to_string();
+        let mut bp: GatewayClassBlueprint = serde_json::from_value(json!({
+            "apiVersion": "gatewright.dev/v1alpha1", "kind": "GatewayClassBlueprint",
+            "metadata": {"name": "bp", "annotations": {crate::api::PREVIOUS_RELEASE_ANNOTATION: annotation}},
+            "spec": spec("new"),
+        }))
+        .unwrap();
+        bp.spec.rollout_policy = Some(RolloutPolicy::default());
+        let mut s = Snapshot::default();
+        s.put_blueprint(bp);
+        let gw = |name: &str, finalizers: serde_json::Value| -> Gateway {
+            serde_json::from_value(json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "metadata": {"namespace": "ns", "name": name, "finalizers": finalizers},
+                "spec": {"gatewayClassName": "c", "listeners": []},
+            }))
+            .unwrap()
+        };
+        let old = gw("old", json!([crate::render::labels::GATEWAY_FINALIZER]));
+        (s, old, gw("new", json!([])))
+    }
+
+    #[test]
+    fn a_gateway_the_previous_release_converged_renders_its_spec_until_the_rollout_reaches_it() {
+        let (mut s, old, new) = upgraded("old");
+        let (ko, kn) = (Key::new("ns", "old"), Key::new("ns", "new"));
+        assert!(predates(&old) && !predates(&new));
+        let bp = s.blueprint("bp").unwrap().clone();
+        assert_eq!(predecessor(&s, &bp).as_deref(), Some("bp-0"));
+        assert_eq!(previous_ignored(&bp), None);
+        // Before revision 0 is made, from the annotation's compiled spec.
+        let c = choose(&s, &bp, &old, &ko);
+        assert_eq!((c.name.as_str(), &c.why), ("bp-0", &Why::Waiting));
+        let Some(Ok(previous)) = &bp.previous else {
+            panic!("no previous release read")
+        };
+        assert!(Arc::ptr_eq(
+            c.prepared.as_ref().unwrap(),
+            previous.prepared.as_ref().unwrap()
+        ));
+        assert_eq!(current_of(&s, &bp, &old).as_deref(), Some("bp-0"));
+        // A Gateway the previous release never planned takes the newest.
+        assert_eq!(pick(&s, &new, &kn), ("bp-1".into(), Why::Newest));
+        assert_eq!(current_of(&s, &bp, &new), None);
+        // Once made, from its object; the newest is then number 1.
+        let mut template = previous.spec.clone();
+        template.rollout_policy = None;
+        s.put_revision(crate::api::GatewayClassBlueprintRevision::new(
+            "bp-0",
+            crate::api::GatewayClassBlueprintRevisionSpec {
+                blueprint: "bp".into(),
+                revision: 0,
+                hash: previous.hash.clone(),
+                template,
+            },
+        ));
+        assert_eq!(newest(&s, &bp).name, "bp-1");
+        assert_eq!(pick(&s, &old, &ko), ("bp-0".into(), Why::Waiting));
+        // Released by the rollout: the newest.
+        let rollout = RolloutStatus {
+            revision: "bp-1".into(),
+            from: Some("bp-0".into()),
+            phase: RolloutPhase::Progressing,
+            waves: vec![WaveStatus {
+                name: "w".into(),
+                gateways: vec!["ns/old".into()],
+                released: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut b = bp.object.clone();
+        b.status = Some(crate::api::BlueprintStatus {
+            rollout: Some(rollout),
+            ..Default::default()
+        });
+        s.put_blueprint(b);
+        assert_eq!(pick(&s, &old, &ko), ("bp-1".into(), Why::Newest));
+    }
+
+    #[test]
+    fn without_a_change_since_the_previous_release_or_a_readable_one_there_is_no_revision_0() {
+        // The same spec: the Gateways converged by the previous release take the newest.
+        let (s, old, _) = upgraded("new");
+        let bp = s.blueprint("bp").unwrap();
+        assert_eq!(predecessor(&s, bp), None);
+        assert_eq!(
+            pick(&s, &old, &Key::new("ns", "old")),
+            ("bp-1".into(), Why::Newest)
+        );
+        // A spec that does not compile here is said and ignored.
+        let (mut s, old, _) = upgraded("{{ broken");
+        assert_eq!(predecessor(&s, s.blueprint("bp").unwrap()), None);
+        let said = previous_ignored(s.blueprint("bp").unwrap()).unwrap();
+        assert!(
+            said.contains("release 0.1.0") && said.ends_with("ignored"),
+            "{said}"
+        );
+        assert_eq!(
+            pick(&s, &old, &Key::new("ns", "old")),
+            ("bp-1".into(), Why::Newest)
+        );
+        // An annotation that is not one.
+        let mut b = s.blueprint("bp").unwrap().object.clone();
+        b.metadata.annotations = Some(std::collections::BTreeMap::from([(
+            crate::api::PREVIOUS_RELEASE_ANNOTATION.to_owned(),
+            "0.1.0".to_owned(),
+        )]));
+        s.put_blueprint(b);
+        let said = previous_ignored(s.blueprint("bp").unwrap()).unwrap();
+        assert!(
+            said.contains(crate::api::PREVIOUS_RELEASE_ANNOTATION),
+            "{said}"
+        );
+        assert_eq!(predecessor(&s, s.blueprint("bp").unwrap()), None);
+        // Once the blueprint has a revision, the annotation no longer makes one.
+        let (mut s, _, _) = upgraded("old");
+        let spec: GatewayClassBlueprintSpec = serde_json::from_value(json!({})).unwrap();
+        s.put_revision(crate::api::GatewayClassBlueprintRevision::new(
+            "bp-1",
+            crate::api::GatewayClassBlueprintRevisionSpec {
+                blueprint: "bp".into(),
+                revision: 1,
+                hash: spec_hash(&spec),
+                template: spec,
+            },
+        ));
+        assert_eq!(predecessor(&s, s.blueprint("bp").unwrap()), None);
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 
-use super::{BlueprintEntry, Key, RevisionEntry, Snapshot, key_of};
+use super::{BlueprintEntry, Key, PreviousEntry, RevisionEntry, Snapshot, key_of};
 use crate::api::{GatewayClassBlueprint, GatewayClassConfig, GatewayConfig};
 use crate::render::prepared::Prepared;
 
@@ -24,19 +24,38 @@ impl Snapshot {
         let name = b.metadata.name.clone().unwrap_or_default();
         // A status write changes no template: what compiled is kept (and the memos that
         // know it by identity stay good).
-        let (prepared, hash) = match self.blueprints.get(&name) {
+        let held = self.blueprints.get(&name);
+        let (prepared, hash) = match held {
             Some(held) if held.object.spec == b.spec => (held.prepared.clone(), held.hash.clone()),
             _ => (
                 Prepared::new(&name, &b.spec).map(Arc::new),
                 b.spec.revision_hash(),
             ),
         };
+        let previous = crate::api::PreviousRelease::of(&b.metadata).map(|read| {
+            let p = read?;
+            if let Some(Some(Ok(same))) = held.map(|h| &h.previous)
+                && same.release == p.release
+                && same.spec == p.spec
+            {
+                return Ok(same.clone());
+            }
+            let mut spec = p.spec;
+            spec.rollout_policy = None;
+            Ok(Arc::new(PreviousEntry {
+                release: p.release,
+                hash: spec.revision_hash(),
+                prepared: Prepared::new(&name, &spec).map(Arc::new),
+                spec,
+            }))
+        });
         self.blueprints.insert(
             name,
             Arc::new(BlueprintEntry {
                 object: b,
                 prepared,
                 hash,
+                previous,
             }),
         );
     }

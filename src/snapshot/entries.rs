@@ -68,6 +68,23 @@ pub struct BlueprintEntry {
     /// The hash of its spec as a revision holds it
     /// ([`crate::api::GatewayClassBlueprintSpec::revision_hash`]).
     pub hash: String,
+    /// What the previous release shipped in its place
+    /// ([`crate::api::PREVIOUS_RELEASE_ANNOTATION`]), compiled, or why it cannot be read.
+    pub previous: Option<Result<Arc<PreviousEntry>, String>>,
+}
+
+/// The spec a previous release shipped for a blueprint, and what compiling it gave: what
+/// the Gateways that release converged render until the rollout reaches them.
+#[derive(Debug)]
+pub struct PreviousEntry {
+    /// The release, for people and logs.
+    pub release: String,
+    /// The spec (its `rolloutPolicy` dropped: a revision has none).
+    pub spec: crate::api::GatewayClassBlueprintSpec,
+    /// The spec's revision hash.
+    pub hash: String,
+    /// Compiled templates and graphs, or every error found.
+    pub prepared: Result<Arc<Prepared>, Vec<RenderError>>,
 }
 
 /// A blueprint revision and what compiling its template gave (under its blueprint's name,

@@ -113,6 +113,7 @@ pub fn members(s: &crate::snapshot::Snapshot, name: &str) -> Vec<Member> {
     let gated = bp
         .and_then(|b| b.object.spec.rollout_policy.as_ref())
         .is_some_and(|p| p.waves.iter().any(|w| w.gate.is_some()));
+    let predecessor = bp.and_then(|b| crate::plan::revisions::predecessor(s, b));
     s.gateways()
         .filter(|(_, g)| classes.contains(&g.typed.spec.gateway_class_name))
         .filter(|(k, _)| crate::plan::gateway::in_scope(s, k).is_ok())
@@ -131,7 +132,11 @@ pub fn members(s: &crate::snapshot::Snapshot, name: &str) -> Vec<Member> {
                     .cloned()
                     .unwrap_or_default(),
                 pinned_to: pin,
-                revision: crate::plan::revisions::recorded(gw).map(str::to_owned),
+                revision: match crate::plan::revisions::recorded(gw) {
+                    Some(r) => Some(r.to_owned()),
+                    None if crate::plan::revisions::predates(gw) => predecessor.clone(),
+                    None => None,
+                },
                 health: health(gw),
                 certificates: move_cost(live, renders),
                 object: gated.then(|| std::sync::Arc::new(g.json())),
