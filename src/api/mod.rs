@@ -406,8 +406,9 @@ pub struct GatewayClassBlueprintRevisionSpec {
     /// The blueprint this is a revision of.
     #[schemars(length(min = 1, max = 253))]
     pub blueprint: String,
-    /// Its number: 1 for the first, one more for each change.
-    #[schemars(range(min = 1))]
+    /// Its number: 1 for the first, one more for each change; 0 for what the previous
+    /// release shipped, made on the upgrade from a release before revisions.
+    #[schemars(range(min = 0))]
     pub revision: i64,
     /// The hash of `template` (sha256, hex, 16 characters): the same spec makes the same
     /// hash, so a blueprint changed back reuses its earlier revision.

@@ -295,3 +295,60 @@ fn every_shipped_class_upgrades_from_its_previous_release_and_leaves_nothing_beh
         .unwrap();
     assert_eq!(cert["metadata"]["name"], format!("public-tls-{v}"));
 }
+
+/// The chart tells the controller what the previous release shipped for each class
+/// (`files/previous-release/<class>/blueprint.yaml`, set as the blueprint's
+/// `gatewright.dev/previous-release` annotation): each must be a class the chart still
+/// ships, differ from its blueprint now (an unchanged class needs no revision 0), and
+/// compile with this release (else the controller ignores it and says so).
+#[test]
+fn the_chart_says_what_the_previous_release_shipped_and_this_release_compiles_it() {
+    let dir = root().join("charts/gatewright/files/previous-release");
+    let release = std::fs::read_to_string(dir.join("VERSION")).unwrap();
+    let release = release.trim();
+    assert!(
+        release.split('.').count() == 3 && release.split('.').all(|n| n.parse::<u32>().is_ok()),
+        "files/previous-release/VERSION {release:?} is not a release"
+    );
+    let read = |p: &Path| -> gatewright::api::GatewayClassBlueprint {
+        serde_saphyr::from_str(&std::fs::read_to_string(p).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    };
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let entry = entry.unwrap();
+        if !entry.file_type().unwrap().is_dir() {
+            continue;
+        }
+        let class = entry.file_name().to_string_lossy().into_owned();
+        let previous = read(&entry.path().join("blueprint.yaml"));
+        let now = read(
+            &root()
+                .join("charts/gatewright/files/gatewayclasses")
+                .join(&class)
+                .join("blueprint.yaml"),
+        );
+        assert_eq!(previous.metadata.name.as_deref(), Some(class.as_str()));
+        assert_ne!(
+            previous.spec.revision_hash(),
+            now.spec.revision_hash(),
+            "{class}: unchanged since {release}: drop its files/previous-release copy"
+        );
+        // What the controller reads from the annotation the chart makes of it.
+        let annotation = json!({"release": release, "spec": previous.spec}).to_string();
+        let mut meta = now.metadata.clone();
+        meta.annotations = Some(std::collections::BTreeMap::from([(
+            gatewright::api::PREVIOUS_RELEASE_ANNOTATION.to_owned(),
+            annotation,
+        )]));
+        let read_back = gatewright::api::PreviousRelease::of(&meta)
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{class}: {e}"));
+        assert_eq!(read_back.spec, previous.spec);
+        if let Err(errors) = gatewright::render::prepared::Prepared::new(&class, &read_back.spec) {
+            panic!("{class}: the spec of {release} does not compile with this release: {errors:?}");
+        }
+        seen += 1;
+    }
+    assert!(seen > 0, "no class in {}", dir.display());
+}
