@@ -451,8 +451,9 @@ impl Cluster {
     }
 
     /// The routes of `parents` whose status must be looked at: not those whose snapshot
-    /// entry and our entries are those of the last write or check. Each comes with its
-    /// entry, to record once the write went through (`None`: the route is gone).
+    /// entry, as the plan read it, and our entries are those of the last write or check.
+    /// Each comes with that entry, to record once the write went through. (A route changed
+    /// since the plan is planned again: its new entry is not the one recorded.)
     pub(crate) fn route_status_to_write<'a>(
         &self,
         gateway: &Key,
@@ -461,22 +462,20 @@ impl Cluster {
         &'a crate::plan::RouteParents,
         Option<Arc<crate::snapshot::RouteEntry>>,
     )> {
-        let Ok(snap) = self.snapshot.read() else {
-            return parents.iter().map(|p| (p, None)).collect();
-        };
         let pick = |seen: Option<&HashMap<RouteKey, RouteStatusSeen>>| {
             parents
                 .iter()
-                .filter_map(|p| {
-                    let entry = snap.route(&p.route).cloned();
-                    let unchanged = match (&entry, seen.and_then(|s| s.get(&p.route))) {
+                .filter(|p| {
+                    let unchanged = match (&p.entry, seen.and_then(|s| s.get(&p.route))) {
                         (Some(e), Some(s)) => {
-                            std::ptr::eq(s.route.as_ptr(), Arc::as_ptr(e)) && s.entries == p.entries
+                            std::ptr::eq(s.route.as_ptr(), Arc::as_ptr(e))
+                                && (Arc::ptr_eq(&s.entries, &p.entries) || s.entries == p.entries)
                         }
                         _ => false,
                     };
-                    (!unchanged).then_some((p, entry))
+                    !unchanged
                 })
+                .map(|p| (p, p.entry.clone()))
                 .collect::<Vec<_>>()
         };
         match self

@@ -62,6 +62,8 @@ pub struct GatewayPlan {
     /// Route attachments this Gateway decided, per route (its routes' `status.parents`
     /// entries of ours, before their own templates are rendered).
     pub attachments: Vec<(RouteKey, Parents)>,
+    /// The snapshot entry of each route of `attachments`, the one they were decided on.
+    pub attached_entries: Vec<Arc<RouteEntry>>,
     /// Live children of routes this Gateway no longer accepts: delete them.
     pub orphaned_route_children: Vec<ObjectKey>,
     /// What the templates saw (route templates use it too).
@@ -190,6 +192,7 @@ pub(crate) fn plan_gateway_with(
     }
     context.decoration = GatewayDecoration::new(&gateway_json, &uid);
     context.route_entries = accepted_routes.into_iter().cloned().collect();
+    let attached_entries = attached.into_iter().cloned().collect();
     // The live children, parsed (or as the memo parsed them, when they are the same).
     let live =
         super::gateway_memo::LiveChildren::read(snap, &uid, memo.as_deref().map(|m| &m.live));
@@ -210,6 +213,7 @@ pub(crate) fn plan_gateway_with(
         addresses: Vec::new(),
         address_wait: None,
         attachments,
+        attached_entries,
         listener_sets: std::mem::take(&mut eval.sets),
         orphaned_route_children: Vec::new(),
         context,

@@ -50,12 +50,25 @@ pub struct PlanStatus {
 }
 
 /// Our `status.parents` entries of one route for one Gateway (one per parentRef naming it).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct RouteParents {
     /// The route.
     pub route: RouteKey,
     /// In parentRef order.
     pub entries: Parents,
+    /// The route's snapshot entry they were decided on (`None` outside a plan).
+    pub entry: Option<std::sync::Arc<crate::snapshot::RouteEntry>>,
+}
+
+impl PartialEq for RouteParents {
+    fn eq(&self, other: &Self) -> bool {
+        let same_entry = match (&self.entry, &other.entry) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        self.route == other.route && self.entries == other.entries && same_entry
+    }
 }
 
 /// The status of a Gateway, without timestamps.
@@ -188,9 +201,10 @@ fn plan_inner(
             .collect(),
     };
     let attachments = std::mem::take(&mut gateway.attachments);
+    let entries = std::mem::take(&mut gateway.attached_entries);
     let status = PlanStatus {
         gateway: gateway_status(&gateway, &routes),
-        routes: route_parents(attachments, &routes),
+        routes: route_parents(attachments, entries, &routes),
     };
     Ok(Plan {
         gateway,
@@ -400,10 +414,12 @@ pub fn rollout_cond<'a>(rollouts: impl IntoIterator<Item = &'a RolloutState>) ->
 /// only the Gateway's owner.
 fn route_parents(
     attachments: Vec<(RouteKey, Parents)>,
+    attached: Vec<std::sync::Arc<crate::snapshot::RouteEntry>>,
     routes: &[std::sync::Arc<RoutePlan>],
 ) -> Vec<RouteParents> {
     // Both are in route key order (a route plan for each accepted route): one walk.
     let mut plans = routes.iter().peekable();
+    let mut attached = attached.into_iter();
     attachments
         .into_iter()
         .map(|(route, mut entries)| {
@@ -433,7 +449,11 @@ fn route_parents(
                     e.render_error.clone_from(&render_error);
                 }
             }
-            RouteParents { route, entries }
+            RouteParents {
+                route,
+                entries,
+                entry: attached.next(),
+            }
         })
         .collect()
 }
