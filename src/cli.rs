@@ -276,11 +276,11 @@ fn report(out: &mut Output, key: &Key, p: &Plan) {
         ));
     }
     for r in &p.routes {
-        let RouteKey {
+        let crate::snapshot::RouteKeyParts {
             kind,
             namespace: ns,
             name,
-        } = &r.route;
+        } = &*r.route;
         for e in &r.errors {
             out.stderr
                 .push(format!("error: {kind} {ns}/{name} ({gw}): {e}"));

@@ -214,11 +214,11 @@ impl Cluster {
             .map_err(|_| Error::SnapshotPoisoned)?
             .route(rkey)
             .map(|r| (r.json(), r.status_exact));
-        let RouteKey {
+        let crate::snapshot::RouteKeyParts {
             kind,
             namespace: ns,
             name,
-        } = rkey;
+        } = &**rkey;
         if cached.as_ref().is_some_and(|(r, _)| {
             next(r).is_none()
                 && self

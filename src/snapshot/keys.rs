@@ -38,14 +38,30 @@ impl fmt::Debug for Key {
 
 /// A route: its kind (`HTTPRoute`, ...), namespace and name. Ordered by kind, namespace,
 /// then name.
+///
+/// Shared: a clone is a reference count, not three strings (a plan of a Gateway with many
+/// routes clones every route's key into its attachments, its route plans and their
+/// statuses), and two clones of one key compare equal by address first. The parts are
+/// read as fields ([`RouteKeyParts`], through `Deref`).
 #[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RouteKey {
+pub struct RouteKey(std::sync::Arc<RouteKeyParts>);
+
+/// The parts of a [`RouteKey`]. Field order is the key's order.
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RouteKeyParts {
     /// Kind.
     pub kind: String,
     /// Namespace.
     pub namespace: String,
     /// Name.
     pub name: String,
+}
+
+impl std::ops::Deref for RouteKey {
+    type Target = RouteKeyParts;
+    fn deref(&self) -> &RouteKeyParts {
+        &self.0
+    }
 }
 
 impl RouteKey {
@@ -55,11 +71,11 @@ impl RouteKey {
         namespace: impl Into<String>,
         name: impl Into<String>,
     ) -> Self {
-        Self {
+        Self(std::sync::Arc::new(RouteKeyParts {
             kind: kind.into(),
             namespace: namespace.into(),
             name: name.into(),
-        }
+        }))
     }
 
     /// The namespace and name.
@@ -100,5 +116,16 @@ mod tests {
         assert_eq!(r.to_string(), "HTTPRoute ns/r");
         assert_eq!(r.key(), Key::new("ns", "r"));
         assert!(RouteKey::new("GRPCRoute", "z", "z") < r, "kind first");
+        assert!(
+            RouteKey::new("HTTPRoute", "ns", "q") < r,
+            "then namespace, then name"
+        );
+        let shared = r.clone();
+        assert!(std::ptr::eq(&*shared, &*r), "a clone shares the parts");
+        assert_eq!(
+            shared,
+            RouteKey::new("HTTPRoute", "ns", "r"),
+            "equal by value too"
+        );
     }
 }

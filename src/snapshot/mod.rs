@@ -38,7 +38,7 @@ pub use entries::{
     BlueprintEntry, GatewayEntry, ListenerSetEntry, ObjectKey, PreviousEntry, RevisionEntry,
     RouteEntry,
 };
-pub use keys::{Key, RouteKey};
+pub use keys::{Key, RouteKey, RouteKeyParts};
 
 /// The kind name [`Snapshot::retain_listed`] knows the metadata-only Secrets by.
 pub const SECRET_METADATA: &str = "Secret (metadata)";
