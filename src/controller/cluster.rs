@@ -468,8 +468,8 @@ impl Cluster {
                 .filter(|p| {
                     let unchanged = match (&p.entry, seen.and_then(|s| s.get(&p.route))) {
                         (Some(e), Some(s)) => {
-                            std::ptr::eq(s.route.as_ptr(), Arc::as_ptr(e))
-                                && (Arc::ptr_eq(&s.entries, &p.entries) || s.entries == p.entries)
+                            // `Arc`'s `==` compares addresses first (the entries are `Eq`).
+                            std::ptr::eq(s.route.as_ptr(), Arc::as_ptr(e)) && s.entries == p.entries
                         }
                         _ => false,
                     };
