@@ -145,7 +145,7 @@ pub fn eval_gate(expr: &str, vars: &serde_json::Value) -> Result<bool, String> {
 }
 
 /// Builds the environment every blueprint shares, without templates.
-fn base_environment() -> Environment<'static> {
+pub(super) fn base_environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_fuel(Some(FUEL));
@@ -191,6 +191,7 @@ fn base_environment() -> Environment<'static> {
     env.add_function("dig", dig);
     env.add_function("range", range);
     env.add_filter("groups", groups);
+    env.add_global(super::library::GLOBAL, super::library::global());
     env
 }
 
@@ -592,6 +593,15 @@ fn safe_name_filter(value: &str, max: Option<usize>) -> String {
 /// The GEP-1762 labels of a Gateway's children: `gateway.networking.k8s.io/gateway-name`
 /// and `gateway-class-name`, plus `spec.infrastructure.labels`.
 fn gateway_labels(gateway: &Value) -> Result<Value, minijinja::Error> {
+    Ok(Value::from(minijinja::value::Serde(gateway_labels_map(
+        gateway,
+    )?)))
+}
+
+/// What `gateway_labels` gives, as a map.
+pub(super) fn gateway_labels_map(
+    gateway: &Value,
+) -> Result<std::collections::BTreeMap<String, String>, minijinja::Error> {
     // Only the three fields the labels come from are converted, not the whole Gateway.
     let get = |v: &Value, path: &str| dig(v, path, None);
     let to_json = |v: Value| -> Result<serde_json::Value, minijinja::Error> {
@@ -608,9 +618,7 @@ fn gateway_labels(gateway: &Value) -> Result<Value, minijinja::Error> {
             "infrastructure": { "labels": to_json(get(gateway, "spec.infrastructure.labels"))? },
         },
     });
-    Ok(Value::from(minijinja::value::Serde(
-        super::labels::gateway_labels(&gw),
-    )))
+    Ok(super::labels::gateway_labels(&gw))
 }
 
 /// `dig(obj, "status.atProvider.arn", default)`: the value at a dotted path, or `default`

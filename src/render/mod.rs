@@ -8,6 +8,7 @@ pub mod engine;
 pub mod graph;
 pub mod labels;
 pub mod lazy;
+pub mod library;
 pub mod output;
 pub mod prepared;
 pub mod scope;
