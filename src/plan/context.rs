@@ -45,6 +45,8 @@ pub struct GatewayContext {
     pub(crate) converted: Converted,
     /// The labels and annotations every child of the Gateway carries, built once.
     pub decoration: GatewayDecoration,
+    /// A hash of what route templates read of it, made once ([`GatewayContext::route_render_key`]).
+    route_render_key: std::sync::OnceLock<Option<u64>>,
 }
 
 /// The costly parts of a Gateway's template context as template values (see
@@ -107,7 +109,41 @@ impl GatewayContext {
             base: std::sync::OnceLock::new(),
             converted: Converted::default(),
             decoration: GatewayDecoration::default(),
+            route_render_key: std::sync::OnceLock::new(),
         }
+    }
+
+    /// A hash, in `prepared`'s keyed hasher, of what `prepared`'s route templates read of
+    /// this context: the Gateway, and `class`, `values`, `listeners` and `hostnames` when
+    /// a route template names them (see [`Prepared::keys_route_render`]); `None` when
+    /// that cannot be told or a value does not serialize. Made once per plan.
+    pub(crate) fn route_render_key(
+        &self,
+        prepared: &crate::render::prepared::Prepared,
+    ) -> Option<u64> {
+        *self.route_render_key.get_or_init(|| {
+            use std::hash::Hasher;
+            let reads = prepared.route_reads.as_ref()?;
+            let mut h = prepared.render_hasher();
+            let mut part = |tag: u8, value: &dyn erased::Serialize| -> Option<()> {
+                h.write_u8(tag);
+                value.write_json(&mut HashWrite(&mut h))
+            };
+            part(0, &*self.gateway)?;
+            if reads.contains("class") {
+                part(1, &self.class)?;
+            }
+            if reads.contains("values") {
+                part(2, &self.values)?;
+            }
+            if reads.contains("listeners") {
+                part(3, &*self.listeners)?;
+            }
+            if reads.contains("hostnames") {
+                part(4, &*self.hostnames)?;
+            }
+            Some(h.finish())
+        })
     }
 
     /// `routes` as templates see it.
@@ -122,6 +158,31 @@ impl GatewayContext {
     #[must_use]
     pub fn accepts(&self, route: &RouteKey) -> bool {
         self.routes.binary_search(route).is_ok()
+    }
+}
+
+/// Writes what it is given into a hasher.
+struct HashWrite<'a, H: std::hash::Hasher>(&'a mut H);
+
+impl<H: std::hash::Hasher> std::io::Write for HashWrite<'_, H> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Serialisation to JSON through a trait object (for [`GatewayContext::route_render_key`]).
+mod erased {
+    pub(super) trait Serialize {
+        fn write_json(&self, out: &mut dyn std::io::Write) -> Option<()>;
+    }
+    impl<T: serde::Serialize> Serialize for T {
+        fn write_json(&self, out: &mut dyn std::io::Write) -> Option<()> {
+            serde_json::to_writer(out, self).ok()
+        }
     }
 }
 

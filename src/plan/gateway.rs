@@ -345,6 +345,7 @@ fn render_own(
                 fleet: snap.fleet(),
                 places: snap.places(),
                 route_kind: None,
+                render_key: None,
             };
             let r = render_gateway(&input, plan.context.base(), gw);
             if let Some(memo) = memo.filter(|_| reuse) {

@@ -89,9 +89,10 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
     }
     let accepted = gw.context.accepts(route);
     let base = gw.context.base().clone();
-    // Parsed once: the template value is made from the same JSON.
-    let route_json = entry.json();
-    let route_value = minijinja::Value::from(minijinja::value::Serde(&route_json));
+    // The template value is parsed only if a template renders (not when every text is
+    // remembered); the owner reference needs three fields of the route.
+    let route_json = owner_head(entry);
+    let route_value = entry.lazy_value();
     let input = SetInput {
         prepared,
         set: TemplateSet::Route,
@@ -109,6 +110,7 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
         fleet: snap.fleet(),
         places: snap.places(),
         route_kind: Some(&route.kind),
+        render_key: render_key(gw, prepared, entry),
     };
     let result = if accepted {
         render_set(&input, &base, Some(&route_value))
@@ -127,4 +129,43 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
     plan.conflicts = result.conflicts;
     plan.live_children = super::set::live_of(&plan.children, &live);
     plan
+}
+
+/// The hash of what a keyed route template's text depends on (see
+/// [`crate::render::prepared::Prepared::keys_route_render`]): the Gateway's part of the
+/// context and the route as the API returned it (the parsed output is checked anew).
+fn render_key(
+    gw: &GatewayPlan,
+    prepared: &crate::render::prepared::Prepared,
+    entry: &crate::snapshot::RouteEntry,
+) -> Option<u64> {
+    if !prepared.keys_route_renders() {
+        return None;
+    }
+    let context = gw.context.route_render_key(prepared)?;
+    Some(prepared.render_key((context, entry.text())))
+}
+
+/// The fields of a route its children's owner reference names (`apiVersion`, `kind`,
+/// `metadata.name`), read from its text without building the whole object.
+fn owner_head(entry: &crate::snapshot::RouteEntry) -> Value {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        name: Option<Value>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Head {
+        api_version: Option<Value>,
+        kind: Option<Value>,
+        metadata: Option<Meta>,
+    }
+    match serde_json::from_str::<Head>(entry.text()) {
+        Ok(h) => serde_json::json!({
+            "apiVersion": h.api_version,
+            "kind": h.kind,
+            "metadata": {"name": h.metadata.and_then(|m| m.name)},
+        }),
+        Err(_) => entry.json(),
+    }
 }

@@ -139,6 +139,10 @@ pub(crate) struct SetInput<'a> {
     pub fleet: &'a BTreeMap<String, crate::snapshot::fleet::FleetMember>,
     /// Whether placed templates render (see `Snapshot::places`).
     pub places: bool,
+    /// For route templates: a hash of every input of a keyed route template's text (see
+    /// [`crate::render::prepared::Prepared::keys_route_render`]), or `None` to render
+    /// every template.
+    pub render_key: Option<u64>,
 }
 
 /// The live object of each of `children`, in their order, from the parent's `live` ones.

@@ -261,10 +261,22 @@ fn render_objects(
             }
         });
         let ctx = placed_ctx.as_ref().unwrap_or(ctx);
-        let rendered = if renders_kind {
-            prepared.compiled.render(input.set, name, ctx)
-        } else {
-            Ok(String::new())
+        // A keyed route template's text, by the hash of its inputs (never a placed one).
+        let key = input
+            .render_key
+            .filter(|_| target.is_none() && renders_kind && prepared.keys_route_render(name))
+            .map(|k| prepared.render_key((k, name)));
+        let remembered = key.and_then(|k| prepared.remembered_render(k));
+        let rendered = match remembered {
+            Some(text) => Ok(text),
+            None if renders_kind => prepared.compiled.render(input.set, name, ctx).map(|t| {
+                let t: Arc<str> = t.into();
+                if let Some(k) = key {
+                    prepared.remember_render(k, Arc::clone(&t));
+                }
+                t
+            }),
+            None => Ok(Arc::from("")),
         };
         let text = match rendered {
             Ok(t) => t,

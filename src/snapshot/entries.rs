@@ -142,6 +142,11 @@ pub struct RouteEntry {
 }
 
 impl RouteEntry {
+    /// The route as the API returns it, as minified JSON text.
+    #[must_use]
+    pub fn text(&self) -> &str {
+        &self.text
+    }
     /// The route as the API returns it.
     #[must_use]
     pub fn json(&self) -> Value {

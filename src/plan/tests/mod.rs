@@ -7,6 +7,7 @@ mod children;
 mod hostnames;
 mod narrowing;
 mod renamed;
+mod render_keys;
 mod route_kinds;
 mod route_parents;
 mod status;

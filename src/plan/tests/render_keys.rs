@@ -1,0 +1,99 @@
+//! Route templates whose text is remembered by its inputs
+//! (`Prepared::keys_route_render`): a remembered text is used only while everything the
+//! template reads is the same.
+
+use super::*;
+
+const READS_ALL_IT_MAY: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ route.metadata.name ~ \"-copy\" }}\ndata:\n  gateway: {{ gateway.metadata.name }}\n  listeners: {{ listeners | map(attribute=\"hostname\") | join(\",\") }}\n  hosts: {{ hostnames.union | join(\",\") }}\n  first: {{ route.spec.hostnames | first }}\n";
+
+fn data(world: &World, gw: &Key, route: &RouteKey) -> Value {
+    let p = plan_gateway(&world.snap, gw).unwrap();
+    let r = plan_route(&world.snap, &p, route);
+    assert_eq!(r.children.len(), 1, "{:?}", r.errors);
+    r.children[0].object["data"].clone()
+}
+
+#[test]
+fn a_remembered_route_render_follows_what_the_template_reads() {
+    let mut w = World::new();
+    w.blueprint(&[("cm", GW_TEMPLATE)], &[("copy", READS_ALL_IT_MAY)], None);
+    let gw = w.gateway("g", "c", &[("http", Some("*.example.com"))]);
+    let r1 = w.route("r1", &["a.example.com"], &["g"]);
+    let prepared = plan_gateway(&w.snap, &gw).unwrap().blueprint.unwrap();
+    assert!(prepared.keys_route_render("copy"));
+    let want = |hosts: &str, first: &str, listeners: &str| json!({"gateway": "g", "listeners": listeners, "hosts": hosts, "first": first});
+    assert_eq!(
+        data(&w, &gw, &r1),
+        want("a.example.com", "a.example.com", "*.example.com")
+    );
+    // The same inputs: the remembered text, the same plan.
+    assert_eq!(
+        data(&w, &gw, &r1),
+        want("a.example.com", "a.example.com", "*.example.com")
+    );
+    // Another route changes `hostnames`.
+    w.route("r2", &["b.example.com"], &["g"]);
+    assert_eq!(
+        data(&w, &gw, &r1),
+        want(
+            "a.example.com,b.example.com",
+            "a.example.com",
+            "*.example.com"
+        )
+    );
+    // The route itself changes.
+    w.route("r1", &["c.example.com"], &["g"]);
+    assert_eq!(
+        data(&w, &gw, &r1),
+        want(
+            "b.example.com,c.example.com",
+            "c.example.com",
+            "*.example.com"
+        )
+    );
+    // The Gateway's listeners change.
+    w.gateway(
+        "g",
+        "c",
+        &[
+            ("http", Some("*.example.com")),
+            ("more", Some("*.example.org")),
+        ],
+    );
+    assert_eq!(
+        data(&w, &gw, &r1),
+        want(
+            "b.example.com,c.example.com",
+            "c.example.com",
+            "*.example.com,*.example.org"
+        )
+    );
+    // The blueprint is the same one all along: every plan used one remembered-render cache.
+    let again = plan_gateway(&w.snap, &gw).unwrap().blueprint.unwrap();
+    assert!(std::sync::Arc::ptr_eq(&prepared, &again));
+}
+
+#[test]
+fn templates_whose_text_depends_on_more_are_rendered_every_time() {
+    let mut w = World::new();
+    let reads_resources = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ route.metadata.name ~ \"-b\" }}\ndata:\n  a: {{ resources.a | length }}\n";
+    let debugs = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ route.metadata.name ~ \"-c\" }}\ndata:\n  d: {{ debug() | length }}\n";
+    let routes = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ route.metadata.name ~ \"-d\" }}\ndata:\n  n: {{ routes | length }}\n";
+    w.blueprint(
+        &[("cm", GW_TEMPLATE)],
+        &[
+            ("a", ROUTE_TEMPLATE),
+            ("b", reads_resources),
+            ("c", debugs),
+            ("d", routes),
+        ],
+        None,
+    );
+    let gw = w.gateway("g", "c", &[("http", None)]);
+    w.route("r1", &["a.example.com"], &["g"]);
+    let prepared = plan_gateway(&w.snap, &gw).unwrap().blueprint.unwrap();
+    assert!(prepared.keys_route_render("a"));
+    for name in ["b", "c", "d"] {
+        assert!(!prepared.keys_route_render(name), "{name}");
+    }
+}
