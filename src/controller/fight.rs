@@ -285,6 +285,13 @@ impl Fights {
             .map_or(Verdict::Apply, Verdict::Hold)
     }
 
+    /// Whether no child is fought over or watched for fights now (then
+    /// [`Self::active`] has nothing to say of any).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.entries.lock().is_ok_and(|e| e.is_empty())
+    }
+
     /// The fights going on among `children` at `now` (ending those that are over), and
     /// the ones not announced before (marked announced now).
     pub fn active<'a>(

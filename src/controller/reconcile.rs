@@ -166,7 +166,13 @@ impl Cluster {
             .await;
         self.record_narrowing(&p.gateway, &narrowing).await?;
         // Fights over fields of these children with other field managers.
-        let child_names: Vec<String> = p.plan.children().map(|c| c.key.to_string()).collect();
+        // Named only when some child is fought over (a shared Gateway has many; no other
+        // Gateway's pass adds a fight over one of these).
+        let child_names: Vec<String> = if self.fights.is_empty() {
+            Vec::new()
+        } else {
+            p.plan.children().map(|c| c.key.to_string()).collect()
+        };
         let (fights, new_fights) = self
             .fights
             .active(child_names.iter().map(String::as_str), Instant::now());

@@ -100,7 +100,14 @@ pub fn narrowing(
     };
     let gateway_children = plan.gateway.children.len();
     let mut narrowing_keys = BTreeSet::new();
-    for (i, (c, live)) in plan.children().zip(live).enumerate() {
+    // The route children come after the Gateway's: none to look at when no route
+    // template drains (a shared Gateway has one per route).
+    let children = if prepared.route_drains() {
+        plan.children().count()
+    } else {
+        gateway_children
+    };
+    for (i, (c, live)) in plan.children().zip(live).enumerate().take(children) {
         let Some(live) = live else { continue };
         let set = if i < gateway_children {
             TemplateSet::Gateway

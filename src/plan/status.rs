@@ -220,12 +220,18 @@ impl Plan {
     #[must_use]
     pub fn child_kinds(&self) -> std::collections::BTreeSet<(String, String)> {
         let g = &self.gateway;
-        self.children()
+        // Borrowed while collected: most children of a shared Gateway are of one kind.
+        let kinds: std::collections::BTreeSet<(&str, &str)> = self
+            .children()
             .map(|c| &c.key)
             .chain(&g.prune)
             .chain(self.routes.iter().flat_map(|r| r.prune.iter()))
             .chain(&g.orphaned_route_children)
-            .map(|k| (k.api_version.clone(), k.kind.clone()))
+            .map(|k| (k.api_version.as_str(), k.kind.as_str()))
+            .collect();
+        kinds
+            .into_iter()
+            .map(|(v, k)| (v.to_owned(), k.to_owned()))
             .collect()
     }
 

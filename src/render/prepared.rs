@@ -32,7 +32,10 @@ pub struct Prepared {
     pub route_reads: Option<BTreeSet<String>>,
     /// The same for the Gateway templates and the status template.
     pub gateway_reads: Option<BTreeSet<String>>,
-    entries: BTreeMap<(TemplateSet, String), TemplateEntry>,
+    /// The Gateway templates by name.
+    gateway_entries: BTreeMap<String, TemplateEntry>,
+    /// The route templates by name.
+    route_entries: BTreeMap<String, TemplateEntry>,
     parsed: std::sync::Mutex<std::collections::HashMap<u64, Box<str>>>,
     /// The route templates whose text is a function of the route and of the Gateway's
     /// part of the context route templates read ([`Prepared::route_reads`]): they read no
@@ -66,7 +69,7 @@ impl Prepared {
     /// Whether any template is replaced make-before-break.
     #[must_use]
     pub fn has_make_before_break(&self) -> bool {
-        self.entries.values().any(|e| {
+        self.all_entries().any(|e| {
             e.rollout
                 .as_ref()
                 .is_some_and(crate::api::Rollout::make_before_break)
@@ -76,13 +79,26 @@ impl Prepared {
     /// Whether any template is placed in member clusters (`placement`).
     #[must_use]
     pub fn places(&self) -> bool {
-        self.entries.values().any(|e| e.placement.is_some())
+        self.all_entries().any(|e| e.placement.is_some())
+    }
+
+    /// Every template entry, the Gateway's then the routes'.
+    fn all_entries(&self) -> impl Iterator<Item = &TemplateEntry> {
+        self.gateway_entries
+            .values()
+            .chain(self.route_entries.values())
+    }
+
+    /// Whether any route template drains its objects (`drain`).
+    #[must_use]
+    pub fn route_drains(&self) -> bool {
+        self.route_entries.values().any(|e| e.drain.is_some())
     }
 
     /// Whether any template drains its objects (`drain`).
     #[must_use]
     pub fn has_drains(&self) -> bool {
-        self.entries.values().any(|e| e.drain.is_some())
+        self.all_entries().any(|e| e.drain.is_some())
     }
 
     /// Compiles and orders a blueprint's templates.
@@ -120,16 +136,11 @@ impl Prepared {
         if !errors.is_empty() {
             return Err(errors);
         }
-        let entries = spec
-            .gateway_templates
-            .iter()
-            .map(|e| ((TemplateSet::Gateway, e.name.clone()), e.clone()))
-            .chain(
-                spec.route_templates
-                    .iter()
-                    .map(|e| ((TemplateSet::Route, e.name.clone()), e.clone())),
-            )
-            .collect();
+        let by_name = |t: &[TemplateEntry]| -> BTreeMap<String, TemplateEntry> {
+            t.iter().map(|e| (e.name.clone(), e.clone())).collect()
+        };
+        let gateway_entries = by_name(&spec.gateway_templates);
+        let route_entries = by_name(&spec.route_templates);
         let route_reads = reads_of(&compiled, TemplateSet::Route, &spec.route_templates);
         let gateway_reads = reads_of(&compiled, TemplateSet::Gateway, &spec.gateway_templates)
             .and_then(|mut r| {
@@ -159,7 +170,8 @@ impl Prepared {
             literal_kinds: literal_kinds_of(spec),
             route_reads,
             gateway_reads,
-            entries,
+            gateway_entries,
+            route_entries,
             parsed: std::sync::Mutex::new(std::collections::HashMap::new()),
             keyed_route_templates,
             renders: std::sync::Mutex::new(std::collections::HashMap::new()),
@@ -223,7 +235,11 @@ impl Prepared {
     /// A template entry.
     #[must_use]
     pub fn entry(&self, set: TemplateSet, name: &str) -> Option<&TemplateEntry> {
-        self.entries.get(&(set, name.to_owned()))
+        match set {
+            TemplateSet::Gateway => self.gateway_entries.get(name),
+            TemplateSet::Route => self.route_entries.get(name),
+            TemplateSet::Status => None,
+        }
     }
 
     /// The checked objects of a rendered text, parsed once per distinct (template, text).
