@@ -29,6 +29,8 @@
 #                                         # also: idle RSS with 2,000 unrelated 100 KiB
 #                                         # Secrets and 2,000 Services in the cluster
 #
+# SCALE_CONTROLLER=<path> runs another build of the controller under the same harness (for
+# example an earlier commit's `target/release/gatewright`, to compare on one machine).
 # Other knobs (environment): SCALE_CHANGES (latency samples, 200), SCALE_RESTART_SECONDS
 # (120), SCALE_CONCURRENCY (client concurrency of the workload and the ceiling, 8).
 # Figures are printed, never asserted. Not part of scripts/test.sh (minutes per run).
@@ -45,7 +47,9 @@ else
 fi
 case "$n" in '' | *[!0-9]*) echo "bench-scale: N must be a number, got '$n'" >&2; exit 2 ;; esac
 
-cargo build --release --bin gatewright
+controller="${SCALE_CONTROLLER:-$root/target/release/gatewright}"
+[ -n "${SCALE_CONTROLLER:-}" ] || cargo build --release --bin gatewright
+[ -x "$controller" ] || { echo "bench-scale: no controller binary at $controller" >&2; exit 2; }
 cargo bench --features cluster-tests --bench scale --no-run
 
 GATEWRIGHT_CLUSTER_DIR="$(mktemp -d -t gatewright-scale.XXXXXX)"
@@ -75,9 +79,10 @@ fi
   echo "# scripts/bench-scale.sh $([ "$shape" != scale ] && echo "$shape ")$n"
   echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  [ -z "${SCALE_CONTROLLER:-}" ] || echo "# controller: $controller ($("$controller" --version 2>/dev/null || echo 'version unknown'))"
   echo "# machine: $(uname -srm), $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
   echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$out"
-SCALE_SHAPE="$shape" SCALE_GATEWAYS="$n" SCALE_ROUTES="$n" SCALE_CONTROLLER="$root/target/release/gatewright" \
+SCALE_SHAPE="$shape" SCALE_GATEWAYS="$n" SCALE_ROUTES="$n" SCALE_CONTROLLER="$controller" \
   cargo bench --features cluster-tests --bench scale 2>&1 | grep --line-buffered -v '^\s*\(Finished\|Running\|Compiling\)' | tee -a "$out"
 echo "# saved as $out" >&2
