@@ -48,11 +48,12 @@ PLAN_BENCH_ROUTES="$routes" perf record -q -e cpu-clock -F 499 --call-graph dwar
 {
   echo "# self time per function ($figure, $routes routes)"
   perf report -i "$base.perf.data" --stdio --no-children --sort symbol -g none \
-    --percent-limit 0.7 2>/dev/null | grep -v '^#' | grep -v '^$' | head -40
+    --percent-limit 0.7 2>/dev/null | grep -v '^#' | grep -v '^$' | head -40 || true
   echo
+  # (`|| true`: `head` closing its input early makes the pipeline fail under pipefail.)
   echo "# time with callees, gatewright's own functions"
   perf report -i "$base.perf.data" --stdio --children --sort symbol -g none \
-    --percent-limit 2 2>/dev/null | grep 'gatewright::' | head -40
+    --percent-limit 2 2>/dev/null | grep 'gatewright::' | head -40 || true
 } | tee "$base.top.txt"
 perf script -i "$base.perf.data" 2>/dev/null | "$tools/bin/inferno-collapse-perf" >"$base.folded"
 "$tools/bin/inferno-flamegraph" --title "$figure, $routes routes" <"$base.folded" >"$base.svg"
