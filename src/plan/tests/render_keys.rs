@@ -97,3 +97,18 @@ fn templates_whose_text_depends_on_more_are_rendered_every_time() {
         assert!(!prepared.keys_route_render(name), "{name}");
     }
 }
+
+#[test]
+fn what_a_macro_of_the_template_reads_counts() {
+    let mut w = World::new();
+    let in_macro = "{% macro m() %}{{ resources.a | length }}{% endmacro %}apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ route.metadata.name ~ \"-m\" }}\ndata:\n  a: {{ m() }}\n";
+    w.blueprint(
+        &[("cm", GW_TEMPLATE)],
+        &[("a", ROUTE_TEMPLATE), ("m", in_macro)],
+        None,
+    );
+    let gw = w.gateway("g", "c", &[("http", None)]);
+    w.route("r1", &["a.example.com"], &["g"]);
+    let prepared = plan_gateway(&w.snap, &gw).unwrap().blueprint.unwrap();
+    assert!(!prepared.keys_route_render("m"));
+}
