@@ -113,6 +113,12 @@ impl GatewayContext {
         }
     }
 
+    /// Sets [`Self::route_render_key`] to `key`, made by an earlier plan of an equal
+    /// context for the same blueprint (see [`super::memo`]); kept if already made.
+    pub(crate) fn seed_route_render_key(&self, key: Option<u64>) {
+        let _ = self.route_render_key.set(key);
+    }
+
     /// A hash, in `prepared`'s keyed hasher, of what `prepared`'s route templates read of
     /// this context: the Gateway, and `class`, `values`, `listeners` and `hostnames` when
     /// a route template names them (see [`Prepared::keys_route_render`]); `None` when

@@ -53,6 +53,22 @@ pub(crate) struct RouteContext {
     /// whether placement renders here) when a route template is placed: where its objects
     /// go and what they read of `cluster` change with them.
     fleet: Option<u64>,
+    /// The hash of the parts above that keyed route templates read
+    /// ([`super::context::GatewayContext::route_render_key`]), made once per distinct
+    /// context and blueprint: a plan over an equal context (the memo keeps its `Arc`)
+    /// does not hash the listeners and hostnames again.
+    render_key: RenderKeyCell,
+}
+
+/// See [`RouteContext::render_key`]: the blueprint's address and the key. Never part of
+/// a context's equality.
+#[derive(Debug, Default)]
+struct RenderKeyCell(std::sync::OnceLock<(usize, Option<u64>)>);
+
+impl PartialEq for RenderKeyCell {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl RouteContext {
@@ -82,7 +98,21 @@ impl RouteContext {
                 .iter()
                 .any(|t| t.placement.is_some())
                 .then(|| snap.fleet_stamp()),
+            render_key: RenderKeyCell::default(),
         })
+    }
+
+    /// Gives `gw`'s plan the route render key of this context, made once (for
+    /// `prepared`: a context kept across a blueprint change makes it again).
+    fn seed_render_key(&self, gw: &GatewayPlan, prepared: &Prepared) {
+        let at = std::ptr::from_ref(prepared) as usize;
+        let (for_blueprint, key) = *self
+            .render_key
+            .0
+            .get_or_init(|| (at, gw.context.route_render_key(prepared)));
+        if for_blueprint == at {
+            gw.context.seed_route_render_key(key);
+        }
     }
 }
 
@@ -162,6 +192,9 @@ impl PlanMemo {
                 .collect();
         };
         self.context = Some(Arc::clone(&context));
+        if let Some(prepared) = gw.blueprint.as_deref() {
+            context.seed_render_key(gw, prepared);
+        }
         // Every route iterated here is one the Gateway's context holds, so it accepts it.
         let accepted = gw.accepted;
         let n = gw.context.routes.len();
