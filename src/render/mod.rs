@@ -11,6 +11,7 @@ pub mod lazy;
 pub mod library;
 pub mod output;
 pub mod prepared;
+pub mod remembered;
 pub mod scope;
 pub mod values;
 

@@ -38,16 +38,10 @@ pub struct Prepared {
     route_entries: BTreeMap<String, TemplateEntry>,
     parsed: std::sync::Mutex<std::collections::HashMap<u64, Box<str>>>,
     /// The route templates whose text is a function of the route and of the Gateway's
-    /// part of the context route templates read ([`Prepared::route_reads`]): they read no
-    /// `resources`, `pending`, `routes` or `cluster` (nor `debug()`, which prints all of
-    /// the context), are not placed and not replaced make-before-break. Their texts are
-    /// remembered by those inputs ([`Prepared::remembered_render`]).
+    /// part of the context route templates read (see [`super::remembered`]).
     keyed_route_templates: BTreeSet<String>,
-    /// Rendered texts of [`Self::keyed_route_templates`] by the hash of their inputs.
-    renders: std::sync::Mutex<std::collections::HashMap<u64, std::sync::Arc<str>>>,
-    /// Keys the hashes of those inputs (random per blueprint version, so that no route
-    /// can be written to collide with another's key).
-    render_hasher: std::hash::RandomState,
+    /// Their rendered texts by the hash of their inputs.
+    renders: super::remembered::Renders,
 }
 
 /// Parsed outputs remembered per blueprint (rendered text -> objects): re-plans of an
@@ -55,15 +49,6 @@ pub struct Prepared {
 /// They are kept as JSON text, parsed again on a hit (several times faster than the
 /// YAML, and a fraction of the memory a parsed object holds).
 const PARSED_CACHE_ENTRIES: usize = 4096;
-
-/// Rendered texts remembered per blueprint by their inputs (see
-/// [`Prepared::remembered_render`]); a route copy's text is about half a kilobyte.
-const RENDER_CACHE_ENTRIES: usize = 4096;
-
-/// Context variables (and the one function) whose value a route template's text may
-/// depend on beyond the route and the Gateway's part of the context: a template reading
-/// one is rendered every time.
-const NOT_KEYED_READS: &[&str] = &["resources", "pending", "routes", "cluster", "debug"];
 
 impl Prepared {
     /// Whether any template is replaced make-before-break.
@@ -159,7 +144,8 @@ impl Prepared {
                     r
                 })
             });
-        let keyed_route_templates = keyed_route_templates(&compiled, spec, route_reads.as_ref());
+        let keyed_route_templates =
+            super::remembered::keyed_route_templates(&compiled, spec, route_reads.as_ref());
         Ok(Self {
             name: name.to_owned(),
             compiled,
@@ -174,8 +160,7 @@ impl Prepared {
             route_entries,
             parsed: std::sync::Mutex::new(std::collections::HashMap::new()),
             keyed_route_templates,
-            renders: std::sync::Mutex::new(std::collections::HashMap::new()),
-            render_hasher: std::hash::RandomState::new(),
+            renders: super::remembered::Renders::default(),
         })
     }
 
@@ -195,15 +180,13 @@ impl Prepared {
     /// A hash of `parts` in this blueprint's keyed hasher.
     #[must_use]
     pub fn render_key(&self, parts: impl std::hash::Hash) -> u64 {
-        use std::hash::BuildHasher;
-        self.render_hasher.hash_one(parts)
+        self.renders.key(parts)
     }
 
     /// A hasher of this blueprint's keyed kind, to hash values part by part.
     #[must_use]
     pub fn render_hasher(&self) -> std::hash::DefaultHasher {
-        use std::hash::BuildHasher;
-        self.render_hasher.build_hasher()
+        self.renders.hasher()
     }
 
     /// The text a keyed route template rendered for the inputs hashed as `key` (see
@@ -211,17 +194,12 @@ impl Prepared {
     /// rendered again, while its readiness, ownership and pruning are judged anew.
     #[must_use]
     pub fn remembered_render(&self, key: u64) -> Option<std::sync::Arc<str>> {
-        self.renders.lock().ok()?.get(&key).cloned()
+        self.renders.get(key)
     }
 
     /// Remembers the text rendered for `key` (see [`Self::remembered_render`]).
     pub fn remember_render(&self, key: u64, text: std::sync::Arc<str>) {
-        if let Ok(mut r) = self.renders.lock() {
-            if r.len() >= RENDER_CACHE_ENTRIES {
-                r.clear();
-            }
-            r.insert(key, text);
-        }
+        self.renders.put(key, text);
     }
 
     /// The templates that name, literally, a kind the blueprint may not create: a
@@ -280,29 +258,6 @@ impl Prepared {
             _ => &self.gateway_graph,
         }
     }
-}
-
-/// See [`Prepared::keyed_route_templates`].
-fn keyed_route_templates(
-    compiled: &Compiled,
-    spec: &GatewayClassBlueprintSpec,
-    route_reads: Option<&BTreeSet<String>>,
-) -> BTreeSet<String> {
-    if route_reads.is_none() {
-        // A route template includes another: what it reads cannot be told.
-        return BTreeSet::new();
-    }
-    spec.route_templates
-        .iter()
-        .filter(|t| t.placement.is_none() && t.rollout.is_none())
-        .filter(|t| {
-            compiled
-                .reads(TemplateSet::Route, &t.name, &t.template)
-                .iter()
-                .all(|p| !NOT_KEYED_READS.contains(&p.split('.').next().unwrap_or_default()))
-        })
-        .map(|t| t.name.clone())
-        .collect()
 }
 
 /// See [`Prepared::route_reads`].
