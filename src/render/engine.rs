@@ -593,32 +593,9 @@ fn safe_name_filter(value: &str, max: Option<usize>) -> String {
 /// The GEP-1762 labels of a Gateway's children: `gateway.networking.k8s.io/gateway-name`
 /// and `gateway-class-name`, plus `spec.infrastructure.labels`.
 fn gateway_labels(gateway: &Value) -> Result<Value, minijinja::Error> {
-    Ok(Value::from(minijinja::value::Serde(gateway_labels_map(
-        gateway,
-    )?)))
-}
-
-/// What `gateway_labels` gives, as a map.
-pub(super) fn gateway_labels_map(
-    gateway: &Value,
-) -> Result<std::collections::BTreeMap<String, String>, minijinja::Error> {
-    // Only the three fields the labels come from are converted, not the whole Gateway.
-    let get = |v: &Value, path: &str| dig(v, path, None);
-    let to_json = |v: Value| -> Result<serde_json::Value, minijinja::Error> {
-        if v.is_undefined() || v.is_none() {
-            return Ok(serde_json::Value::Null);
-        }
-        serde_json::to_value(&v)
-            .map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))
-    };
-    let gw = serde_json::json!({
-        "metadata": { "name": to_json(get(gateway, "metadata.name"))? },
-        "spec": {
-            "gatewayClassName": to_json(get(gateway, "spec.gatewayClassName"))?,
-            "infrastructure": { "labels": to_json(get(gateway, "spec.infrastructure.labels"))? },
-        },
-    });
-    Ok(super::labels::gateway_labels(&gw))
+    Ok(Value::from(minijinja::value::Serde(
+        super::library::gateway_labels_map(gateway)?,
+    )))
 }
 
 /// `dig(obj, "status.atProvider.arn", default)`: the value at a dotted path, or `default`

@@ -108,11 +108,10 @@ fn labels(gateway: &Value, extra: Option<Value>, kwargs: Kwargs) -> Result<Value
 
 /// The Gateway's labels, then `extra`'s entries.
 fn merged_labels(gateway: &Value, extra: Option<Value>) -> Result<Value, Error> {
-    let mut out: std::collections::BTreeMap<Value, Value> =
-        super::engine::gateway_labels_map(gateway)?
-            .into_iter()
-            .map(|(k, v)| (Value::from(k), Value::from(v)))
-            .collect();
+    let mut out: std::collections::BTreeMap<Value, Value> = gateway_labels_map(gateway)?
+        .into_iter()
+        .map(|(k, v)| (Value::from(k), Value::from(v)))
+        .collect();
     if let Some(extra) = extra.filter(|e| !e.is_undefined() && !e.is_none()) {
         let Some(pairs) = extra.as_object().and_then(|o| o.try_iter_pairs()) else {
             return Err(Error::new(
@@ -123,6 +122,41 @@ fn merged_labels(gateway: &Value, extra: Option<Value>) -> Result<Value, Error> 
         out.extend(pairs);
     }
     Ok(Value::from_object(out))
+}
+
+/// What `gateway_labels` gives, as a map.
+pub(super) fn gateway_labels_map(
+    gateway: &Value,
+) -> Result<std::collections::BTreeMap<String, String>, Error> {
+    // Only the three fields the labels come from are converted, not the whole Gateway.
+    let get = field;
+    let to_json = |v: Value| -> Result<serde_json::Value, Error> {
+        if v.is_undefined() || v.is_none() {
+            return Ok(serde_json::Value::Null);
+        }
+        serde_json::to_value(&v).map_err(|e| Error::new(ErrorKind::BadSerialization, e.to_string()))
+    };
+    let gw = serde_json::json!({
+        "metadata": { "name": to_json(get(gateway, "metadata.name"))? },
+        "spec": {
+            "gatewayClassName": to_json(get(gateway, "spec.gatewayClassName"))?,
+            "infrastructure": { "labels": to_json(get(gateway, "spec.infrastructure.labels"))? },
+        },
+    });
+    Ok(super::labels::gateway_labels(&gw))
+}
+
+/// The value at a dotted path of field names, none when a step is missing or none (what
+/// the engine's `dig` gives for such a path).
+fn field(value: &Value, path: &str) -> Value {
+    let mut cur = value.clone();
+    for part in path.split('.') {
+        match cur.get_attr(part) {
+            Ok(v) if !v.is_undefined() && !v.is_none() => cur = v,
+            _ => return Value::from(()),
+        }
+    }
+    cur
 }
 
 #[cfg(test)]
