@@ -79,7 +79,8 @@ fi
   echo "# scripts/bench-scale.sh $([ "$shape" != scale ] && echo "$shape ")$n"
   echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
-  [ -z "${SCALE_CONTROLLER:-}" ] || echo "# controller: $controller ($("$controller" --version 2>/dev/null || echo 'version unknown'))"
+  # (Its file name and version only: the saved report carries no path of this machine.)
+  [ -z "${SCALE_CONTROLLER:-}" ] || echo "# controller: SCALE_CONTROLLER=.../$(basename "$controller") ($("$controller" --version 2>/dev/null || echo 'version unknown'))"
   echo "# machine: $(uname -srm), $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
   echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$out"
