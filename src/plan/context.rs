@@ -128,27 +128,22 @@ impl GatewayContext {
         prepared: &crate::render::prepared::Prepared,
     ) -> Option<u64> {
         *self.route_render_key.get_or_init(|| {
-            use std::hash::Hasher;
             let reads = prepared.route_reads.as_ref()?;
             let mut h = prepared.render_hasher();
-            let mut part = |tag: u8, value: &dyn erased::Serialize| -> Option<()> {
-                h.write_u8(tag);
-                value.write_json(&mut HashWrite(&mut h))
-            };
-            part(0, &*self.gateway)?;
+            hash_json(&mut h, 0, &*self.gateway)?;
             if reads.contains("class") {
-                part(1, &self.class)?;
+                hash_json(&mut h, 1, &self.class)?;
             }
             if reads.contains("values") {
-                part(2, &self.values)?;
+                hash_json(&mut h, 2, &self.values)?;
             }
             if reads.contains("listeners") {
-                part(3, &*self.listeners)?;
+                hash_json(&mut h, 3, &*self.listeners)?;
             }
             if reads.contains("hostnames") {
-                part(4, &*self.hostnames)?;
+                hash_json(&mut h, 4, &*self.hostnames)?;
             }
-            Some(h.finish())
+            Some(std::hash::Hasher::finish(&h))
         })
     }
 
@@ -180,16 +175,10 @@ impl<H: std::hash::Hasher> std::io::Write for HashWrite<'_, H> {
     }
 }
 
-/// Serialisation to JSON through a trait object (for [`GatewayContext::route_render_key`]).
-mod erased {
-    pub(super) trait Serialize {
-        fn write_json(&self, out: &mut dyn std::io::Write) -> Option<()>;
-    }
-    impl<T: serde::Serialize> Serialize for T {
-        fn write_json(&self, out: &mut dyn std::io::Write) -> Option<()> {
-            serde_json::to_writer(out, self).ok()
-        }
-    }
+/// Hashes `tag`, then `value` as JSON (written straight into the hasher).
+fn hash_json(h: &mut impl std::hash::Hasher, tag: u8, value: &impl serde::Serialize) -> Option<()> {
+    h.write_u8(tag);
+    serde_json::to_writer(HashWrite(h), value).ok()
 }
 
 /// `hostnames` of the names the accepted routes attach with (`names`), those a

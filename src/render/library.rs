@@ -60,19 +60,20 @@ fn part(value: &Value, what: &str) -> Result<String, Error> {
 
 /// `lib.name(parent, suffix)`: "<parent>-<suffix>", hash-truncated to 63 characters.
 fn name(parent: &Value, suffix: &Value) -> Result<String, Error> {
-    let base = part(&attr(parent, &["metadata", "name"], "parent")?, "parent")?;
-    Ok(safe_name(
-        &format!("{base}-{}", part(suffix, "suffix")?),
-        63,
-    ))
+    parent_name(parent, suffix, 63)
 }
 
 /// `lib.long_name(parent, suffix)`: the same in the 253-character form.
 fn long_name(parent: &Value, suffix: &Value) -> Result<String, Error> {
+    parent_name(parent, suffix, 253)
+}
+
+/// [`safe_name`] of "<parent's name>-<suffix>" within `max` characters.
+fn parent_name(parent: &Value, suffix: &Value, max: usize) -> Result<String, Error> {
     let base = part(&attr(parent, &["metadata", "name"], "parent")?, "parent")?;
     Ok(safe_name(
         &format!("{base}-{}", part(suffix, "suffix")?),
-        253,
+        max,
     ))
 }
 
