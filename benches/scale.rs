@@ -459,6 +459,42 @@ async fn weight_latencies(
     lat
 }
 
+/// Waits (up to 60 s) until the shipped blueprint's status counts `n` Gateways, all of
+/// them ready; says after how long, or that it did not.
+async fn blueprint_settled(client: &Client, n: usize) -> String {
+    let bp = ar(
+        "gatewright.dev",
+        "v1alpha1",
+        "GatewayClassBlueprint",
+        "gatewayclassblueprints",
+    );
+    let t = Instant::now();
+    loop {
+        let counted = api(client, &bp, None)
+            .get(CLASS)
+            .await
+            .ok()
+            .and_then(|o| serde_json::to_value(&o).ok())
+            .and_then(|v| {
+                v["status"]["revisions"].as_array().map(|rs| {
+                    rs.iter().fold((0, 0), |(g, r), c| {
+                        (
+                            g + c["gateways"].as_u64().unwrap_or(0),
+                            r + c["ready"].as_u64().unwrap_or(0),
+                        )
+                    })
+                })
+            });
+        if counted == Some((n as u64, n as u64)) {
+            return format!("after {:.1?}", t.elapsed());
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            return format!("not in 60 s (gateways, ready = {counted:?})");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Installs the shipped class the benchmark uses.
 async fn install_class(client: &Client) {
     let dir = concat!(
@@ -756,8 +792,13 @@ async fn main() {
     );
     let cpu_total = p.cpu();
 
-    // 4. Restart of the converged world.
+    // 4. Restart of the converged world. Converged includes the blueprint's status: its
+    // per-revision counts follow the Gateways' Programmed flips of 3b at most every
+    // PROGRESS_HOLD (or PROGRESS_HOLD_BUSY), and a count still held when the controller
+    // stops is written by the next one, a write of the flips, not of the restart.
     tokio::time::sleep(Duration::from_secs(3)).await;
+    let settled = blueprint_settled(&client, n).await;
+    println!("  blueprint status counting every Gateway ready: {settled}");
     paused.store(true, Ordering::Relaxed);
     p.stop();
     let before = apiserver_counts(&client).await;
