@@ -132,7 +132,7 @@ impl Cluster {
         action: &str,
         prepared: Option<&Prepared>,
         set: TemplateSet,
-        live: &Value,
+        live: &Arc<Value>,
     ) -> Result<Option<(String, u64)>, Error> {
         let key = ObjectKey::of(live);
         let drain = prepared

@@ -108,7 +108,13 @@ impl Cluster {
         {
             let set = template_set(c, &uid);
             if let Some((words, again)) = self
-                .drain_or_delete_child(gw, "Teardown", prepared.as_deref(), set, c)
+                .drain_or_delete_child(
+                    gw,
+                    "Teardown",
+                    prepared.as_deref(),
+                    set,
+                    &Arc::new((*c).clone()),
+                )
                 .await?
             {
                 draining.push(words);

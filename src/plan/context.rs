@@ -70,7 +70,7 @@ impl GatewayContext {
             let gateway = self
                 .converted
                 .gateway
-                .get_or_init(|| V::from(Serde(&*self.gateway)));
+                .get_or_init(|| crate::render::view::JsonView::value(Arc::clone(&self.gateway)));
             let (listeners, hostnames) = self.converted.vars.get_or_init(|| {
                 (
                     V::from(Serde(&*self.listeners)),

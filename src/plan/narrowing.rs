@@ -65,7 +65,7 @@ pub fn drain_of<'a>(
     prepared: &'a Prepared,
     set: TemplateSet,
     template: &str,
-    live: &Value,
+    live: &Arc<Value>,
 ) -> Option<(&'a Drain, Readiness)> {
     let entry = prepared.entry(set, template)?;
     let drain = entry.drain.as_ref()?;
@@ -79,7 +79,7 @@ pub fn drain_of<'a>(
 pub fn drain_of_live<'a>(
     prepared: &'a Prepared,
     set: TemplateSet,
-    live: &Value,
+    live: &Arc<Value>,
 ) -> Option<(&'a Drain, Readiness)> {
     drain_of(prepared, set, labels::template(live)?, live)
 }

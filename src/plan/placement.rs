@@ -120,8 +120,11 @@ pub fn deletable(key: &crate::snapshot::ObjectKey, fleet: &BTreeMap<String, Flee
 /// `resources` as a render for `member` scoped to it reads it: each template's objects in
 /// the parent's cluster and in `member`, none placed in another member.
 #[must_use]
-pub fn resources_of(resources: &BTreeMap<String, Vec<Value>>, member: &str) -> minijinja::Value {
-    let scoped: BTreeMap<&String, Vec<&Value>> = resources
+pub fn resources_of(
+    resources: &BTreeMap<String, Vec<std::sync::Arc<Value>>>,
+    member: &str,
+) -> minijinja::Value {
+    let scoped: BTreeMap<String, Vec<std::sync::Arc<Value>>> = resources
         .iter()
         .map(|(name, objects)| {
             let here = objects
@@ -131,11 +134,12 @@ pub fn resources_of(resources: &BTreeMap<String, Vec<Value>>, member: &str) -> m
                         .as_str()
                         .is_none_or(|c| c.is_empty() || c == member)
                 })
+                .cloned()
                 .collect();
-            (name, here)
+            (name.clone(), here)
         })
         .collect();
-    minijinja::Value::from(minijinja::value::Serde(scoped))
+    crate::render::view::lists(&scoped)
 }
 
 /// Marks a rendered object as going to `member`.
@@ -297,9 +301,15 @@ mod tests {
         let resources = BTreeMap::from([
             (
                 "gateway".to_owned(),
-                vec![placed("fleet/eu-1"), placed("fleet/us-1")],
+                vec![
+                    std::sync::Arc::new(placed("fleet/eu-1")),
+                    std::sync::Arc::new(placed("fleet/us-1")),
+                ],
             ),
-            ("hub".to_owned(), vec![json!({"metadata": {"name": "h"}})]),
+            (
+                "hub".to_owned(),
+                vec![std::sync::Arc::new(json!({"metadata": {"name": "h"}}))],
+            ),
         ]);
         let v = serde_json::to_value(resources_of(&resources, "fleet/eu-1")).unwrap();
         assert_eq!(v["gateway"].as_array().unwrap().len(), 1);

@@ -2,6 +2,8 @@
 //! otherwise kstatus-like rules: a `Ready` condition decides; else `status.observedGeneration`
 //! must have caught up with `metadata.generation`; else the child is ready once it exists.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::api::TemplateEntry;
@@ -33,7 +35,7 @@ impl Readiness {
 pub fn judge(
     compiled: &Compiled,
     entry: &TemplateEntry,
-    live: Option<&Value>,
+    live: Option<&Arc<Value>>,
 ) -> Result<Readiness, RenderError> {
     let Some(obj) = live else {
         return Ok(Readiness::Missing);
@@ -158,6 +160,15 @@ mod tests {
         assert!(default_rules(&json!({"metadata": {"name": "cm"}, "data": {}})).is_ready());
     }
 
+    /// [`judge`] of an object given as JSON.
+    fn judge_json(
+        c: &Compiled,
+        entry: &TemplateEntry,
+        live: Option<&Value>,
+    ) -> Result<Readiness, RenderError> {
+        judge(c, entry, live.cloned().map(Arc::new).as_ref())
+    }
+
     #[test]
     fn ready_when_expression() {
         let entry = TemplateEntry {
@@ -176,13 +187,13 @@ mod tests {
         let c = Compiled::compile("bp", &spec).unwrap();
         assert_eq!(judge(&c, &entry, None).unwrap(), Readiness::Missing);
         assert!(
-            !judge(&c, &entry, Some(&json!({"status": {}})))
+            !judge_json(&c, &entry, Some(&json!({"status": {}})))
                 .unwrap()
                 .is_ready()
         );
-        assert!(!judge(&c, &entry, Some(&json!({}))).unwrap().is_ready());
+        assert!(!judge_json(&c, &entry, Some(&json!({}))).unwrap().is_ready());
         // What the object's own conditions say comes with it, Ready first.
-        let said = judge(
+        let said = judge_json(
             &c,
             &entry,
             Some(&json!({"status": {"conditions": [
@@ -200,7 +211,7 @@ mod tests {
             "{why}"
         );
         assert!(
-            judge(
+            judge_json(
                 &c,
                 &entry,
                 Some(&json!({"status": {"atProvider": {"dnsName": "lb.aws"}}}))

@@ -147,25 +147,11 @@ fn render_key(
 }
 
 /// The fields of a route its children's owner reference names (`apiVersion`, `kind`,
-/// `metadata.name`), read from its text without building the whole object.
+/// `metadata.name`), from what the snapshot read of it once, without its text.
 fn owner_head(entry: &crate::snapshot::RouteEntry) -> Value {
-    #[derive(serde::Deserialize)]
-    struct Meta {
-        name: Option<Value>,
-    }
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Head {
-        api_version: Option<Value>,
-        kind: Option<Value>,
-        metadata: Option<Meta>,
-    }
-    match serde_json::from_str::<Head>(entry.text()) {
-        Ok(h) => serde_json::json!({
-            "apiVersion": h.api_version,
-            "kind": h.kind,
-            "metadata": {"name": h.metadata.and_then(|m| m.name)},
-        }),
-        Err(_) => entry.json(),
-    }
+    serde_json::json!({
+        "apiVersion": entry.api_version.as_deref(),
+        "kind": entry.view.kind.kind,
+        "metadata": {"name": entry.view.name},
+    })
 }

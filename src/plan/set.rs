@@ -53,12 +53,12 @@ pub(crate) struct SetResult {
     pub errors: Vec<RenderError>,
     pub states: Vec<ChildState>,
     /// Template -> live objects it rendered (what `resources.<template>` showed).
-    pub resources: BTreeMap<String, Vec<Value>>,
+    pub resources: BTreeMap<String, Vec<Arc<Value>>>,
     /// Make-before-break template -> the live objects of its new version while that
     /// version is not ready yet (what `pending.<template>` shows; empty otherwise): what
     /// must exist for the new version to become ready (a certificate's validation
     /// records) reads it, as dependents read `resources`.
-    pub pending: BTreeMap<String, Vec<Value>>,
+    pub pending: BTreeMap<String, Vec<Arc<Value>>>,
     /// Templates whose output is unknown this pass (held or failed): keep their children.
     pub unsettled: BTreeSet<String>,
     /// Live children that must stay although not rendered: old versions of

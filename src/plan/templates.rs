@@ -64,11 +64,8 @@ pub(crate) fn render_set(
     route: Option<&minijinja::Value>,
 ) -> SetResult {
     let prepared = input.prepared;
-    let live: BTreeMap<ObjectKey, &Value> = input
-        .live
-        .iter()
-        .map(|v| (ObjectKey::of(v), v.as_ref()))
-        .collect();
+    let live: BTreeMap<ObjectKey, &Arc<Value>> =
+        input.live.iter().map(|v| (ObjectKey::of(v), v)).collect();
     let mut out = SetResult::default();
     let decoration = labels::Decoration::new(&input.owner);
     let mut resource_values = ResourceValues::default();
@@ -132,7 +129,7 @@ pub(crate) fn render_set(
                 Err(e) => out.errors.push(e),
             }
             match live_obj {
-                Some(l) => seen.push(l.clone()),
+                Some(l) => seen.push(Arc::clone(l)),
                 None => complete = false,
             }
             out.children.push(DesiredChild {
@@ -261,45 +258,49 @@ fn render_objects(
             }
         });
         let ctx = placed_ctx.as_ref().unwrap_or(ctx);
-        // A keyed route template's text, by the hash of its inputs (never a placed one).
+        // A keyed route template's objects, by the hash of its inputs (never a placed
+        // one): remembered as their JSON, neither rendered nor read from YAML again.
         let key = input
             .render_key
             .filter(|_| target.is_none() && renders_kind && prepared.keys_route_render(name))
             .map(|k| prepared.render_key((k, name)));
-        let remembered = key.and_then(|k| prepared.remembered_render(k));
-        let rendered = match remembered {
-            Some(text) => Ok(text),
-            None if renders_kind => prepared.compiled.render(input.set, name, ctx).map(|t| {
-                let t: Arc<str> = t.into();
-                if let Some(k) = key {
-                    prepared.remember_render(k, Arc::clone(&t));
+        let parsed = match key.and_then(|k| prepared.remembered_render(k)) {
+            Some(objects) => Ok(objects),
+            None => {
+                let rendered = if renders_kind {
+                    prepared.compiled.render(input.set, name, ctx)
+                } else {
+                    Ok(String::new())
+                };
+                let text = match rendered {
+                    Ok(t) => t,
+                    Err(e) if !deps.is_empty() && e.category == "UndefinedVariable" => {
+                        out.held.push(Held {
+                            template: name.to_owned(),
+                            reason: format!(
+                                "waiting for what it reads from {}: {}",
+                                join(deps),
+                                e.message
+                            ),
+                        });
+                        out.unsettled.insert(name.to_owned());
+                        return None;
+                    }
+                    Err(e) => {
+                        out.errors.push(e);
+                        out.unsettled.insert(name.to_owned());
+                        return None;
+                    }
+                };
+                match key {
+                    // Its own key: the text is not hashed again to find its objects.
+                    Some(k) => crate::render::output::objects_from_render(&text, at)
+                        .inspect(|o| prepared.remember_render(k, o)),
+                    None => prepared.objects(&text, at),
                 }
-                t
-            }),
-            None => Ok(Arc::from("")),
-        };
-        let text = match rendered {
-            Ok(t) => t,
-            Err(e) if !deps.is_empty() && e.category == "UndefinedVariable" => {
-                out.held.push(Held {
-                    template: name.to_owned(),
-                    reason: format!(
-                        "waiting for what it reads from {}: {}",
-                        join(deps),
-                        e.message
-                    ),
-                });
-                out.unsettled.insert(name.to_owned());
-                return None;
-            }
-            Err(e) => {
-                out.errors.push(e);
-                out.unsettled.insert(name.to_owned());
-                return None;
             }
         };
-        let rendered = match prepared
-            .objects(&text, at)
+        let rendered = match parsed
             .and_then(|o| check_scopes(&o, at, input.scopes).map(|unknown| (o, unknown)))
         {
             Ok((o, unknown)) => {
@@ -320,7 +321,7 @@ fn render_objects(
             }
         };
         let start = objects.len();
-        objects.extend(rendered.as_ref().iter().cloned());
+        objects.extend(rendered);
         if let Some(member) = target {
             for obj in &mut objects[start..] {
                 super::placement::place(obj, member);

@@ -8,6 +8,7 @@
 //! In: what the planner computed. Out: one minijinja value per render.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use minijinja::Value;
 use serde::Serialize;
@@ -120,8 +121,9 @@ impl TemplateContext<'_> {
     }
 }
 
-/// The objects of each template, as template values, converted once per template and
-/// pass rather than once per template that reads them ([`ResourceValues::value`]).
+/// The objects of each template, as template values (views of the objects, see
+/// [`super::view`]), made once per template and pass rather than once per template that
+/// reads them ([`ResourceValues::value`]).
 #[derive(Debug, Default)]
 pub struct ResourceValues {
     converted: BTreeMap<String, Value>,
@@ -131,11 +133,11 @@ impl ResourceValues {
     /// `resources` as a template value. The objects of a template are converted the first
     /// time it is seen; a template's objects must not change once given (a template set
     /// is rendered in order, each template's objects set once).
-    pub fn value(&mut self, resources: &BTreeMap<String, Vec<serde_json::Value>>) -> Value {
+    pub fn value(&mut self, resources: &BTreeMap<String, Vec<Arc<serde_json::Value>>>) -> Value {
         for (name, objects) in resources {
             if !self.converted.contains_key(name) {
                 self.converted
-                    .insert(name.clone(), Value::from(minijinja::value::Serde(objects)));
+                    .insert(name.clone(), super::view::list(objects));
             }
         }
         resources
@@ -153,9 +155,9 @@ pub fn with_resource_values(
     base: &Value,
     route: Option<&Value>,
     resources: Value,
-    pending: &BTreeMap<String, Vec<serde_json::Value>>,
+    pending: &BTreeMap<String, Vec<Arc<serde_json::Value>>>,
 ) -> Value {
-    let pending = Value::from(minijinja::value::Serde(pending));
+    let pending = super::view::lists(pending);
     match route {
         Some(r) => minijinja::context! {
             route => r.clone(), resources => resources, pending => pending, ..base.clone()
@@ -169,11 +171,11 @@ pub fn with_resource_values(
 pub fn with_resources(
     base: &Value,
     route: Option<&Value>,
-    resources: &BTreeMap<String, Vec<serde_json::Value>>,
-    pending: &BTreeMap<String, Vec<serde_json::Value>>,
+    resources: &BTreeMap<String, Vec<Arc<serde_json::Value>>>,
+    pending: &BTreeMap<String, Vec<Arc<serde_json::Value>>>,
 ) -> Value {
-    let resources = Value::from(minijinja::value::Serde(resources));
-    let pending = Value::from(minijinja::value::Serde(pending));
+    let resources = super::view::lists(resources);
+    let pending = super::view::lists(pending);
     match route {
         Some(r) => minijinja::context! {
             route => r.clone(), resources => resources, pending => pending, ..base.clone()
@@ -189,14 +191,25 @@ mod tests {
 
     #[test]
     fn resources_converted_once_read_as_converted_each_time() {
-        let mut resources = BTreeMap::new();
-        resources.insert("a".to_owned(), vec![json!({"metadata": {"name": "x"}})]);
+        type Shared = BTreeMap<String, Vec<Arc<serde_json::Value>>>;
+        type Plain = BTreeMap<String, Vec<serde_json::Value>>;
+        fn put(
+            (resources, plain): &mut (Shared, Plain),
+            name: &str,
+            objects: Vec<serde_json::Value>,
+        ) {
+            plain.insert(name.to_owned(), objects.clone());
+            resources.insert(name.to_owned(), objects.into_iter().map(Arc::new).collect());
+        }
+        let mut both = (BTreeMap::new(), BTreeMap::new());
+        put(&mut both, "a", vec![json!({"metadata": {"name": "x"}})]);
         let mut values = ResourceValues::default();
-        let direct = Value::from(minijinja::value::Serde(&resources));
-        assert_eq!(values.value(&resources), direct);
-        resources.insert("b".to_owned(), vec![json!({"n": 1}), json!({"n": 2.5})]);
-        let direct = Value::from(minijinja::value::Serde(&resources));
-        let once = values.value(&resources);
+        let direct = Value::from(minijinja::value::Serde(&both.1));
+        assert_eq!(values.value(&both.0), direct);
+        put(&mut both, "b", vec![json!({"n": 1}), json!({"n": 2.5})]);
+        let (resources, plain) = &both;
+        let direct = Value::from(minijinja::value::Serde(plain));
+        let once = values.value(resources);
         assert_eq!(once, direct);
         assert_eq!(once.to_string(), direct.to_string());
         let env = minijinja::Environment::new();

@@ -293,7 +293,7 @@ impl Compiled {
         &self,
         template: &str,
         expr: &str,
-        object: &serde_json::Value,
+        object: &std::sync::Arc<serde_json::Value>,
     ) -> Result<bool, RenderError> {
         let key = ready_key(expr, object);
         if let Some(k) = &key
@@ -305,7 +305,7 @@ impl Compiled {
             .env
             .compile_expression(expr)
             .map_err(|e| RenderError::from_minijinja(&self.blueprint, template, &e))?;
-        let ctx = minijinja::context! { object => Value::from(minijinja::value::Serde(object)) };
+        let ctx = minijinja::context! { object => crate::render::view::JsonView::value(std::sync::Arc::clone(object)) };
         let verdict = match compiled.eval(ctx) {
             Ok(v) => v.is_true(),
             // A field that is not there yet means "not ready", not a broken blueprint.
@@ -716,7 +716,11 @@ mod tests {
     fn a_readiness_verdict_is_kept_per_object_version() {
         let c = Compiled::compile("b", &GatewayClassBlueprintSpec::default()).unwrap();
         let expr = r#"dig(object, "status.ready", false)"#;
-        let at = |rv: &str, ready: bool| serde_json::json!({"metadata": {"uid": "u1", "resourceVersion": rv}, "status": {"ready": ready}});
+        let at = |rv: &str, ready: bool| {
+            std::sync::Arc::new(
+                serde_json::json!({"metadata": {"uid": "u1", "resourceVersion": rv}, "status": {"ready": ready}}),
+            )
+        };
         assert!(c.eval_ready("t", expr, &at("1", true)).unwrap());
         // The same version is not judged again (its content cannot differ on a server).
         assert!(c.eval_ready("t", expr, &at("1", false)).unwrap());
@@ -727,7 +731,8 @@ mod tests {
         // Another expression, its own verdict.
         assert!(c.eval_ready("t", "true", &at("2", false)).unwrap());
         // An object without a version (read from files) is judged every time.
-        let file = |ready: bool| serde_json::json!({"status": {"ready": ready}});
+        let file =
+            |ready: bool| std::sync::Arc::new(serde_json::json!({"status": {"ready": ready}}));
         assert!(c.eval_ready("t", expr, &file(true)).unwrap());
         assert!(!c.eval_ready("t", expr, &file(false)).unwrap());
     }

@@ -14,6 +14,7 @@ pub mod prepared;
 pub mod remembered;
 pub mod scope;
 pub mod values;
+pub mod view;
 
 pub use engine::{Compiled, TemplateSet};
 pub use labels::safe_name;

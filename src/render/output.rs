@@ -161,17 +161,22 @@ pub fn scope_problem(
     scopes: &KindScopes,
 ) -> Result<bool, String> {
     let listed = cluster_scoped.contains(gk);
-    let what = if gk.group.is_empty() {
-        gk.kind.clone()
-    } else {
-        format!("{} ({})", gk.kind, gk.group)
+    // Named only in an error: most checks find none.
+    let what = || {
+        if gk.group.is_empty() {
+            gk.kind.clone()
+        } else {
+            format!("{} ({})", gk.kind, gk.group)
+        }
     };
     match (listed, scopes.scope(&gk.group, &gk.kind)) {
         (false, Some(Scope::Cluster)) => Err(format!(
-            "{what} is cluster-scoped and the blueprint does not list it in clusterScopedKinds; templates may create cluster-scoped objects only of the kinds listed there"
+            "{} is cluster-scoped and the blueprint does not list it in clusterScopedKinds; templates may create cluster-scoped objects only of the kinds listed there",
+            what()
         )),
         (true, Some(Scope::Namespaced)) => Err(format!(
-            "the blueprint lists {what} in clusterScopedKinds, but it is namespaced"
+            "the blueprint lists {} in clusterScopedKinds, but it is namespaced",
+            what()
         )),
         (false, None) => Ok(true),
         _ => Ok(false),

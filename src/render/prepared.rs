@@ -189,17 +189,22 @@ impl Prepared {
         self.renders.hasher()
     }
 
-    /// The text a keyed route template rendered for the inputs hashed as `key` (see
-    /// [`crate::plan::route`]): a route whose template inputs did not change is not
-    /// rendered again, while its readiness, ownership and pruning are judged anew.
+    /// The objects a keyed route template rendered for the inputs hashed as `key` (see
+    /// [`crate::plan::route`]), parsed from the JSON they were remembered as: a route whose
+    /// template inputs did not change is not rendered again, while its readiness,
+    /// ownership and pruning are judged anew.
     #[must_use]
-    pub fn remembered_render(&self, key: u64) -> Option<std::sync::Arc<str>> {
-        self.renders.get(key)
+    pub fn remembered_render(&self, key: u64) -> Option<Vec<serde_json::Value>> {
+        self.renders
+            .get(key)
+            .and_then(|json| serde_json::from_str(&json).ok())
     }
 
-    /// Remembers the text rendered for `key` (see [`Self::remembered_render`]).
-    pub fn remember_render(&self, key: u64, text: std::sync::Arc<str>) {
-        self.renders.put(key, text);
+    /// Remembers the objects rendered for `key`, as JSON (see [`Self::remembered_render`]).
+    pub fn remember_render(&self, key: u64, objects: &[serde_json::Value]) {
+        if let Ok(json) = serde_json::to_string(objects) {
+            self.renders.put(key, json.into());
+        }
     }
 
     /// The templates that name, literally, a kind the blueprint may not create: a
@@ -228,7 +233,7 @@ impl Prepared {
         &self,
         text: &str,
         at: crate::render::output::Placement<'_>,
-    ) -> Result<std::sync::Arc<Vec<serde_json::Value>>, RenderError> {
+    ) -> Result<Vec<serde_json::Value>, RenderError> {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (at.template, at.namespace, text).hash(&mut h);
@@ -238,7 +243,7 @@ impl Prepared {
                 .and_then(|json| serde_json::from_str::<Vec<serde_json::Value>>(json).ok())
         });
         if let Some(objects) = hit {
-            return Ok(std::sync::Arc::new(objects));
+            return Ok(objects);
         }
         let objects = crate::render::output::objects_from_render(text, at)?;
         if let (Ok(json), Ok(mut c)) = (serde_json::to_string(&objects), self.parsed.lock()) {
@@ -247,7 +252,7 @@ impl Prepared {
             }
             c.insert(key, json.into_boxed_str());
         }
-        Ok(std::sync::Arc::new(objects))
+        Ok(objects)
     }
 
     /// The graph of a set.

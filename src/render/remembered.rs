@@ -1,4 +1,5 @@
-//! Route templates' rendered texts remembered by their inputs (see
+//! What route templates rendered, remembered by their inputs as the JSON of the objects
+//! (see
 //! [`Prepared::remembered_render`](super::prepared::Prepared::remembered_render)).
 //!
 //! A route template whose text depends only on the route and on the Gateway's part of
@@ -12,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use crate::api::GatewayClassBlueprintSpec;
 use crate::render::{Compiled, TemplateSet};
 
-/// Rendered texts remembered per blueprint; a route copy's text is about half a kilobyte.
+/// Renders remembered per blueprint; a route copy's objects are about half a kilobyte of
+/// JSON.
 const ENTRIES: usize = 4096;
 
 /// Context variables (and the one function) whose value a route template's text may
@@ -46,7 +48,7 @@ pub(super) fn keyed_route_templates(
         .collect()
 }
 
-/// The texts, by the hash of their inputs, and the hasher of those hashes (random per
+/// The objects' JSON, by the hash of their inputs, and the hasher of those hashes (random per
 /// blueprint version, so that no route can be written to collide with another's key).
 #[derive(Debug, Default)]
 pub(super) struct Renders {

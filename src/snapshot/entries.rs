@@ -136,6 +136,8 @@ pub struct RouteEntry {
     pub(super) text: Arc<str>,
     /// `metadata.uid`, or a stable stand-in offline, read once.
     pub uid: String,
+    /// `apiVersion` as the text has it (what its children's owner reference names).
+    pub api_version: Option<Box<str>>,
     /// Whether the text holds the route's `status` exactly as the API server sent it (the
     /// typed model dropped no field of it), so a status write may start from it.
     pub status_exact: bool,

@@ -84,6 +84,7 @@ impl Snapshot {
         let uid = uid_of(&json, &key.kind);
         let text = serde_json::to_string(&json).unwrap_or_default().into();
         let entry = Arc::new(RouteEntry {
+            api_version: json["apiVersion"].as_str().map(Box::from),
             view,
             text,
             uid,

@@ -8,6 +8,7 @@ mod stamp;
 mod step;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -63,7 +64,7 @@ pub(super) struct Rendered<'a> {
     /// Whether every object exists.
     pub complete: bool,
     /// The live objects of what it rendered.
-    pub seen: Vec<Value>,
+    pub seen: Vec<Arc<Value>>,
     /// Their readiness.
     pub new_states: Vec<ChildState>,
 }
@@ -101,7 +102,7 @@ impl Replacements {
         &mut self,
         r: Rendered<'_>,
         input: &SetInput<'_>,
-        live: &BTreeMap<ObjectKey, &Value>,
+        live: &BTreeMap<ObjectKey, &Arc<Value>>,
         out: &mut SetResult,
     ) {
         let name = r.name;

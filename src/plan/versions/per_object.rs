@@ -46,7 +46,7 @@ impl SlotsStep<'_> {
     pub(super) fn settle(
         self,
         input: &SetInput<'_>,
-        live: &BTreeMap<ObjectKey, &Value>,
+        live: &BTreeMap<ObjectKey, &Arc<Value>>,
         out: &mut SetResult,
         finishing: &mut Vec<(String, String, Vec<ObjectKey>)>,
     ) -> (Vec<String>, Vanished) {
@@ -90,8 +90,8 @@ impl SlotsStep<'_> {
             .map(|c| c.key.to_string())
             .collect();
         let hold = hold_for(&fresh_waiting);
-        let mut serving: Vec<Value> = Vec::new();
-        let mut pending: Vec<Value> = Vec::new();
+        let mut serving: Vec<Arc<Value>> = Vec::new();
+        let mut pending: Vec<Arc<Value>> = Vec::new();
         let mut versions: Vec<String> = Vec::new();
         let mut complete = true;
         let mut waiting = !fresh_waiting.is_empty();
@@ -99,7 +99,7 @@ impl SlotsStep<'_> {
             let slot = labels::slot(&c.object);
             let v = version_label(&c.object).to_owned();
             let state = state_of(&c.key);
-            let live_obj = live.get(&c.key).map(|o| (*o).clone());
+            let live_obj = live.get(&c.key).map(|o| Arc::clone(o));
             if fresh.iter().any(|f| f.key == c.key) {
                 // The same content under an earlier name, which serves meanwhile: status
                 // judges that one (below) until this one is ready, as for a replacement.
@@ -167,7 +167,7 @@ impl SlotsStep<'_> {
         input: &SetInput<'_>,
         gone: &[&Arc<Value>],
         out: &mut SetResult,
-        serving: &mut Vec<Value>,
+        serving: &mut Vec<Arc<Value>>,
         versions: &mut Vec<String>,
     ) {
         for g in gone {
@@ -178,7 +178,7 @@ impl SlotsStep<'_> {
                     readiness: r,
                 });
             }
-            serving.push((***g).clone());
+            serving.push(Arc::clone(g));
             versions.push(version_label(g).to_owned());
         }
     }

@@ -24,7 +24,7 @@ pub(super) struct RolloutStep<'a> {
     pub(super) slot: Option<&'a str>,
     pub(super) timeout: u64,
     pub(super) complete: bool,
-    pub(super) seen: Vec<Value>,
+    pub(super) seen: Vec<Arc<Value>>,
     pub(super) new_states: Vec<ChildState>,
 }
 
@@ -32,9 +32,9 @@ pub(super) struct RolloutStep<'a> {
 #[derive(Default)]
 pub(super) struct Settled {
     /// The objects dependents read, when known (every one of them exists).
-    pub(super) serving: Option<Vec<Value>>,
+    pub(super) serving: Option<Vec<Arc<Value>>>,
     /// The new version's objects while they are not ready (`pending.<template>`).
-    pub(super) pending: Vec<Value>,
+    pub(super) pending: Vec<Arc<Value>>,
     /// The version dependents are rendered from.
     pub(super) active: Option<String>,
 }
@@ -129,7 +129,7 @@ impl RolloutStep<'_> {
                 timeout_seconds: self.timeout,
             });
             Settled {
-                serving: Some(objs.iter().map(|o| (***o).clone()).collect()),
+                serving: Some(objs.iter().map(|o| Arc::clone(o)).collect()),
                 pending: self.seen,
                 active: Some(old),
             }
