@@ -109,15 +109,19 @@ async fn versions(client: &Client, ns: &str, class: &str) -> BTreeMap<String, St
             "gatewayclassblueprints",
         ),
     );
-    out.insert(
-        format!("GatewayClassBlueprint/{rolling}"),
-        bps.get_metadata(&rolling)
-            .await
-            .unwrap()
-            .metadata
-            .resource_version
-            .unwrap_or_default(),
-    );
+    // Both blueprints: the one caught mid-rollout, and the shipped class's, whose
+    // rollout is complete and whose per-revision counts A keeps as its Gateway reports.
+    for bp in [rolling.as_str(), class] {
+        out.insert(
+            format!("GatewayClassBlueprint/{bp}"),
+            bps.get_metadata(bp)
+                .await
+                .unwrap()
+                .metadata
+                .resource_version
+                .unwrap_or_default(),
+        );
+    }
     let revs: Api<DynamicObject> = Api::all_with(
         client.clone(),
         &ar(
@@ -317,12 +321,26 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
             Some(format!("{rolling}-1")),
             "roll-b moved before its wave"
         );
-        // Quiet: A wrote nothing for a second longer than a write that only reports
-        // progress may be held (the blueprint's per-revision counts: a held write that
-        // came after a shorter quiet once changed the blueprint between the two reads).
+        // The shipped class's blueprint counts its Gateway, Programmed, on the revision it
+        // renders: its rollout is complete, and the Gateway's reports still recount.
+        let counted = |b: &gatewright::api::GatewayClassBlueprint| {
+            b.status.as_ref().is_some_and(|s| {
+                s.revisions.len() == 1 && s.revisions[0].gateways == 1 && s.revisions[0].ready == 1
+            })
+        };
+        wait_for(
+            "the shipped class's blueprint to count its Gateway ready",
+            T,
+            || async { bps.get(&class).await.ok().filter(counted).map(|_| ()) },
+        )
+        .await;
+        // Quiet: A wrote nothing for a second longer than a count pass after a Gateway's
+        // report waits, plus the hold of a write that only reports progress (the
+        // blueprint's per-revision counts: a held write that came after a shorter quiet
+        // once changed the blueprint between the two reads).
         let mut last = (a.ctl.metrics().writes(), 0);
         let polls =
-            (gatewright::controller::PROGRESS_HOLD + Duration::from_secs(1)).as_millis() / 200;
+            (2 * gatewright::controller::PROGRESS_HOLD + Duration::from_secs(1)).as_millis() / 200;
         wait_for("controller A to be quiet", T, || {
             let now = a.ctl.metrics().writes();
             let quiet = if now == last.0 {

@@ -89,6 +89,7 @@ impl Cluster {
         if !self.rest_watches_listed() {
             return Ok(None);
         }
+        super::revisions::counted(self, name);
         let Some((read, errors, previous)) = self.snapshot.read().ok().and_then(|s| {
             let (errors, previous) = s.blueprint(name).map(|b| {
                 let errors = crate::plan::class::blueprint_errors(&s, b);
@@ -131,7 +132,7 @@ impl Cluster {
         // A change of the per-revision counts alone (Gateways reporting during a rollout)
         // is written at most every PROGRESS_HOLD: a rollout of many Gateways would
         // otherwise write the blueprint's status twice per Gateway.
-        let hold_key = crate::snapshot::Key::new("", format!("GatewayClassBlueprint/{name}"));
+        let hold_key = super::revisions::count_key(name);
         if changed && counts_only(&desired, &existing_json) {
             let now = std::time::Instant::now();
             if let Some(wait) = self.progress_hold(&hold_key, now) {

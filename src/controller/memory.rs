@@ -22,6 +22,9 @@ pub(crate) struct GatewayMemory {
     pub(crate) runs_and_writes: (u64, u64),
     /// When its status was last written (see `settle::PROGRESS_HOLD`).
     pub(crate) status_written_at: Option<Instant>,
+    /// A blueprint's: a pass to count its Gateways is queued (see
+    /// `revisions::on_gateway_reported`).
+    pub(crate) count_pass_due: bool,
     /// When the watch first saw it, created while we watched (see `NEW_GATEWAY_SETTLE`);
     /// cleared once it may be planned.
     pub(crate) created_at: Option<Instant>,

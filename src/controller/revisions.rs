@@ -397,14 +397,44 @@ pub(super) fn rollout_watching(
     (!done).then(|| bp.object.metadata.name.clone().unwrap_or_default())
 }
 
-/// Enqueues the blueprint pass of a Gateway whose rollout is under way.
-pub(super) fn on_gateway_reported(ctl: &Cluster, key: &Key) {
-    let bp = ctl
-        .snapshot
-        .read()
-        .ok()
-        .and_then(|s| s.gateway(key).and_then(|g| rollout_watching(&s, &g.typed)));
-    if let Some(bp) = bp {
+/// After a Gateway's pass reported its status: its blueprint's pass now when a rollout of
+/// it is under way (its next step may wait for this Gateway); else a pass after
+/// [`PROGRESS_HOLD`](super::settle::PROGRESS_HOLD), one at a time per blueprint, for the
+/// per-revision counts of its status (without it they would say what the last change or
+/// resync counted, and the next start would correct them: a write of a restart).
+pub(super) fn on_gateway_reported(ctl: &Arc<Cluster>, key: &Key) {
+    let Some((bp, watching)) = ctl.snapshot.read().ok().and_then(|s| {
+        let g = s.gateway(key)?;
+        match rollout_watching(&s, &g.typed) {
+            Some(bp) => Some((bp, true)),
+            None => {
+                let class = s.class(&g.typed.spec.gateway_class_name)?;
+                let bp = crate::plan::class::blueprint_of(&s, class).ok()?;
+                Some((bp.object.metadata.name.clone()?, false))
+            }
+        }
+    }) else {
+        return;
+    };
+    if watching {
         ctl.enqueue(Work::Blueprint(bp));
+        return;
     }
+    let first = ctl.memory.with(&count_key(&bp), |m| {
+        !std::mem::replace(&mut m.count_pass_due, true)
+    });
+    if first == Some(true) {
+        ctl.enqueue_after(Work::Blueprint(bp), super::settle::PROGRESS_HOLD);
+    }
+}
+
+/// Where a blueprint's status hold and due count pass are kept.
+pub(super) fn count_key(blueprint: &str) -> Key {
+    Key::new("", format!("GatewayClassBlueprint/{blueprint}"))
+}
+
+/// A blueprint pass runs: a count pass asked for after it is another one.
+pub(super) fn counted(ctl: &Cluster, blueprint: &str) {
+    ctl.memory
+        .with(&count_key(blueprint), |m| m.count_pass_due = false);
 }
