@@ -374,15 +374,18 @@ fn parse_key(k: &str) -> Option<Key> {
     k.split_once('/').map(|(n, m)| Key::new(n, m))
 }
 
-/// Whether a Gateway's blueprint has a rollout that its status should move: its pass is
-/// run again when the Gateway reports.
-pub(super) fn rollout_watching(
+/// A Gateway's blueprint, and whether it has a rollout that its status should move (its
+/// pass is run again when the Gateway reports).
+fn blueprint_watching(
     s: &Snapshot,
     gw: &gateway_api::apis::standard::gateways::Gateway,
-) -> Option<String> {
+) -> Option<(String, bool)> {
     let class = s.class(&gw.spec.gateway_class_name)?;
     let bp = crate::plan::class::blueprint_of(s, class).ok()?;
-    bp.object.spec.rollout_policy.as_ref()?;
+    let name = bp.object.metadata.name.clone()?;
+    if bp.object.spec.rollout_policy.is_none() {
+        return Some((name, false));
+    }
     let done = bp
         .object
         .status
@@ -394,7 +397,7 @@ pub(super) fn rollout_watching(
                 RolloutPhase::Complete | RolloutPhase::Halted | RolloutPhase::RolledBack
             ) && revisions::newest(s, bp).name == r.revision
         });
-    (!done).then(|| bp.object.metadata.name.clone().unwrap_or_default())
+    Some((name, !done))
 }
 
 /// After a Gateway's pass reported its status: its blueprint's pass now when a rollout of
@@ -403,17 +406,12 @@ pub(super) fn rollout_watching(
 /// per-revision counts of its status (without it they would say what the last change or
 /// resync counted, and the next start would correct them: a write of a restart).
 pub(super) fn on_gateway_reported(ctl: &Arc<Cluster>, key: &Key) {
-    let Some((bp, watching)) = ctl.snapshot.read().ok().and_then(|s| {
-        let g = s.gateway(key)?;
-        match rollout_watching(&s, &g.typed) {
-            Some(bp) => Some((bp, true)),
-            None => {
-                let class = s.class(&g.typed.spec.gateway_class_name)?;
-                let bp = crate::plan::class::blueprint_of(&s, class).ok()?;
-                Some((bp.object.metadata.name.clone()?, false))
-            }
-        }
-    }) else {
+    let Some((bp, watching)) = ctl
+        .snapshot
+        .read()
+        .ok()
+        .and_then(|s| blueprint_watching(&s, &s.gateway(key)?.typed))
+    else {
         return;
     };
     if watching {

@@ -53,11 +53,10 @@ impl Cluster {
             // Children placed in a member that is not served (unreachable, unhealthy,
             // gone) cannot be deleted from here: they are left there, and said so,
             // rather than holding the teardown until the member is back.
-            let (children, left): (Vec<Value>, Vec<Value>) = snap
+            let (children, left): (Vec<Arc<Value>>, Vec<Arc<Value>>) = snap
                 .children_by_gateway(&uid)
-                .map(Arc::unwrap_or_clone)
                 .partition(|c| crate::plan::placement::deletable(&ObjectKey::of(c), snap.fleet()));
-            let mut left: Vec<ObjectKey> = left.iter().map(ObjectKey::of).collect();
+            let mut left: Vec<ObjectKey> = left.iter().map(|c| ObjectKey::of(c)).collect();
             if let Some(fleet) = self.fleet() {
                 // And what was placed in members let go (no longer mirrored here).
                 left.extend(fleet.placed_in_let_go(&uid));
@@ -102,19 +101,13 @@ impl Cluster {
         // Each child of the group is deleted, or first drained (its template's `drain`).
         let mut draining: Vec<String> = Vec::new();
         let mut wake: Option<u64> = None;
-        for c in group
+        for &c in group
             .iter()
             .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
         {
             let set = template_set(c, &uid);
             if let Some((words, again)) = self
-                .drain_or_delete_child(
-                    gw,
-                    "Teardown",
-                    prepared.as_deref(),
-                    set,
-                    &Arc::new((*c).clone()),
-                )
+                .drain_or_delete_child(gw, "Teardown", prepared.as_deref(), set, c)
                 .await?
             {
                 draining.push(words);
@@ -124,6 +117,7 @@ impl Cluster {
         // A child whose deletion hangs (someone else's finalizer, a stuck controller)
         // holds the teardown: say so on the Gateway and in an Event, once.
         let limit = i64::try_from(self.opts.deletion_stuck_after.as_secs()).unwrap_or(i64::MAX);
+        let group: Vec<&Value> = group.into_iter().map(|c| &**c).collect();
         let (stuck, next_check) = stuck_deletions(&group, limit, Timestamp::now());
         if part == Part::Placed {
             // What the teardown waits for is the leader's to report.

@@ -184,6 +184,19 @@ pub fn affected(snap: &Snapshot, change: &Change) -> Affected {
             if *was_ours && !snap.gateway_is_ours(key) {
                 a.routes_of_parent_gone(snap, key);
             }
+            // Gone: its blueprint's per-revision counts drop it (they are recounted only
+            // when a Gateway reports, and this one no longer will).
+            if *was_ours && snap.gateway(key).is_none() {
+                let blueprint = snap.class(class).and_then(|c| {
+                    c.spec
+                        .parameters_ref
+                        .as_ref()
+                        .filter(|p| p.kind == crate::api::BLUEPRINT_KIND)
+                });
+                if let Some(p) = blueprint {
+                    a.blueprints.insert(p.name.clone());
+                }
+            }
         }
         Change::Route {
             key,
@@ -594,8 +607,15 @@ mod tests {
             false,
         );
         assert!(a.routes.is_empty(), "{a:?}");
-        // A Gateway deleted.
+        // A Gateway deleted; changed before, its blueprint had nothing to recount.
         let mut s = world();
+        let a = event(
+            &mut s,
+            Kind::Gateway,
+            gateway("apps", "a", "c", json!({})),
+            false,
+        );
+        assert!(a.blueprints.is_empty(), "{a:?}");
         let a = event(
             &mut s,
             Kind::Gateway,
@@ -603,6 +623,11 @@ mod tests {
             true,
         );
         assert_eq!(a.routes, routes(&["r1", "r2", "r3"]));
+        assert_eq!(
+            a.blueprints,
+            BTreeSet::from(["bp".to_owned()]),
+            "its blueprint recounts its Gateways"
+        );
         // A class that no longer names us.
         let mut s = world();
         let mut c = foreign;

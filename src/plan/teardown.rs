@@ -22,12 +22,13 @@ use crate::snapshot::fleet::FleetMember;
 /// position each child was rendered at is its `gatewright.dev/order` annotation (the
 /// order of what is live, there even when the blueprint is gone), else the blueprint's.
 #[must_use]
-pub fn next_group<'a>(
-    children: &'a [Value],
+pub fn next_group<'a, T: std::borrow::Borrow<Value>>(
+    children: &'a [T],
     gateway_uid: &str,
     order: &(Vec<String>, Vec<String>),
-) -> Vec<&'a Value> {
-    let rank = |c: &Value| {
+) -> Vec<&'a T> {
+    let rank = |c: &T| {
+        let c: &Value = c.borrow();
         let t = labels::template(c).unwrap_or_default();
         let route_child = labels::parent_uid(c) != Some(gateway_uid);
         let set = if route_child { &order.1 } else { &order.0 };
@@ -305,7 +306,7 @@ mod tests {
             names(&next_group(&children, "gw", &order)),
             ["r2-b", "r1-b"]
         );
-        assert!(next_group(&[], "gw", &order).is_empty());
+        assert!(next_group::<Value>(&[], "gw", &order).is_empty());
     }
 
     #[test]
