@@ -66,22 +66,22 @@ pub fn covered_by_wildcard(name: &str, wildcard: &str) -> bool {
 /// The hostname traffic is accepted for when a listener with `listener` hostname and a
 /// route with `route` hostname meet; `None` when they do not intersect.
 #[must_use]
-pub fn intersect(listener: Option<&str>, route: &str) -> Option<String> {
+pub fn intersect<'a>(listener: Option<&'a str>, route: &'a str) -> Option<&'a str> {
     let Some(l) = listener else {
-        return Some(route.to_owned());
+        return Some(route);
     };
     if l == route {
-        return Some(route.to_owned());
+        return Some(route);
     }
     match (l.starts_with("*."), route.starts_with("*.")) {
         (false, false) => None,
-        (true, false) => covered_by_wildcard(route, l).then(|| route.to_owned()),
-        (false, true) => covered_by_wildcard(l, route).then(|| l.to_owned()),
+        (true, false) => covered_by_wildcard(route, l).then_some(route),
+        (false, true) => covered_by_wildcard(l, route).then_some(l),
         (true, true) => {
             if covered_by_wildcard(route, l) {
-                Some(route.to_owned())
+                Some(route)
             } else if covered_by_wildcard(l, route) {
-                Some(l.to_owned())
+                Some(l)
             } else {
                 None
             }
@@ -151,7 +151,7 @@ mod tests {
             ),
         ];
         for (l, r, want) in cases {
-            assert_eq!(intersect(l, r).as_deref(), want, "{l:?} ∩ {r}");
+            assert_eq!(intersect(l, r), want, "{l:?} ∩ {r}");
         }
     }
 

@@ -50,8 +50,9 @@ pub struct ParentRef {
     pub section_name: Option<String>,
     /// Listener port.
     pub port: Option<i32>,
-    /// The spec parentRef as written, with group and kind defaulted, for `status.parents`.
-    pub status_ref: Value,
+    /// The spec parentRef as written, with group and kind defaulted, for `status.parents`
+    /// (shared: each plan's attachment of the route copies it).
+    pub status_ref: std::sync::Arc<Value>,
 }
 
 impl ParentRef {
@@ -358,7 +359,7 @@ fn parent_ref(p: &Value, route_namespace: &str) -> ParentRef {
         name: str_at(&p["name"]).to_owned(),
         section_name: non_empty(&p["sectionName"]).map(str::to_owned),
         port: p["port"].as_i64().and_then(|p| i32::try_from(p).ok()),
-        status_ref,
+        status_ref: std::sync::Arc::new(status_ref),
     }
 }
 

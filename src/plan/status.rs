@@ -660,7 +660,7 @@ pub fn next_route_parents(
                 now,
             );
             mine.push(serde_json::json!({
-                "parentRef": a.status_ref,
+                "parentRef": *a.status_ref,
                 "controllerName": CONTROLLER_NAME,
                 "conditions": conds,
             }));

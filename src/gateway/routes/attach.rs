@@ -127,12 +127,14 @@ fn attach_one(
             });
             continue;
         }
-        let names = hostnames::dedupe_sorted(
-            route
-                .hostnames
-                .iter()
-                .filter_map(|h| hostnames::intersect(e.hostname.as_deref(), h)),
-        );
+        let mut names: Vec<&str> = route
+            .hostnames
+            .iter()
+            .filter_map(|h| hostnames::intersect(e.hostname.as_deref(), h))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let names: Vec<String> = names.into_iter().map(str::to_owned).collect();
         if !names.is_empty() {
             attached.push(ListenerAttachment {
                 listener: e.name.clone(),

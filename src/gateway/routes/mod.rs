@@ -37,7 +37,7 @@ pub struct ParentAttachment {
     /// Index of the parentRef in the route's spec.
     pub parent_index: usize,
     /// The parentRef to echo in status.
-    pub status_ref: Value,
+    pub status_ref: std::sync::Arc<Value>,
     /// `Accepted`.
     pub accepted: Cond,
     /// `ResolvedRefs`.
