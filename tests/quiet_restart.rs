@@ -200,6 +200,22 @@ async fn events(client: &Client, ns: &str) -> usize {
         .len()
 }
 
+/// The status of the test's two blueprints, by name (what a failure shows changed).
+async fn blueprint_statuses(
+    client: &Client,
+    ns: &str,
+    class: &str,
+) -> BTreeMap<String, serde_json::Value> {
+    let bps: Api<gatewright::api::GatewayClassBlueprint> = Api::all(client.clone());
+    let mut out = BTreeMap::new();
+    for name in [class.to_owned(), rolling_class(ns)] {
+        if let Ok(b) = bps.get(&name).await {
+            out.insert(name, serde_json::to_value(&b.status).unwrap_or_default());
+        }
+    }
+    out
+}
+
 fn programmed(g: &DynamicObject) -> bool {
     g.data["status"]["conditions"].as_array().is_some_and(|c| {
         c.iter()
@@ -374,6 +390,7 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
         );
     });
     let before = test_rt.block_on(versions(&client, &ns.name, &class));
+    let blueprints_before = test_rt.block_on(blueprint_statuses(&client, &ns.name, &class));
     let events_before = test_rt.block_on(events(&client, &ns.name));
     assert!(
         before
@@ -414,6 +431,18 @@ fn restart_of_a_converged_world_writes_and_announces_nothing() {
     for l in b.ctl.metrics().render().lines() {
         if l.starts_with("gatewright_api_requests") {
             println!("B: {l}");
+        }
+    }
+    let blueprints_after = test_rt.block_on(blueprint_statuses(&client, &ns.name, &class));
+    for (name, st) in &blueprints_after {
+        if blueprints_before.get(name) != Some(st) {
+            println!(
+                "blueprint {name} status before: {}\nafter: {st}",
+                blueprints_before
+                    .get(name)
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
+            );
         }
     }
     println!(

@@ -139,7 +139,12 @@ fn bakes(
     out: &mut Step,
 ) -> WaveVerdict {
     let now = seen.now;
-    let since = w.healthy_since.get_or_insert(Time(now)).clone();
+    // In whole seconds, as the status keeps it: the message below, made from it, must
+    // read the same after a restart reads it back from the status.
+    let since = w
+        .healthy_since
+        .get_or_insert_with(|| Time(whole_second(now)))
+        .clone();
     let baked = seconds_since(Some(&since), now);
     if baked >= spec.bake() {
         WaveVerdict::Passed
@@ -216,4 +221,9 @@ fn shown(items: &[String]) -> String {
         s.push_str(&format!(" (and {} more)", items.len() - 5));
     }
     s
+}
+
+/// `t` without its fraction of a second (what a status's timestamp keeps).
+fn whole_second(t: k8s_openapi::jiff::Timestamp) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_second(t.as_second()).unwrap_or(t)
 }

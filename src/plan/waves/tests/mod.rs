@@ -321,3 +321,46 @@ fn nothing_to_move_completes_at_once() {
     let s = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0));
     assert_eq!(s.status.unwrap().phase, RolloutPhase::Complete);
 }
+
+#[test]
+fn a_bake_says_the_same_after_its_status_is_read_back() {
+    // A bake that starts at a fraction of a second, stepped again from the status as the
+    // API server keeps it (whole seconds), as a restarted controller reads it.
+    let p = policy();
+    let mut ms: Vec<Member> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|n| m(n, "bp-1", Health::Ready))
+        .collect();
+    let st = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0))
+        .status
+        .unwrap();
+    ms[0].revision = Some("bp-2".into());
+    let st = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(1))
+        .status
+        .unwrap();
+    for g in &mut ms[1..3] {
+        g.revision = Some("bp-2".into());
+    }
+    let fraction = t(2)
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_millis(160))
+        .unwrap();
+    let baking = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, fraction)
+        .status
+        .unwrap();
+    assert!(
+        baking.message.contains("baking until"),
+        "{}",
+        baking.message
+    );
+    let read_back: RolloutStatus =
+        serde_json::from_value(serde_json::to_value(&baking).unwrap()).unwrap();
+    let again = step(&p, "bp-2", Some("bp-1"), Some(&read_back), &ms, t(5))
+        .status
+        .unwrap();
+    assert_eq!(again.message, baking.message);
+    assert_eq!(
+        serde_json::to_value(&again).unwrap(),
+        serde_json::to_value(&baking).unwrap(),
+        "a pass after a restart writes nothing new"
+    );
+}
