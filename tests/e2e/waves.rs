@@ -124,6 +124,30 @@ async fn values(client: &Client, ns: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Waits until blueprint `class` counts `n` Gateways, all ready, on `revision` alone.
+async fn counted(
+    client: &Client,
+    class: &str,
+    revision: &str,
+    n: u32,
+    what: &str,
+) -> gatewright::api::BlueprintStatus {
+    let want = vec![gatewright::api::RevisionCount {
+        name: revision.to_owned(),
+        gateways: n,
+        ready: n,
+    }];
+    wait_for(&format!("{what} counted"), T, || async {
+        blueprints(client)
+            .get(class)
+            .await
+            .ok()?
+            .status
+            .filter(|s| s.revisions == want)
+    })
+    .await
+}
+
 async fn rollout(client: &Client, name: &str) -> Option<gatewright::api::RolloutStatus> {
     blueprints(client).get(name).await.ok()?.status?.rollout
 }
@@ -266,22 +290,12 @@ async fn a_good_revision_rolls_out_wave_by_wave_and_no_gateway_moves_before_its_
     all_programmed_on(&client, &ns.name, &names, &second).await;
     all_programmed_on(&client, &ns.name, &["g9"], &second).await;
     // The counts follow (written at most every few seconds while Gateways report).
-    let want = vec![gatewright::api::RevisionCount {
-        name: second.clone(),
-        gateways: 5,
-        ready: 5,
-    }];
-    let st = wait_for(
-        "every Gateway counted on the second revision",
-        T,
-        || async {
-            blueprints(&client)
-                .get(&class)
-                .await
-                .ok()?
-                .status
-                .filter(|s| s.revisions == want)
-        },
+    let st = counted(
+        &client,
+        &class,
+        &second,
+        5,
+        "every Gateway on the second revision",
     )
     .await;
     assert_eq!(st.current_revision.as_deref(), Some(second.as_str()));
@@ -291,20 +305,7 @@ async fn a_good_revision_rolls_out_wave_by_wave_and_no_gateway_moves_before_its_
         .delete("g9", &Default::default())
         .await
         .expect("delete g9");
-    let want = vec![gatewright::api::RevisionCount {
-        name: second.clone(),
-        gateways: 4,
-        ready: 4,
-    }];
-    wait_for("the deleted Gateway no longer counted", T, || async {
-        blueprints(&client)
-            .get(&class)
-            .await
-            .ok()?
-            .status
-            .filter(|s| s.revisions == want)
-    })
-    .await;
+    counted(&client, &class, &second, 4, "the deleted Gateway no longer").await;
     // Changed back: the first revision is reused and rolled out again.
     set_template(&client, &class, &good("1")).await;
     all_programmed_on(&client, &ns.name, &["g0", "g1", "g2", "g3"], &first).await;
