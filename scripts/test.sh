@@ -32,7 +32,7 @@ cargo clippy --all-targets --features cluster-tests -- -D warnings
 step "test cluster binaries (tests/cluster/build)"
 tests/cluster/build
 
-step "real downstream controllers and dataplane: cert-manager v1.11.5, external-dns v0.20.0, Traefik v3.6.12, Flagger v1.36.1, the conformance suite's echo backend (tests/tools/{cert-manager,external-dns,traefik,flagger}/build, tests/conformance/build-echo)"
+step "real downstream controllers and dataplane: cert-manager v1.11.5, external-dns v0.20.0, Traefik v3.6.19, Flagger v1.36.1, the conformance suite's echo backend (tests/tools/{cert-manager,external-dns,traefik,flagger}/build, tests/conformance/build-echo)"
 tests/tools/cert-manager/build
 tests/tools/external-dns/build
 tests/tools/traefik/build

@@ -18,6 +18,8 @@ use serde_json::Value;
 
 #[path = "render/groups.rs"]
 mod groups;
+#[path = "render/tenancy.rs"]
+mod tenancy;
 #[path = "render/upgrade.rs"]
 mod upgrade;
 

@@ -51,6 +51,8 @@
 mod common;
 #[path = "traffic/flagger.rs"]
 mod flagger;
+#[path = "traffic/tenancy.rs"]
+mod tenancy;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader, Write as _};
@@ -866,8 +868,27 @@ fn gateway_yaml(ns: &str, gw: &str, class: &str, zone: &str) -> String {
     )
 }
 
+/// The GatewayClassConfig of the shipped Traefik class `class` as this harness needs it
+/// (the platform team's way): its child Gateway's class is the one Traefik runs here, the
+/// parent's ports 80 and 443 go to the ports of Traefik's entrypoints, and the issuer is
+/// the real cert-manager's CA issuer.
+fn class_config_yaml(class: &str, ns: &str, d: &Downstream) -> String {
+    format!(
+        "apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassConfig\nmetadata: {{name: {class}, namespace: {ns}}}\nspec:\n  targetRef: {{group: gateway.networking.k8s.io, kind: GatewayClass, name: {class}}}\n  default:\n    traefik:\n      gatewayClassName: {traefik}\n      ports: {{\"80\": {web}, \"443\": {websecure}}}\n    certificate:\n      issuerRef: {{group: cert-manager.io, kind: {kind}, name: {ca}}}\n",
+        traefik = d.traefik_class,
+        web = d.web_port,
+        websecure = d.websecure_port,
+        kind = d.ca_issuer.0,
+        ca = d.ca_issuer.1,
+    )
+}
+
+/// The tests of this binary start a controller each: they run one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread")]
 async fn traffic_through_traefik() {
+    let _serial = SERIAL.lock().await;
     let began = Instant::now();
     let d = downstream();
     let ns = d.namespace.as_str();
@@ -912,18 +933,7 @@ async fn traffic_through_traefik() {
         &common::shipped_class_yaml("traefik-certmanager-externaldns", &class),
     )
     .await;
-    apply_yaml(
-        &client,
-        &format!(
-            "apiVersion: gatewright.dev/v1alpha1\nkind: GatewayClassConfig\nmetadata: {{name: {class}, namespace: {ns}}}\nspec:\n  targetRef: {{group: gateway.networking.k8s.io, kind: GatewayClass, name: {class}}}\n  default:\n    traefik:\n      gatewayClassName: {traefik}\n      ports: {{\"80\": {web}, \"443\": {websecure}}}\n    certificate:\n      issuerRef: {{group: cert-manager.io, kind: {kind}, name: {ca}}}\n",
-            traefik = d.traefik_class,
-            web = d.web_port,
-            websecure = d.websecure_port,
-            kind = d.ca_issuer.0,
-            ca = d.ca_issuer.1,
-        ),
-    )
-    .await;
+    apply_yaml(&client, &class_config_yaml(&class, ns, &d)).await;
 
     let gw = unique_name("gw");
     let web = format!("{}.{zone}", unique_name("web"));

@@ -7,6 +7,7 @@
 //! evaluations ([`GatewayEval`], [`ParentAttachment`]) the planner turns into status.
 //! No client, no clock, no I/O.
 
+pub mod boundary;
 pub mod conditions;
 pub mod hostnames;
 pub mod listeners;

@@ -9,7 +9,9 @@ use serde_json::Value;
 use crate::gateway::hostnames;
 use crate::gateway::listeners::GatewayEval;
 use crate::gateway::routes::{ParentAttachment, Parents};
-use crate::render::context::{AttachedRouteVar, HostnamesVar, ListenerVar, NamespacedName};
+use crate::render::context::{
+    AcceptedListenerVar, AttachedRouteVar, AttachmentVar, HostnamesVar, ListenerVar, NamespacedName,
+};
 use crate::render::labels::GatewayDecoration;
 use crate::snapshot::{RouteEntry, RouteKey};
 
@@ -32,6 +34,9 @@ pub struct GatewayContext {
     /// The snapshot's entries of the accepted routes, in the order of `routes` (the route
     /// memo reads them without looking each route up again).
     pub(crate) route_entries: Vec<Arc<RouteEntry>>,
+    /// The attachments of the accepted routes, in the order of `routes` (what
+    /// `attachment` is made of, see [`GatewayContext::attachment`]).
+    pub(crate) route_parents: Vec<Parents>,
     /// Whether templates see the accepted routes in `routes` (as template values, each
     /// parsed only if a template reads it, made when [`GatewayContext::base`] is built):
     /// when the Gateway is accepted and has a blueprint.
@@ -105,6 +110,7 @@ impl GatewayContext {
             routes,
             hostnames,
             route_entries: Vec::new(),
+            route_parents: Vec::new(),
             routes_shown: false,
             base: std::sync::OnceLock::new(),
             converted: Converted::default(),
@@ -155,10 +161,98 @@ impl GatewayContext {
         self.route_entries.iter().map(|r| r.lazy_value()).collect()
     }
 
+    /// What the Gateway accepted a route for, from its attachments (`parents`): the
+    /// `attachment` its route templates see, and the same as the boundary checks read it
+    /// (with every listener key of the Gateway). Only valid listeners count: a child
+    /// Gateway serves no other.
+    pub(crate) fn attachment(
+        &self,
+        parents: &[ParentAttachment],
+    ) -> (AttachmentVar, crate::gateway::boundary::RouteAccepted) {
+        let mut listeners: Vec<(usize, AcceptedListenerVar)> = Vec::new();
+        for la in parents
+            .iter()
+            .filter(|p| p.is_accepted())
+            .flat_map(|p| &p.listeners)
+        {
+            let Some((i, l)) = self.listeners.iter().enumerate().find(|(_, l)| {
+                l.name == la.listener
+                    && l.listener_set.as_ref().map(|s| (&s.namespace, &s.name))
+                        == la.set.as_ref().map(|(ns, n)| (ns, n))
+            }) else {
+                continue;
+            };
+            if !l.valid {
+                continue;
+            }
+            match listeners.iter_mut().find(|(j, _)| *j == i) {
+                // Two parentRefs reaching one listener: the names of both.
+                Some((_, seen)) => {
+                    if !seen.hostnames.is_empty() {
+                        if la.hostnames.is_empty() {
+                            seen.hostnames.clear();
+                        } else {
+                            seen.hostnames.extend(la.hostnames.iter().cloned());
+                            seen.hostnames =
+                                hostnames::dedupe_sorted(std::mem::take(&mut seen.hostnames));
+                        }
+                    }
+                }
+                None => listeners.push((
+                    i,
+                    AcceptedListenerVar {
+                        key: l.key.clone(),
+                        name: l.name.clone(),
+                        listener_set: l.listener_set.clone(),
+                        port: l.port,
+                        protocol: l.protocol.clone(),
+                        hostname: l.hostname.clone(),
+                        hostnames: la.hostnames.clone(),
+                    },
+                )),
+            }
+        }
+        listeners.sort_by_key(|(i, _)| *i);
+        let every = listeners.iter().any(|(_, l)| l.hostnames.is_empty());
+        let hostnames = if every {
+            Vec::new()
+        } else {
+            hostnames::dedupe_sorted(
+                listeners
+                    .iter()
+                    .flat_map(|(_, l)| l.hostnames.iter().cloned()),
+            )
+        };
+        let accepted = crate::gateway::boundary::RouteAccepted {
+            listeners: listeners
+                .iter()
+                .map(|(_, l)| (l.key.clone(), l.hostnames.clone()))
+                .collect(),
+            parent_listeners: self
+                .listeners
+                .iter()
+                .map(|l| (l.key.clone(), (l.port, l.hostname.clone())))
+                .collect(),
+        };
+        (
+            AttachmentVar {
+                listeners: listeners.into_iter().map(|(_, l)| l).collect(),
+                hostnames,
+            },
+            accepted,
+        )
+    }
+
     /// Whether the Gateway accepted `route`.
     #[must_use]
     pub fn accepts(&self, route: &RouteKey) -> bool {
         self.routes.binary_search(route).is_ok()
+    }
+
+    /// The attachments of `route`, when the Gateway accepted it.
+    pub(crate) fn parents_of(&self, route: &RouteKey) -> Option<&Parents> {
+        self.route_parents
+            .get(self.routes.binary_search(route).ok()?)
     }
 }
 
@@ -235,6 +329,9 @@ fn listener_vars(gateway: &Value, eval: &GatewayEval) -> Vec<ListenerVar> {
     let spec_listeners: &[Value] = gateway["spec"]["listeners"]
         .as_array()
         .map_or(&[], Vec::as_slice);
+    let gateway_ns = gateway["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default();
     eval.listeners
         .iter()
         .enumerate()
@@ -262,6 +359,22 @@ fn listener_vars(gateway: &Value, eval: &GatewayEval) -> Vec<ListenerVar> {
                     .and_then(|t| serde_json::to_value(t).ok()),
             },
             tls_mode: l.tls_mode.clone(),
+            allowed_routes: serde_json::json!({"namespaces": crate::gateway::boundary::child_namespaces(
+                match &l.set {
+                    None => spec_listeners
+                        .iter()
+                        .find(|s| s["name"] == l.name.as_str())
+                        .and_then(|s| s.pointer("/allowedRoutes/namespaces").cloned()),
+                    Some(_) => eval
+                        .set_spec(i)
+                        .and_then(|s| s.allowed_routes.as_ref())
+                        .and_then(|a| a.namespaces.as_ref())
+                        .and_then(|n| serde_json::to_value(n).ok()),
+                }
+                .as_ref(),
+                eval.homes.get(i).map_or(gateway_ns, String::as_str),
+                gateway_ns,
+            )}),
             certificate_refs: l
                 .certificate_refs
                 .iter()
@@ -297,20 +410,24 @@ pub(super) fn build_context<'a>(
 ) -> (GatewayContext, Vec<&'a Arc<RouteEntry>>) {
     let values = values.unwrap_or_else(|| Value::Object(serde_json::Map::new()));
     if let Some((listeners, hostnames)) = vars {
-        let (routes, entries) = attachments
-            .iter()
-            .zip(attached)
-            .filter(|((_, parents), _)| parents.iter().any(ParentAttachment::is_accepted))
-            .map(|((rkey, _), entry)| (rkey.clone(), *entry))
-            .unzip();
-        return (
-            GatewayContext::new(gateway, class, values, listeners, routes, hostnames),
-            entries,
-        );
+        let mut routes = Vec::new();
+        let mut entries = Vec::new();
+        let mut route_parents = Vec::new();
+        for ((rkey, parents), entry) in attachments.iter().zip(attached) {
+            if parents.iter().any(ParentAttachment::is_accepted) {
+                routes.push(rkey.clone());
+                entries.push(*entry);
+                route_parents.push(Arc::clone(parents));
+            }
+        }
+        let mut context = GatewayContext::new(gateway, class, values, listeners, routes, hostnames);
+        context.route_parents = route_parents;
+        return (context, entries);
     }
     let mut listeners = listener_vars(&gateway, eval);
     let mut routes = Vec::new();
     let mut entries = Vec::new();
+    let mut route_parents = Vec::new();
     let mut names = Vec::new();
     // Names a certificate of the Gateway's may list: not those of passthrough listeners.
     let mut certificate_names = Vec::new();
@@ -375,18 +492,18 @@ pub(super) fn build_context<'a>(
         if any {
             routes.push(rkey.clone());
             entries.push(*entry);
+            route_parents.push(Arc::clone(parents));
         }
     }
     let hostnames = hostnames_var(names, certificate_names, &generated_names, tls_differs);
-    (
-        GatewayContext::new(
-            gateway,
-            class,
-            values,
-            Arc::new(listeners),
-            routes,
-            Arc::new(hostnames),
-        ),
-        entries,
-    )
+    let mut context = GatewayContext::new(
+        gateway,
+        class,
+        values,
+        Arc::new(listeners),
+        routes,
+        Arc::new(hostnames),
+    );
+    context.route_parents = route_parents;
+    (context, entries)
 }

@@ -328,6 +328,12 @@ fn render_own(
     {
         Some(r) => r.clone(),
         None => {
+            let parents = plan
+                .context
+                .listeners
+                .iter()
+                .map(|l| (l.key.as_str(), &l.allowed_routes["namespaces"]))
+                .collect();
             let input = SetInput {
                 prepared,
                 set: TemplateSet::Gateway,
@@ -346,6 +352,7 @@ fn render_own(
                 places: snap.places(),
                 route_kind: None,
                 render_key: None,
+                boundary: super::set::Boundary::Gateway(parents),
             };
             let r = render_gateway(&input, plan.context.base(), gw);
             if let Some(memo) = memo.filter(|_| reuse) {

@@ -17,6 +17,9 @@
 //! - the route's live children under the Gateway, and whatever holds each object the
 //!   plan renders (by the snapshot's stamps: each version of an object has its own; while
 //!   the stamp of every child under the Gateway is the same, no route's is looked up);
+//! - what the Gateway accepted the route for (its attachments: the `attachment` its
+//!   templates see and the tenancy boundary judges its copies by), and the names and
+//!   listeners of the Gateways its copies may attach to;
 //! - what is known of kinds' scopes (the snapshot's scopes stamp);
 //! - with a placed route template, the fleet's members and whether placement renders.
 //!
@@ -49,6 +52,9 @@ pub(crate) struct RouteContext {
     listeners: Option<Arc<Vec<ListenerVar>>>,
     hostnames: Option<Arc<HostnamesVar>>,
     scopes: u64,
+    /// The Gateways route copies may attach to ([`super::route::child_gateways_stamp`]):
+    /// the tenancy boundary judges each copy against their listeners.
+    child_gateways: u64,
     /// The fleet's stamp ([`Snapshot::fleet_stamp`]: its members, served or not, and
     /// whether placement renders here) when a route template is placed: where its objects
     /// go and what they read of `cluster` change with them.
@@ -92,6 +98,7 @@ impl RouteContext {
                 .contains("hostnames")
                 .then(|| Arc::clone(&ctx.hostnames)),
             scopes: snap.scopes_stamp(),
+            child_gateways: super::route::child_gateways_stamp(snap, gw),
             fleet: prepared
                 .spec
                 .route_templates
@@ -123,6 +130,8 @@ struct Entry {
     blueprint: Weak<Prepared>,
     context: Arc<RouteContext>,
     accepted: bool,
+    /// What the Gateway accepted the route for (its `attachment`).
+    parents: Option<crate::gateway::Parents>,
     live: u64,
     holders: Vec<Option<u64>>,
     plan: Arc<RoutePlan>,
@@ -214,6 +223,7 @@ impl PlanMemo {
             let key = match old {
                 Some((key, old)) => {
                     if let Some(entry) = entry
+                        && old.parents.as_ref() == gw.context.route_parents.get(i)
                         && old.still_holds(snap, gw, entry, &context, accepted, children_same)
                     {
                         self.last.reused += 1;
@@ -237,6 +247,7 @@ impl PlanMemo {
                     blueprint: Arc::downgrade(prepared),
                     context: Arc::clone(&context),
                     accepted,
+                    parents: gw.context.route_parents.get(i).cloned(),
                     live: snap.children_stamp(&entry.uid),
                     holders: held_keys(&plan).map(|k| snap.holder_stamp(k)).collect(),
                     plan: Arc::clone(&plan),

@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::gateway::GatewayPlan;
 use super::set::{ChildState, DesiredChild, Held, SetInput};
 use super::templates::{prune_list, render_set};
+use crate::render::context::{AttachmentVar, RouteVars};
 use crate::render::labels::Owner;
 use crate::render::{RenderError, TemplateSet};
 use crate::snapshot::{ObjectKey, RouteKey, Snapshot};
@@ -92,7 +93,16 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
     // The template value is parsed only if a template renders (not when every text is
     // remembered); the owner reference needs three fields of the route.
     let route_json = owner_head(entry);
-    let route_value = entry.lazy_value();
+    let parents = gw.context.parents_of(route);
+    let (attachment, boundary) = gw
+        .context
+        .attachment(parents.map_or(&[][..], |p| p.as_slice()));
+    let route_vars = RouteVars {
+        route: entry.lazy_value(),
+        attachment: minijinja::Value::from(minijinja::value::Serde(&attachment)),
+    };
+    let live_gateways = held_child_gateways(snap, gw);
+    let gateways = child_gateways(gw, &live_gateways);
     let input = SetInput {
         prepared,
         set: TemplateSet::Route,
@@ -110,10 +120,14 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
         fleet: snap.fleet(),
         places: snap.places(),
         route_kind: Some(&route.kind),
-        render_key: render_key(gw, prepared, entry),
+        render_key: render_key(gw, prepared, entry, &attachment),
+        boundary: super::set::Boundary::Route {
+            accepted: &boundary,
+            gateways: &gateways,
+        },
     };
     let result = if accepted {
-        render_set(&input, &base, Some(&route_value))
+        render_set(&input, &base, Some(&route_vars))
     } else {
         super::set::SetResult::default()
     };
@@ -138,12 +152,13 @@ fn render_key(
     gw: &GatewayPlan,
     prepared: &crate::render::prepared::Prepared,
     entry: &crate::snapshot::RouteEntry,
+    attachment: &AttachmentVar,
 ) -> Option<u64> {
     if !prepared.keys_route_renders() {
         return None;
     }
     let context = gw.context.route_render_key(prepared)?;
-    Some(prepared.render_key((context, entry.text())))
+    Some(prepared.render_key((context, entry.text(), attachment)))
 }
 
 /// The fields of a route its children's owner reference names (`apiVersion`, `kind`,
@@ -154,4 +169,57 @@ fn owner_head(entry: &crate::snapshot::RouteEntry) -> Value {
         "kind": entry.view.kind.kind,
         "metadata": {"name": entry.view.name},
     })
+}
+
+/// While a Gateway template of `gw` is held or failed, the live Gateways it rendered before
+/// (what a route copy still attaches to); else none.
+fn held_child_gateways(snap: &Snapshot, gw: &GatewayPlan) -> Vec<Arc<Value>> {
+    if gw.held.is_empty() && gw.errors.is_empty() {
+        return Vec::new();
+    }
+    snap.children_of(&gw.uid)
+        .filter(|o| crate::gateway::boundary::is_gateway(o))
+        .collect()
+}
+
+/// The Gateways the blueprint renders for `gw`, what a route copy may attach to: those its
+/// plan renders, then those of `live` (see [`held_child_gateways`]) it does not.
+fn child_gateways<'a>(gw: &'a GatewayPlan, live: &'a [Arc<Value>]) -> Vec<&'a Value> {
+    let mut gateways: Vec<&Value> = gw
+        .children
+        .iter()
+        .filter(|c| c.key.kind == "Gateway" && crate::gateway::boundary::is_gateway(&c.object))
+        .map(|c| &c.object)
+        .collect();
+    for l in live {
+        let same = |g: &&Value| {
+            g["metadata"]["name"] == l["metadata"]["name"]
+                && g["metadata"]["namespace"] == l["metadata"]["namespace"]
+        };
+        if !gateways.iter().any(same) {
+            gateways.push(l);
+        }
+    }
+    gateways
+}
+
+/// A hash of the Gateways route copies of `gw` may attach to (their names, and the name,
+/// port and hostname of each listener): what
+/// the boundary checks of its route plans read beside the route's own attachment (see
+/// [`super::memo`]).
+pub(super) fn child_gateways_stamp(snap: &Snapshot, gw: &GatewayPlan) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let live = held_child_gateways(snap, gw);
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for g in child_gateways(gw, &live) {
+        g["metadata"]["namespace"].to_string().hash(&mut h);
+        g["metadata"]["name"].to_string().hash(&mut h);
+        // What the checks read of each listener.
+        for l in g["spec"]["listeners"].as_array().into_iter().flatten() {
+            l["name"].as_str().hash(&mut h);
+            l["port"].as_i64().hash(&mut h);
+            l["hostname"].as_str().hash(&mut h);
+        }
+    }
+    h.finish()
 }

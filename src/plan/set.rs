@@ -143,6 +143,22 @@ pub(crate) struct SetInput<'a> {
     /// [`crate::render::prepared::Prepared::keys_route_render`]), or `None` to render
     /// every template.
     pub render_key: Option<u64>,
+    /// The tenancy boundary its objects are judged against before anything is applied.
+    pub boundary: Boundary<'a>,
+}
+
+/// The tenancy boundary (see [`crate::gateway::boundary`]) a template set's objects are
+/// judged against.
+pub(crate) enum Boundary<'a> {
+    /// A Gateway's own templates: the namespaces each of its listeners admits (by key, as
+    /// a child Gateway must say it).
+    Gateway(BTreeMap<&'a str, &'a Value>),
+    /// A route's templates: what the Gateway accepted the route for, and the Gateways its
+    /// own templates rendered (by namespace and name).
+    Route {
+        accepted: &'a crate::gateway::boundary::RouteAccepted,
+        gateways: &'a [&'a Value],
+    },
 }
 
 /// The live object of each of `children`, in their order, from the parent's `live` ones.

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::readiness;
 use super::set::{ChildState, DesiredChild, Held, SetInput, SetResult};
 use super::versions::{Rendered, Replacements, VERSION_PLACEHOLDER, stamp_versions};
-use crate::render::context::{ResourceValues, with_resource_values};
+use crate::render::context::{ResourceValues, RouteVars, with_resource_values};
 use crate::render::labels::{self, Owner};
 use crate::render::output::{Placement, check_scopes};
 use crate::render::prepared::Prepared;
@@ -61,7 +61,7 @@ pub fn holder(live: &Value) -> String {
 pub(crate) fn render_set(
     input: &SetInput<'_>,
     base: &minijinja::Value,
-    route: Option<&minijinja::Value>,
+    route: Option<&RouteVars>,
 ) -> SetResult {
     let prepared = input.prepared;
     let live: BTreeMap<ObjectKey, &Arc<Value>> =
@@ -98,6 +98,9 @@ pub(crate) fn render_set(
         let Some(mut objects) = render_objects(input, entry, name, &deps, &ctx, &mut out) else {
             continue;
         };
+        if !within_boundary(input, name, &objects, &mut out) {
+            continue;
+        }
         let (version, slots) = match rollout {
             Some(r) => stamp_versions(&mut objects, r),
             None => (None, vec![None; objects.len()]),
@@ -171,6 +174,56 @@ pub(crate) fn render_set(
     }
     replacements.finish(prepared, input, &mut out);
     out
+}
+
+/// Whether every object template `name` rendered keeps the tenancy boundary (see
+/// [`crate::gateway::boundary`]). When one does not, none of the template's objects is
+/// applied: an error names the blueprint, the template, the object and the rule; a route
+/// copy's live objects are then pruned (the route stops being served rather than served
+/// where the parent refused it), a child Gateway's kept (a whole dataplane is not taken
+/// down for it).
+fn within_boundary(
+    input: &SetInput<'_>,
+    name: &str,
+    objects: &[Value],
+    out: &mut SetResult,
+) -> bool {
+    use super::set::Boundary;
+    use crate::gateway::boundary::{Verdict, check_child_gateway, check_route};
+    for obj in objects {
+        let verdict = match &input.boundary {
+            Boundary::Gateway(parents) => check_child_gateway(obj, input.namespace, parents),
+            Boundary::Route { accepted, gateways } => {
+                check_route(obj, input.namespace, accepted, gateways)
+            }
+        };
+        let what = || {
+            format!(
+                "{} {}",
+                obj["kind"].as_str().unwrap_or("object"),
+                obj["metadata"]["name"].as_str().unwrap_or_default()
+            )
+        };
+        match verdict {
+            Verdict::Within => {}
+            Verdict::Refused(why) => {
+                out.errors.push(
+                    RenderError::new(
+                        &input.prepared.name,
+                        name,
+                        None,
+                        format!("{} crosses the tenancy boundary: {why}", what()),
+                    )
+                    .with_category(crate::render::BOUNDARY_CATEGORY),
+                );
+                if matches!(input.boundary, Boundary::Gateway(_)) {
+                    out.unsettled.insert(name.to_owned());
+                }
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// Every make-before-break template of the set has nothing pending yet (what

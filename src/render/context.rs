@@ -37,6 +37,12 @@ pub struct ListenerVar {
     /// listeners; none for the others.
     #[serde(rename = "tlsMode")]
     pub tls_mode: Option<String>,
+    /// `{namespaces}`: the namespaces the listener admits routes from, as a child Gateway
+    /// in the Gateway's namespace must say it to admit the same ones (a ListenerSet's
+    /// `Same` becomes a selector on its namespace's name; see
+    /// [`crate::gateway::boundary::child_namespaces`]).
+    #[serde(rename = "allowedRoutes")]
+    pub allowed_routes: serde_json::Value,
     /// Resolved certificate Secrets as `{namespace, name}`.
     #[serde(rename = "certificateRefs")]
     pub certificate_refs: Vec<NamespacedName>,
@@ -50,12 +56,49 @@ pub struct ListenerVar {
 }
 
 /// A namespace and name.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct NamespacedName {
     /// Namespace.
     pub namespace: String,
     /// Name.
     pub name: String,
+}
+
+/// What the Gateway accepted the rendered route for (`attachment`, route templates only):
+/// what a copy of the route must keep to serve no more than the parent allowed it
+/// (docs/security.md).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq, Hash)]
+pub struct AttachmentVar {
+    /// The valid listeners that accepted the route (through any of its parentRefs naming
+    /// the Gateway or one of its ListenerSets), in listener order, each once.
+    pub listeners: Vec<AcceptedListenerVar>,
+    /// The hostnames a copy of the route lists: the accepted hostnames of every listener
+    /// of `listeners`, sorted, without duplicates; empty when one of them accepted every
+    /// hostname (a listener without hostname and a route without hostnames), as the copy
+    /// must then say too.
+    pub hostnames: Vec<String>,
+}
+
+/// A listener that accepted the rendered route.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq, Hash)]
+pub struct AcceptedListenerVar {
+    /// The listener's `key` (see [`ListenerVar::key`]): what a child Gateway names it by,
+    /// and so the `sectionName` a copy attaches with.
+    pub key: String,
+    /// Listener name (within its Gateway or ListenerSet).
+    pub name: String,
+    /// The ListenerSet it comes from; none for the Gateway's own.
+    #[serde(rename = "listenerSet")]
+    pub listener_set: Option<NamespacedName>,
+    /// Port.
+    pub port: i32,
+    /// Protocol.
+    pub protocol: String,
+    /// The listener's hostname, or none.
+    pub hostname: Option<String>,
+    /// The route's hostnames intersected with the listener's (the listener's own when the
+    /// route names none); empty when every hostname is accepted.
+    pub hostnames: Vec<String>,
 }
 
 /// A route attached to a listener.
@@ -148,40 +191,43 @@ impl ResourceValues {
     }
 }
 
+/// What a route template sees beside the Gateway's context: `route` and `attachment`.
+#[derive(Clone, Debug)]
+pub struct RouteVars {
+    /// `route`, as the API returns it.
+    pub route: Value,
+    /// `attachment` ([`AttachmentVar`]).
+    pub attachment: Value,
+}
+
 /// `base` with `resources` (given as a template value, see [`ResourceValues`]), `pending`
-/// (and, for route templates, `route`) added.
+/// (and, for route templates, `route` and `attachment`) added.
 #[must_use]
 pub fn with_resource_values(
     base: &Value,
-    route: Option<&Value>,
+    route: Option<&RouteVars>,
     resources: Value,
     pending: &BTreeMap<String, Vec<Arc<serde_json::Value>>>,
 ) -> Value {
     let pending = super::view::lists(pending);
     match route {
         Some(r) => minijinja::context! {
-            route => r.clone(), resources => resources, pending => pending, ..base.clone()
+            route => r.route.clone(), attachment => r.attachment.clone(),
+            resources => resources, pending => pending, ..base.clone()
         },
         None => minijinja::context! { resources => resources, pending => pending, ..base.clone() },
     }
 }
 
-/// `base` with `resources` (and, for route templates, `route`) added.
+/// `base` with `resources` (and, for route templates, `route` and `attachment`) added.
 #[must_use]
 pub fn with_resources(
     base: &Value,
-    route: Option<&Value>,
+    route: Option<&RouteVars>,
     resources: &BTreeMap<String, Vec<Arc<serde_json::Value>>>,
     pending: &BTreeMap<String, Vec<Arc<serde_json::Value>>>,
 ) -> Value {
-    let resources = super::view::lists(resources);
-    let pending = super::view::lists(pending);
-    match route {
-        Some(r) => minijinja::context! {
-            route => r.clone(), resources => resources, pending => pending, ..base.clone()
-        },
-        None => minijinja::context! { resources => resources, pending => pending, ..base.clone() },
-    }
+    with_resource_values(base, route, super::view::lists(resources), pending)
 }
 
 #[cfg(test)]

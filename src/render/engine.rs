@@ -29,6 +29,7 @@ pub const STATUS_TEMPLATE: &str = "status";
 pub const CONTEXT_VARIABLES: &[&str] = &[
     "gateway",
     "route",
+    "attachment",
     "class",
     "values",
     "listeners",

@@ -123,9 +123,11 @@ fn check_reads(
             );
             continue;
         }
-        if set == TemplateSet::Gateway && top == Some("route") {
+        if set == TemplateSet::Gateway
+            && let Some(var @ ("route" | "attachment")) = top
+        {
             error(
-                "gateway templates cannot read `route`; use a route template".into(),
+                format!("gateway templates cannot read `{var}`; use a route template"),
                 "UndefinedVariable",
             );
             continue;

@@ -22,6 +22,10 @@ pub use labels::safe_name;
 /// Nesting depth of calls, includes and blocks.
 pub const RECURSION_LIMIT: usize = 64;
 
+/// The category (Event reason, metric label) of an object refused for crossing the
+/// tenancy boundary (`crate::gateway::boundary`).
+pub const BOUNDARY_CATEGORY: &str = "TenancyBoundary";
+
 /// A template failed: names the blueprint, the template, the line and the cause.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{}", self.display())]
