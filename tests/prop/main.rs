@@ -16,6 +16,7 @@ mod memo;
 mod planner;
 mod strings;
 mod templates;
+mod tenancy;
 mod world;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -106,4 +107,26 @@ fn planner_properties() {
         t[3],
         t[4]
     );
+}
+
+#[test]
+fn copies_stay_within_what_the_parent_accepted() {
+    let mut runner = TestRunner::new(config(512, "proptest-regressions/prop-tenancy.txt"));
+    let pairs = AtomicUsize::new(0);
+    let result = runner.run(&world::world(), |w| match tenancy::check(&w) {
+        Ok(n) => {
+            pairs.fetch_add(n, Ordering::Relaxed);
+            Ok(())
+        }
+        Err(e) => Err(proptest::test_runner::TestCaseError::fail(e)),
+    });
+    finish(
+        "route copies within the parent's acceptance",
+        &runner,
+        result,
+    );
+    let pairs = pairs.load(Ordering::Relaxed);
+    println!("served (listener, hostname) pairs checked: {pairs}");
+    // The property means something only if copies served something.
+    assert!(pairs > 0, "no copy served any pair");
 }

@@ -43,7 +43,7 @@ fn render(docs: &[Value]) -> cli::Output {
 }
 
 /// Every Gateway of ours, planned.
-fn plan_all(snap: &Snapshot) -> Vec<Plan> {
+pub fn plan_all(snap: &Snapshot) -> Vec<Plan> {
     let keys: Vec<_> = snap.gateways().map(|(k, _)| k.clone()).collect();
     keys.iter().filter_map(|k| plan(snap, k).ok()).collect()
 }
