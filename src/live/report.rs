@@ -125,6 +125,11 @@ pub struct RouteReport {
     pub name: String,
     /// Our `status.parents` conditions for this Gateway, as the route carries them.
     pub conditions: Vec<CondView>,
+    /// The listeners that accepted it, each with the hostnames it is accepted for there
+    /// (`<listener>: <names>`; a ListenerSet's as `<set>/<listener>`): all its copies may
+    /// serve (docs/security.md).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub accepted_on: Vec<String>,
     /// What its templates render.
     #[serde(flatten)]
     pub rendered: Rendered,
@@ -245,6 +250,34 @@ fn route_conditions(route: &Value, gw: &Key) -> Vec<CondView> {
         .collect()
 }
 
+/// Where the Gateway of `plan` accepted `route`: `<listener>: <hostnames>` per listener.
+fn accepted_on(plan: &Plan, route: &RouteKey) -> Vec<String> {
+    let mut on: Vec<String> = plan
+        .status
+        .routes
+        .iter()
+        .filter(|r| &r.route == route)
+        .flat_map(|r| r.entries.iter())
+        .filter(|a| a.is_accepted())
+        .flat_map(|a| &a.listeners)
+        .map(|l| {
+            let name = match &l.set {
+                Some((_, set)) => format!("{set}/{}", l.listener),
+                None => l.listener.clone(),
+            };
+            let names = if l.hostnames.is_empty() {
+                "every hostname".to_owned()
+            } else {
+                l.hostnames.join(", ")
+            };
+            format!("{name}: {names}")
+        })
+        .collect();
+    on.sort();
+    on.dedup();
+    on
+}
+
 /// The report of the Gateway `key`, planned as `plan`.
 #[must_use]
 pub fn gateway_report(snap: &Snapshot, key: &Key, plan: &Plan) -> GatewayReport {
@@ -264,6 +297,7 @@ pub fn gateway_report(snap: &Snapshot, key: &Key, plan: &Plan) -> GatewayReport 
                 namespace: r.route.namespace.clone(),
                 name: r.route.name.clone(),
                 conditions: route_conditions(&live, key),
+                accepted_on: accepted_on(plan, &r.route),
                 rendered: rendered(
                     &r.states,
                     &r.held,
@@ -594,10 +628,15 @@ pub fn tree(r: &GatewayReport, paint: Paint) -> String {
     t.rendered("", &r.rendered, routes);
     for (i, route) in r.routes.iter().enumerate() {
         let last = i + 1 == r.routes.len();
+        let on = if route.accepted_on.is_empty() {
+            String::new()
+        } else {
+            format!(" (on {})", route.accepted_on.join("; "))
+        };
         t.line(
             "",
             last,
-            &format!("{} {}/{}", route.kind, route.namespace, route.name),
+            &format!("{} {}/{}{on}", route.kind, route.namespace, route.name),
         );
         let sub = if last { "   " } else { "│  " };
         let has = !route.rendered.children.is_empty()
