@@ -349,6 +349,14 @@ pub struct GatewayClassBlueprintSpec {
         inner(regex(pattern = r"^(HTTPRoute|GRPCRoute|TLSRoute|TCPRoute|UDPRoute)$"))
     )]
     pub route_kinds: Vec<String>,
+    /// Gateway API conformance features the datapath the templates build supports (the
+    /// child dataplane's, such as `HTTPRouteMethodMatching`): the class's
+    /// `status.supportedFeatures` claims them beside those gatewright itself implements
+    /// (the Gateway, ListenerSets, ReferenceGrants and the route kinds it carries). Claim
+    /// only what a conformance run through the class passes (docs/conformance.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(regex(pattern = r"^[A-Z][A-Za-z0-9]{0,63}$")))]
+    pub supported_features: Vec<String>,
     /// Renders the Gateway's `status.addresses`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<StatusTemplate>,

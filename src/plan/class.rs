@@ -87,10 +87,16 @@ pub fn plan_class(snap: &Snapshot, name: &str) -> Option<ClassPlan> {
     let resolved = resolve_blueprint(snap, class);
     // Without a valid blueprint the class accepts nothing; it still claims HTTPRoute, the
     // kind every class of ours takes by default.
-    let supported_features = supported_features(match &resolved {
+    let mut supported_features = supported_features(match &resolved {
         Ok(p) => p.spec.accepted_route_kinds(),
         Err(_) => vec![crate::gateway::route_kinds::DEFAULT_KIND],
     });
+    // And what the blueprint says its datapath supports.
+    if let Ok(p) = &resolved {
+        supported_features.extend(p.spec.supported_features.iter().cloned());
+        supported_features.sort();
+        supported_features.dedup();
+    }
     let accepted = match resolved {
         Ok(p) => Cond::t(
             types::ACCEPTED,
