@@ -26,16 +26,33 @@ use super::hostnames;
 /// admits routes from one namespace says so with a selector on it.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
-/// What the parent Gateway accepted one route for: per listener (by the `key` a child
-/// Gateway names it by) the intersected hostnames, empty when every hostname is (a
-/// listener without a hostname and a route without hostnames); and the port and hostname
-/// of every listener of the parent, accepted or not, by key.
+/// What the parent Gateway accepted one route for, borrowed from the plan: per accepted
+/// listener (by the `key` a child Gateway names it by) the intersected hostnames, empty when
+/// every hostname is (a listener without a hostname and a route without hostnames); and
+/// the key, port and hostname of every listener of the parent, accepted or not.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RouteAccepted {
-    /// Accepted listener key -> hostnames (sorted, unique; empty: every hostname).
-    pub listeners: BTreeMap<String, Vec<String>>,
-    /// Every listener of the parent: key -> (port, hostname).
-    pub parent_listeners: BTreeMap<String, (i32, Option<String>)>,
+pub struct RouteAccepted<'a> {
+    /// Accepted listener key and its hostnames (sorted, unique; empty: every hostname).
+    pub listeners: Vec<(&'a str, &'a [String])>,
+    /// Every listener of the parent: key, port, hostname.
+    pub parent_listeners: Vec<(&'a str, i32, Option<&'a str>)>,
+}
+
+impl RouteAccepted<'_> {
+    /// The hostnames accepted on the listener `key`, when it accepted the route.
+    fn on(&self, key: &str) -> Option<&[String]> {
+        self.listeners
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, h)| *h)
+    }
+    /// The port and hostname of the parent's listener `key`.
+    fn parent(&self, key: &str) -> Option<(i32, Option<&str>)> {
+        self.parent_listeners
+            .iter()
+            .find(|(k, _, _)| *k == key)
+            .map(|(_, port, host)| (*port, *host))
+    }
 }
 
 /// The verdict on one rendered object.
@@ -86,7 +103,7 @@ fn covers(accepted: &[String], served: Option<&str>) -> bool {
 pub fn check_route(
     copy: &Value,
     namespace: &str,
-    accepted: &RouteAccepted,
+    accepted: &RouteAccepted<'_>,
     gateways: &[&Value],
 ) -> Verdict {
     if !is_route(copy) {
@@ -124,8 +141,7 @@ pub fn check_route(
             None => {
                 stand_in = match section {
                     Some(s) => accepted
-                        .parent_listeners
-                        .get(s)
+                        .parent(s)
                         .map(|(port, host)| json!({"name": s, "port": port, "hostname": host}))
                         .into_iter()
                         .collect(),
@@ -162,7 +178,7 @@ fn serves_within(
     names: &[&str],
     l: &Value,
     gateway: &str,
-    accepted: &RouteAccepted,
+    accepted: &RouteAccepted<'_>,
 ) -> Result<(), String> {
     let lname = l["name"].as_str().unwrap_or_default();
     let lhost = l["hostname"].as_str();
@@ -170,16 +186,20 @@ fn serves_within(
     // the parent's listener of its name, else (named after none) every one of them. `None`:
     // every hostname.
     let every: Vec<String>;
-    let allowed: Option<&[String]> = match accepted.listeners.get(lname) {
-        Some(h) => (!h.is_empty()).then_some(h.as_slice()),
-        None if accepted.parent_listeners.contains_key(lname) => {
+    let allowed: Option<&[String]> = match accepted.on(lname) {
+        Some(h) => (!h.is_empty()).then_some(h),
+        None if accepted.parent(lname).is_some() => {
             return Err(format!(
                 "attaches to listener {lname:?} of {gateway}, which stands for the parent's listener {lname:?}: that listener did not accept the route"
             ));
         }
-        None if accepted.listeners.values().any(Vec::is_empty) => None,
+        None if accepted.listeners.iter().any(|(_, h)| h.is_empty()) => None,
         None => {
-            every = accepted.listeners.values().flatten().cloned().collect();
+            every = accepted
+                .listeners
+                .iter()
+                .flat_map(|(_, h)| h.iter().cloned())
+                .collect();
             Some(&every)
         }
     };

@@ -162,13 +162,9 @@ impl GatewayContext {
     }
 
     /// What the Gateway accepted a route for, from its attachments (`parents`): the
-    /// `attachment` its route templates see, and the same as the boundary checks read it
-    /// (with every listener key of the Gateway). Only valid listeners count: a child
-    /// Gateway serves no other.
-    pub(crate) fn attachment(
-        &self,
-        parents: &[ParentAttachment],
-    ) -> (AttachmentVar, crate::gateway::boundary::RouteAccepted) {
+    /// `attachment` its route templates see (see [`Self::boundary`] for the boundary
+    /// checks' view of it). Only valid listeners count: a child Gateway serves no other.
+    pub(crate) fn attachment(&self, parents: &[ParentAttachment]) -> AttachmentVar {
         let mut listeners: Vec<(usize, AcceptedListenerVar)> = Vec::new();
         for la in parents
             .iter()
@@ -216,6 +212,8 @@ impl GatewayContext {
         let every = listeners.iter().any(|(_, l)| l.hostnames.is_empty());
         let hostnames = if every {
             Vec::new()
+        } else if listeners.len() == 1 {
+            listeners[0].1.hostnames.clone()
         } else {
             hostnames::dedupe_sorted(
                 listeners
@@ -223,24 +221,30 @@ impl GatewayContext {
                     .flat_map(|(_, l)| l.hostnames.iter().cloned()),
             )
         };
-        let accepted = crate::gateway::boundary::RouteAccepted {
-            listeners: listeners
+        AttachmentVar {
+            listeners: listeners.into_iter().map(|(_, l)| l).collect(),
+            hostnames,
+        }
+    }
+
+    /// `attachment` as the tenancy boundary checks read it, beside every listener of the
+    /// Gateway (borrowed).
+    pub(crate) fn boundary<'a>(
+        &'a self,
+        attachment: &'a AttachmentVar,
+    ) -> crate::gateway::boundary::RouteAccepted<'a> {
+        crate::gateway::boundary::RouteAccepted {
+            listeners: attachment
+                .listeners
                 .iter()
-                .map(|(_, l)| (l.key.clone(), l.hostnames.clone()))
+                .map(|l| (l.key.as_str(), l.hostnames.as_slice()))
                 .collect(),
             parent_listeners: self
                 .listeners
                 .iter()
-                .map(|l| (l.key.clone(), (l.port, l.hostname.clone())))
+                .map(|l| (l.key.as_str(), l.port, l.hostname.as_deref()))
                 .collect(),
-        };
-        (
-            AttachmentVar {
-                listeners: listeners.into_iter().map(|(_, l)| l).collect(),
-                hostnames,
-            },
-            accepted,
-        )
+        }
     }
 
     /// Whether the Gateway accepted `route`.

@@ -94,12 +94,15 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
     // remembered); the owner reference needs three fields of the route.
     let route_json = owner_head(entry);
     let parents = gw.context.parents_of(route);
-    let (attachment, boundary) = gw
-        .context
-        .attachment(parents.map_or(&[][..], |p| p.as_slice()));
+    let attachment = Arc::new(
+        gw.context
+            .attachment(parents.map_or(&[][..], |p| p.as_slice())),
+    );
+    let boundary = gw.context.boundary(&attachment);
+    let key = render_key(gw, prepared, entry, &attachment);
     let route_vars = RouteVars {
         route: entry.lazy_value(),
-        attachment: minijinja::Value::from(minijinja::value::Serde(&attachment)),
+        attachment: crate::render::lazy::LazySerialized::value(Arc::clone(&attachment)),
     };
     let live_gateways = held_child_gateways(snap, gw);
     let gateways = child_gateways(gw, &live_gateways);
@@ -120,7 +123,7 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
         fleet: snap.fleet(),
         places: snap.places(),
         route_kind: Some(&route.kind),
-        render_key: render_key(gw, prepared, entry, &attachment),
+        render_key: key,
         boundary: super::set::Boundary::Route {
             accepted: &boundary,
             gateways: &gateways,

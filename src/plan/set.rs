@@ -156,7 +156,7 @@ pub(crate) enum Boundary<'a> {
     /// A route's templates: what the Gateway accepted the route for, and the Gateways its
     /// own templates rendered (by namespace and name).
     Route {
-        accepted: &'a crate::gateway::boundary::RouteAccepted,
+        accepted: &'a crate::gateway::boundary::RouteAccepted<'a>,
         gateways: &'a [&'a Value],
     },
 }

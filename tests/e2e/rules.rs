@@ -414,3 +414,144 @@ async fn a_child_kind_without_rbac_is_reported_until_granted() {
     ns.delete().await;
     let _ = roles.delete(grant, &Default::default()).await;
 }
+
+/// A blueprint of one's own whose route copy keeps the route's own hostnames and attaches
+/// to the whole child Gateway: the copy of a tenant's route that one listener refused is
+/// not applied, and the route's status entry, the Gateway's status and a Warning Event
+/// name the blueprint, the template and the rule (docs/security.md).
+#[tokio::test]
+async fn a_route_copy_crossing_the_tenancy_boundary_is_refused() {
+    let client = admin().await;
+    let _ctl = controller();
+    let infra = TestNamespace::new(&client, "bound").await;
+    let tenant = TestNamespace::new(&client, "tenant").await;
+    let class = unique_name("wide");
+    let text = format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: {class}}}
+spec:
+  controllerName: gatewright.dev/gateway-controller
+  parametersRef: {{group: gatewright.dev, kind: GatewayClassBlueprint, name: {class}}}
+---
+apiVersion: gatewright.dev/v1alpha1
+kind: GatewayClassBlueprint
+metadata: {{name: {class}}}
+spec:
+  gatewayTemplates:
+  - name: child
+    template: |
+      apiVersion: gateway.networking.k8s.io/v1
+      kind: Gateway
+      metadata: {{name: {{{{ gateway.metadata.name ~ "-child" }}}} }}
+      spec:
+        gatewayClassName: nobody
+        listeners:
+        {{% for l in listeners %}}
+        - {{name: {{{{ l.key }}}}, port: {{{{ l.port }}}}, protocol: {{{{ l.protocol }}}}, hostname: {{{{ l.hostname }}}}, allowedRoutes: {{{{ l.allowedRoutes }}}} }}
+        {{% endfor %}}
+  routeTemplates:
+  - name: copy
+    template: |
+      apiVersion: gateway.networking.k8s.io/v1
+      kind: HTTPRoute
+      metadata: {{name: {{{{ route.metadata.name ~ "-copy" }}}} }}
+      spec:
+        parentRefs: [{{name: {{{{ gateway.metadata.name ~ "-child" }}}}, namespace: {{{{ gateway.metadata.namespace }}}} }}]
+        hostnames: {{{{ route.spec.hostnames }}}}
+        rules: {{{{ route.spec.rules }}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: shared, namespace: {infra}}}
+spec:
+  gatewayClassName: {class}
+  listeners:
+  - {{name: admin, port: 80, protocol: HTTP, hostname: admin.example.com, allowedRoutes: {{namespaces: {{from: Same}}}}}}
+  - {{name: apps, port: 80, protocol: HTTP, hostname: "*.apps.example.com", allowedRoutes: {{namespaces: {{from: All}}}}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: hijack, namespace: {tenant}}}
+spec:
+  parentRefs: [{{name: shared, namespace: {infra}}}]
+  hostnames: [foo.apps.example.com, admin.example.com]
+  rules: [{{backendRefs: [{{name: app, port: 80}}]}}]
+"#,
+        infra = infra.name,
+        tenant = tenant.name,
+    );
+    apply_yaml(&client, &text).await;
+
+    let routes: Api<HttpRoute> = Api::namespaced(client.clone(), &tenant.name);
+    let entry = wait_for(
+        "the route's entry saying its copy was refused",
+        T,
+        || async {
+            let r = serde_json::to_value(routes.get("hijack").await.ok()?).ok()?;
+            let parents = r["status"]["parents"].as_array()?.clone();
+            let ours = parents
+                .into_iter()
+                .find(|p| p["controllerName"] == gatewright::gateway::CONTROLLER_NAME)?;
+            let rendered = cond(&ours["conditions"], "gatewright.dev/Rendered")?.clone();
+            (rendered["status"] == "False").then_some(ours)
+        },
+    )
+    .await;
+    let rendered = cond(&entry["conditions"], "gatewright.dev/Rendered").unwrap();
+    let msg = rendered["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!("blueprint {class}"))
+            && msg.contains("template copy")
+            && msg.contains("crosses the tenancy boundary")
+            && msg.contains(r#"attaches to listener "admin""#),
+        "{msg}"
+    );
+    assert_eq!(
+        cond(&entry["conditions"], "Accepted").unwrap()["status"],
+        "True",
+        "the parent accepted the route on `apps`: {entry}"
+    );
+    // The Gateway says so too, and an Event marks it.
+    let gws: Api<Gateway> = Api::namespaced(client.clone(), &infra.name);
+    wait_for("the Gateway naming the refused copy", T, || async {
+        let g = serde_json::to_value(gws.get("shared").await.ok()?).ok()?;
+        let p = conditions(&g, "Programmed")?;
+        (p["status"] == "False"
+            && p["message"]
+                .as_str()?
+                .contains("crosses the tenancy boundary"))
+        .then_some(())
+    })
+    .await;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), &infra.name);
+    wait_for(
+        "a Warning Event on the Gateway naming the rule",
+        T,
+        || async {
+            events
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("shared")
+                        && e.type_.as_deref() == Some("Warning")
+                        && e.reason.as_deref() == Some("TemplateFailed")
+                        && e.note
+                            .as_deref()
+                            .is_some_and(|n| n.contains("crosses the tenancy boundary"))
+                })
+        },
+    )
+    .await;
+    // Nothing of the copy was applied; the child Gateway (within the boundary) was.
+    let copies: Api<HttpRoute> = Api::namespaced(client.clone(), &tenant.name);
+    assert!(copies.get_opt("hijack-copy").await.unwrap().is_none());
+    assert!(gws.get_opt("shared-child").await.unwrap().is_some());
+    delete_class(&client, &class).await;
+    tenant.delete().await;
+    infra.delete().await;
+}

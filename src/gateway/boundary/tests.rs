@@ -4,21 +4,27 @@ use serde_json::{Value, json};
 
 use super::*;
 
-fn accepted(pairs: &[(&str, &[&str])], keys: &[&str]) -> RouteAccepted {
+/// What a test's parent accepted: `pairs` (listener, hostnames), of listeners `keys`
+/// (admin.example.com and *.apps.example.com for `admin` and `apps`, port 8000). The
+/// hostnames are leaked: a test's data lives as long as the test.
+fn accepted(pairs: &[(&'static str, &[&str])], keys: &[&'static str]) -> RouteAccepted<'static> {
     RouteAccepted {
         listeners: pairs
             .iter()
-            .map(|(k, h)| ((*k).to_owned(), h.iter().map(|s| (*s).to_owned()).collect()))
+            .map(|(k, h)| {
+                let names: Vec<String> = h.iter().map(|s| (*s).to_owned()).collect();
+                (*k, &*Vec::leak(names))
+            })
             .collect(),
         parent_listeners: keys
             .iter()
             .map(|k| {
                 let host = match *k {
-                    "admin" => Some("admin.example.com".to_owned()),
-                    "apps" => Some("*.apps.example.com".to_owned()),
+                    "admin" => Some("admin.example.com"),
+                    "apps" => Some("*.apps.example.com"),
                     _ => None,
                 };
-                ((*k).to_owned(), (8000, host))
+                (*k, 8000, host)
             })
             .collect(),
     }
@@ -58,7 +64,7 @@ fn copy(refs: Value, hostnames: Option<Value>) -> Value {
     })
 }
 
-fn judge(copy: &Value, a: &RouteAccepted) -> Verdict {
+fn judge(copy: &Value, a: &RouteAccepted<'_>) -> Verdict {
     let (c, s) = (child(), single());
     check_route(copy, "tenant", a, &[&c, &s])
 }
