@@ -210,8 +210,9 @@ fn a_canary_member_goes_first_and_a_halt_there_halts_the_fleet() {
             apply_yaml(
                 &hub,
                 &format!(
-                    "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ClusterProfile\nmetadata: {{name: {name}, namespace: {}, labels: {{stage: {stage}}}}}\nspec:\n  displayName: {name}\n  clusterManager: {{name: gatewright-tests}}\n",
-                    fleet_ns.name
+                    "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ClusterProfile\nmetadata: {{name: {name}, namespace: {}, labels: {{stage: {stage}}}, annotations: {{gatewright.dev/addresses: \"{}\"}}}}\nspec:\n  displayName: {name}\n  clusterManager: {{name: gatewright-tests}}\n",
+                    fleet_ns.name,
+                    fleet::MEMBER_ADDRESSES
                 ),
             )
             .await;

@@ -1869,6 +1869,36 @@ fn placement_renders_once_per_served_member_and_the_hub_record_lists_them_all() 
     let addresses = &gateway_status(&all)["status"]["addresses"];
     assert_eq!(addresses.as_array().unwrap().len(), 2, "{addresses}");
 
+    // eu-1 reports one more address, outside what its ClusterProfile allows: the record
+    // and the Gateway's addresses leave it out, and the Placed condition names it.
+    let mut rogue = live[0].clone();
+    rogue["status"]["addresses"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"type": "IPAddress", "value": "203.0.113.66"}));
+    write_live(&[rogue, live[1].clone()]);
+    let (all, _) = render();
+    let dns = all.iter().find(|d| d["kind"] == "DNSEndpoint").unwrap();
+    assert_eq!(
+        dns["spec"]["endpoints"][0]["targets"],
+        serde_json::json!(["10.0.1.1", "10.0.2.1"])
+    );
+    let status = &gateway_status(&all)["status"];
+    assert!(
+        !status["addresses"].to_string().contains("203.0.113.66"),
+        "{status}"
+    );
+    let placed_cond = condition(status, "gatewright.dev/Placed");
+    assert_eq!(placed_cond["reason"], "AddressesRefused", "{placed_cond}");
+    assert!(
+        placed_cond["message"]
+            .as_str()
+            .unwrap()
+            .contains("fleet/eu-1: 203.0.113.66"),
+        "{placed_cond}"
+    );
+    write_live(&live);
+
     // us-1's control plane turns unhealthy: nothing is rendered for it any more, the record
     // lists eu-1 alone, and its gateway there is kept (it cannot be reached; found again
     // when it is back).

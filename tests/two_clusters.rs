@@ -486,6 +486,58 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             "the route copy is not written in the hub"
         );
 
+        // The trust boundary: member2 now reports an address outside what its ClusterProfile
+        // allows (the hub's admin narrowed it): the hub's record leaves it out, the Gateway
+        // names the member and the address, and an Event says so; allowed again, it is back.
+        let profiles: Api<DynamicObject> = Api::namespaced_with(
+            main.clone(),
+            &fleet.name,
+            &gatewright::fleet::profile::api_resource(),
+        );
+        let annotate = |addresses: &'static str| {
+            let profiles = profiles.clone();
+            async move {
+                profiles
+                    .patch(
+                        "member2",
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(serde_json::json!({"metadata": {"annotations": {"gatewright.dev/addresses": addresses}}})),
+                    )
+                    .await
+                    .unwrap();
+            }
+        };
+        annotate("192.0.2.0/24").await;
+        record_lists(&main, &ns.name, &dns, 1, "the hub's record without member2's address").await;
+        let member2_ip = gatewright::simulate::simulated_ip(id2.as_str());
+        let (status, message) = wait_for("the hub Gateway naming the refused address", T, || async {
+            placed_condition(&hub_gws).await.filter(|(s, _)| s == "False")
+        })
+        .await;
+        assert_eq!(status, "False");
+        assert!(message.contains(&format!("{id2}: {member2_ip}")), "{message}");
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(main.clone(), &ns.name);
+        wait_for("an AddressRefused Event on the hub Gateway", T, || async {
+            events
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some("AddressRefused")
+                        && e.note.as_deref().is_some_and(|n| n.contains(&member2_ip))
+                })
+        })
+        .await;
+        annotate(fleet::MEMBER_ADDRESSES).await;
+        record_lists(&main, &ns.name, &dns, 2, "the hub's record with member2's address again").await;
+        wait_for("the hub Gateway placed again", T, || async {
+            placed_condition(&hub_gws).await.filter(|(s, _)| s == "True")
+        })
+        .await;
+
         // Restarted on the converged placement: nothing written, in the hub or a member.
         let key = gatewright::snapshot::Key::new(ns.name.clone(), "pub");
         let ctl = restart_quiet(ctl, &main, &opts, &[&id, &id2], &key, false, &fleet.name).await;

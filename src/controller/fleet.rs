@@ -441,6 +441,7 @@ mod tests {
             display_name: name.to_owned(),
             labels: BTreeMap::new(),
             properties: BTreeMap::new(),
+            addresses: None,
             unserved: unserved.map(str::to_owned),
         }
     }

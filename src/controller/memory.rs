@@ -96,6 +96,8 @@ pub(crate) struct Reported {
     pub(crate) stuck_deletions: BTreeSet<String>,
     /// Members whose placed children a teardown left there (not served).
     pub(crate) left_in: BTreeSet<String>,
+    /// Addresses of member clusters left out of what the hub renders (`<member>: <address>`).
+    pub(crate) refused_addresses: BTreeSet<String>,
 }
 
 /// What counts as already announced for a Gateway this process has not reconciled yet:

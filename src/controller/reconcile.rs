@@ -535,6 +535,13 @@ impl Cluster {
             rollouts: outcome.rollouts.clone(),
             stuck_deletions: BTreeSet::new(),
             left_in: BTreeSet::new(),
+            refused_addresses: p
+                .plan
+                .gateway
+                .placement
+                .iter()
+                .flat_map(|p| p.refused_addresses.iter().cloned())
+                .collect(),
         };
         let before = self
             .memory
@@ -546,6 +553,17 @@ impl Cluster {
         }
         for m in now_reported.missing.difference(&before.missing) {
             self.event(gw, true, "KindNotServed", "Apply", m).await;
+        }
+        for a in now_reported
+            .refused_addresses
+            .difference(&before.refused_addresses)
+        {
+            let note = format!(
+                "an address outside what the member's ClusterProfile allows (annotation {}) was left out of what the hub renders: {a}",
+                crate::fleet::profile::ANNOTATION_ADDRESSES
+            );
+            self.event(gw, true, "AddressRefused", "Render", &note)
+                .await;
         }
         // A Gateway that was not Programmed and is (still) waiting for its children is
         // not news: every new Gateway starts so, and a fleet's cold start would announce a

@@ -78,10 +78,28 @@ pub struct ClusterProfile {
     pub labels: BTreeMap<String, String>,
     /// `metadata.generation`, to compare with a condition's `observedGeneration`.
     pub generation: Option<i64>,
+    /// The entries of its [`ANNOTATION_ADDRESSES`] annotation; `None` without it.
+    pub addresses: Option<Vec<String>>,
     /// `spec`.
     pub spec: ClusterProfileSpec,
     /// `status` (empty until the cluster manager writes one).
     pub status: ClusterProfileStatus,
+}
+
+/// The annotation of a ClusterProfile that says which addresses the member's gateways may
+/// bring into the hub's objects (its DNS records): comma-separated IP addresses, CIDR
+/// ranges, hostnames and `*.`-wildcard hostnames. Set by whoever runs the hub, not by the
+/// member. Without it, none (docs/security.md).
+pub const ANNOTATION_ADDRESSES: &str = "gatewright.dev/addresses";
+
+/// The entries of an [`ANNOTATION_ADDRESSES`] value.
+fn address_entries(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// `spec` of a ClusterProfile.
@@ -197,14 +215,21 @@ impl ClusterProfile {
         if let Some(t) = &obj.types {
             check_kind(&namespace, &name, &t.api_version, &t.kind)?;
         }
-        Self::from_parts(
+        let mut profile = Self::from_parts(
             namespace,
             name,
             obj.metadata.labels.clone().unwrap_or_default(),
             obj.metadata.generation,
             obj.data.get("spec"),
             obj.data.get("status"),
-        )
+        )?;
+        profile.addresses = obj
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_ADDRESSES))
+            .map(|v| address_entries(v));
+        Ok(profile)
     }
 
     /// Reads a ClusterProfile from its JSON (as the API server returns it, or parsed from
@@ -244,14 +269,20 @@ impl ClusterProfile {
         let generation = meta
             .and_then(|m| m.get("generation"))
             .and_then(serde_json::Value::as_i64);
-        Self::from_parts(
+        let mut profile = Self::from_parts(
             namespace,
             name,
             labels,
             generation,
             value.get("spec"),
             value.get("status"),
-        )
+        )?;
+        profile.addresses = meta
+            .and_then(|m| m.get("annotations"))
+            .and_then(|a| a.get(ANNOTATION_ADDRESSES))
+            .and_then(serde_json::Value::as_str)
+            .map(address_entries);
+        Ok(profile)
     }
 
     fn from_parts(
@@ -282,6 +313,7 @@ impl ClusterProfile {
             name,
             labels,
             generation,
+            addresses: None,
             spec,
             status,
         })

@@ -447,6 +447,9 @@ fn take_rendered(plan: &mut GatewayPlan, r: Rendered) {
     plan.addresses = r.addresses;
     plan.address_wait = r.address_wait;
     plan.live_children = r.live_children;
+    if let Some(p) = plan.placement.as_mut() {
+        p.refused_addresses = r.refused_addresses;
+    }
 }
 
 /// Renders the Gateway templates of `input`, and the status template from what they gave.
@@ -497,6 +500,9 @@ fn render_gateway(
     out.rollouts = result.rollouts;
     out.warnings = result.warnings;
     out.conflicts = result.conflicts;
+    out.refused_addresses = result.refused_addresses;
+    out.refused_addresses.sort();
+    out.refused_addresses.dedup();
     out
 }
 

@@ -39,6 +39,7 @@ pub(crate) struct Rendered {
     pub addresses: Vec<GatewayStatusAddresses>,
     pub address_wait: Option<String>,
     pub live_children: Vec<Option<Arc<Value>>>,
+    pub refused_addresses: Vec<String>,
 }
 
 /// What a Gateway's own templates read of its plan, borrowed.

@@ -7,6 +7,7 @@
 //! [`CONDITION_PLACED`] condition names it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -150,6 +151,83 @@ pub fn place(obj: &mut Value, member: &FleetMember) {
     obj["metadata"]["annotations"][labels::CLUSTER] = Value::String(member.name.clone());
 }
 
+/// Whether `address` (an `IPAddress` or `Hostname` value of a status' `addresses`) is within
+/// `allowed`: the entries of a member's `gatewright.dev/addresses` annotation, each an IP
+/// address, a CIDR range, a hostname or a `*.`-wildcard hostname (which covers the names
+/// under it, not itself).
+#[must_use]
+pub fn address_allowed(address: &str, allowed: &[String]) -> bool {
+    use std::net::IpAddr;
+    let ip: Option<IpAddr> = address.parse().ok();
+    allowed.iter().any(|entry| {
+        if let Some((net, bits)) = entry.split_once('/') {
+            let (Some(ip), Ok(net), Ok(bits)) = (ip, net.parse::<IpAddr>(), bits.parse::<u32>())
+            else {
+                return false;
+            };
+            return match (ip, net) {
+                (IpAddr::V4(a), IpAddr::V4(n)) if bits <= 32 => {
+                    let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+                    u32::from(a) & mask == u32::from(n) & mask
+                }
+                (IpAddr::V6(a), IpAddr::V6(n)) if bits <= 128 => {
+                    let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+                    u128::from(a) & mask == u128::from(n) & mask
+                }
+                _ => false,
+            };
+        }
+        match (ip, entry.parse::<IpAddr>()) {
+            (Some(a), Ok(e)) => a == e,
+            (Some(_), Err(_)) | (None, Ok(_)) => false,
+            (None, Err(_)) => {
+                let (a, e) = (address.to_ascii_lowercase(), entry.to_ascii_lowercase());
+                a == e || crate::gateway::hostnames::covered_by_wildcard(&a, &e)
+            }
+        }
+    })
+}
+
+/// `live`, an object read from a member cluster (a placed object: its
+/// `gatewright.dev/cluster` annotation names the member), with only the `status.addresses`
+/// its member's ClusterProfile allows ([`address_allowed`]; none when it declares none);
+/// each address left out is added to `refused` as `<member>: <address>`. Any other object
+/// is returned as it is.
+pub fn within_member_addresses(
+    live: &Arc<Value>,
+    fleet: &BTreeMap<String, FleetMember>,
+    refused: &mut Vec<String>,
+) -> Arc<Value> {
+    let member = live["metadata"]["annotations"][labels::CLUSTER]
+        .as_str()
+        .unwrap_or_default();
+    let Some(addresses) = live["status"]["addresses"].as_array() else {
+        return Arc::clone(live);
+    };
+    if member.is_empty() || addresses.is_empty() {
+        return Arc::clone(live);
+    }
+    let allowed = fleet
+        .get(member)
+        .and_then(|m| m.addresses.as_deref())
+        .unwrap_or_default();
+    let (kept, left): (Vec<&Value>, Vec<&Value>) = addresses.iter().partition(|a| {
+        a["value"]
+            .as_str()
+            .is_some_and(|v| address_allowed(v, allowed))
+    });
+    if left.is_empty() {
+        return Arc::clone(live);
+    }
+    refused.extend(
+        left.iter()
+            .map(|a| format!("{member}: {}", a["value"].as_str().unwrap_or("?"))),
+    );
+    let mut filtered = (**live).clone();
+    filtered["status"]["addresses"] = Value::Array(kept.into_iter().cloned().collect());
+    Arc::new(filtered)
+}
+
 /// Where the placed templates of a blueprint go, for the Gateway's [`CONDITION_PLACED`]
 /// condition. `None`: the blueprint places nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -160,6 +238,9 @@ pub struct PlacementReport {
     pub unserved: Vec<(String, String)>,
     /// Placement does not render here (a controller not in fleet mode).
     pub not_applied: bool,
+    /// Addresses members reported outside what their ClusterProfiles allow, left out of
+    /// what templates read (`<member>: <address>`, sorted).
+    pub refused_addresses: Vec<String>,
 }
 
 impl PlacementReport {
@@ -194,6 +275,7 @@ impl PlacementReport {
                 .filter_map(|m| Some((m.name.clone(), m.unserved.clone()?)))
                 .collect(),
             not_applied: !places,
+            refused_addresses: Vec::new(),
         })
     }
 
@@ -212,6 +294,17 @@ impl PlacementReport {
         } else {
             self.placed.join(", ")
         };
+        if !self.refused_addresses.is_empty() {
+            return (
+                false,
+                "AddressesRefused",
+                format!(
+                    "placed in {placed}; addresses left out of what the hub renders, outside what the members' ClusterProfiles allow (annotation {}): {}",
+                    crate::fleet::profile::ANNOTATION_ADDRESSES,
+                    self.refused_addresses.join("; ")
+                ),
+            );
+        }
         if self.unserved.is_empty() {
             (true, "Placed", format!("placed in {placed}"))
         } else {
@@ -238,12 +331,111 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
     use serde_json::json;
 
+    #[test]
+    fn addresses_within_what_a_member_declares() {
+        let allowed: Vec<String> = [
+            "198.51.100.0/24",
+            "2001:db8::/32",
+            "203.0.113.7",
+            "lb.example.com",
+            "*.elb.example.net",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        for (address, ok) in [
+            ("198.51.100.9", true),
+            ("198.51.101.9", false),
+            ("2001:db8::1", true),
+            ("2001:db9::1", false),
+            ("203.0.113.7", true),
+            ("203.0.113.8", false),
+            ("lb.example.com", true),
+            ("LB.Example.com", true),
+            ("evil.example.com", false),
+            ("a.elb.example.net", true),
+            ("elb.example.net", false),
+            ("a.elb.example.net.evil.com", false),
+            ("", false),
+        ] {
+            assert_eq!(address_allowed(address, &allowed), ok, "{address}");
+        }
+        assert!(
+            !address_allowed("198.51.100.9", &[]),
+            "nothing declared: nothing allowed"
+        );
+        assert!(address_allowed("10.1.2.3", &["0.0.0.0/0".to_owned()]));
+        assert!(
+            !address_allowed("10.1.2.3", &["10.0.0.0/33".to_owned()]),
+            "a bad prefix allows nothing"
+        );
+    }
+
+    #[test]
+    fn a_member_object_keeps_only_the_addresses_its_profile_allows() {
+        let mut fleet = BTreeMap::new();
+        let mut m = member("fleet/a", "eu", None);
+        m.addresses = Some(vec!["198.51.100.0/24".to_owned()]);
+        fleet.insert(m.name.clone(), m);
+        fleet.insert("fleet/b".to_owned(), member("fleet/b", "us", None));
+        let obj = |cluster: &str| {
+            Arc::new(json!({
+                "metadata": {"name": "gw", "annotations": {labels::CLUSTER: cluster}},
+                "status": {"addresses": [
+                    {"type": "IPAddress", "value": "198.51.100.4"},
+                    {"type": "IPAddress", "value": "192.0.2.66"},
+                ]},
+            }))
+        };
+        let mut refused = Vec::new();
+        let a = within_member_addresses(&obj("fleet/a"), &fleet, &mut refused);
+        assert_eq!(
+            a["status"]["addresses"],
+            json!([{"type": "IPAddress", "value": "198.51.100.4"}])
+        );
+        assert_eq!(refused, ["fleet/a: 192.0.2.66"]);
+        // A member that declares nothing brings nothing; nor does one gone from the fleet.
+        let b = within_member_addresses(&obj("fleet/b"), &fleet, &mut refused);
+        assert_eq!(b["status"]["addresses"], json!([]));
+        let c = within_member_addresses(&obj("fleet/c"), &fleet, &mut refused);
+        assert_eq!(c["status"]["addresses"], json!([]));
+        assert_eq!(refused.len(), 5);
+        // The hub's own objects are not judged, and an object within keeps its Arc.
+        let own = obj("");
+        assert!(Arc::ptr_eq(
+            &own,
+            &within_member_addresses(&own, &fleet, &mut refused)
+        ));
+        let inside = Arc::new(
+            json!({"metadata": {"annotations": {labels::CLUSTER: "fleet/a"}}, "status": {"addresses": [{"value": "198.51.100.1"}]}}),
+        );
+        assert!(Arc::ptr_eq(
+            &inside,
+            &within_member_addresses(&inside, &fleet, &mut refused)
+        ));
+        assert_eq!(refused.len(), 5);
+        let report = PlacementReport {
+            placed: vec!["fleet/a".into()],
+            unserved: Vec::new(),
+            not_applied: false,
+            refused_addresses: vec!["fleet/a: 192.0.2.66".into()],
+        };
+        let (ok, reason, message) = report.condition();
+        assert!(!ok);
+        assert_eq!(reason, "AddressesRefused");
+        assert!(
+            message.contains("fleet/a: 192.0.2.66") && message.contains("gatewright.dev/addresses"),
+            "{message}"
+        );
+    }
+
     fn member(name: &str, region: &str, unserved: Option<&str>) -> FleetMember {
         FleetMember {
             name: name.to_owned(),
             display_name: name.to_owned(),
             labels: BTreeMap::from([("region".to_owned(), region.to_owned())]),
             properties: BTreeMap::new(),
+            addresses: None,
             unserved: unserved.map(str::to_owned),
         }
     }

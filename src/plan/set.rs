@@ -70,6 +70,9 @@ pub(crate) struct SetResult {
     pub warnings: Vec<String>,
     /// Objects this parent renders that another parent already holds (not applied).
     pub conflicts: Vec<ObjectKey>,
+    /// Addresses member clusters' objects reported that their ClusterProfile does not
+    /// allow, left out of what templates read: `<member>: <address>`.
+    pub refused_addresses: Vec<String>,
 }
 
 /// Where a make-before-break replacement stands.

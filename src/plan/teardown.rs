@@ -258,6 +258,7 @@ mod tests {
             display_name: name.to_owned(),
             labels: BTreeMap::new(),
             properties: BTreeMap::new(),
+            addresses: None,
             unserved: unserved.map(str::to_owned),
         };
         (name.to_owned(), m)

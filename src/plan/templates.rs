@@ -132,7 +132,13 @@ pub(crate) fn render_set(
                 Err(e) => out.errors.push(e),
             }
             match live_obj {
-                Some(l) => seen.push(Arc::clone(l)),
+                // What a member cluster's object reports reaches templates only within
+                // what its ClusterProfile allows.
+                Some(l) => seen.push(super::placement::within_member_addresses(
+                    l,
+                    input.fleet,
+                    &mut out.refused_addresses,
+                )),
                 None => complete = false,
             }
             out.children.push(DesiredChild {

@@ -23,6 +23,11 @@ pub struct FleetMember {
     pub labels: BTreeMap<String, String>,
     /// `status.properties` by name (region, zone, ...).
     pub properties: BTreeMap<String, String>,
+    /// The addresses its gateways may bring into the hub's objects (its ClusterProfile's
+    /// `gatewright.dev/addresses` annotation); `None`: not declared, so none
+    /// ([`crate::plan::placement::address_allowed`]).
+    #[serde(skip)]
+    pub addresses: Option<Vec<String>>,
     /// Why it is not served (unhealthy, unreachable, not engaged); `None`: served.
     #[serde(skip)]
     pub unserved: Option<String>,
@@ -46,6 +51,7 @@ impl FleetMember {
                 .iter()
                 .map(|q| (q.name.clone(), q.value.clone()))
                 .collect(),
+            addresses: p.addresses.clone(),
             unserved,
         }
     }

@@ -139,6 +139,7 @@ fn the_fleet_stamp_moves_with_the_fleet_and_only_with_it() {
         display_name: name.to_owned(),
         labels: BTreeMap::new(),
         properties: BTreeMap::new(),
+        addresses: None,
         unserved: unserved.map(str::to_owned),
     };
     let mut s = Snapshot::new("sys");

@@ -193,6 +193,11 @@ pub fn member_kubeconfig(member: &Member, server: Option<&str>) -> String {
     out
 }
 
+/// The addresses a member's gateways may bring into the hub's records, as its ClusterProfile
+/// says (`gatewright.dev/addresses`): the range the simulated downstream gives them
+/// ([`gatewright::simulate::simulated_ip`]).
+pub const MEMBER_ADDRESSES: &str = "198.51.100.0/24";
+
 /// A member in the hub's inventory: its kubeconfig Secret (labelled for gatewright) and
 /// its ClusterProfile, with `ControlPlaneHealthy` as `healthy` says.
 pub async fn enrol(hub: &Client, ns: &str, name: &str, kubeconfig: &str, healthy: bool) {
@@ -208,7 +213,7 @@ pub async fn enrol(hub: &Client, ns: &str, name: &str, kubeconfig: &str, healthy
     apply_yaml(
         hub,
         &format!(
-            "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ClusterProfile\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  displayName: {name}\n  clusterManager: {{name: gatewright-tests}}\n"
+            "apiVersion: multicluster.x-k8s.io/v1alpha1\nkind: ClusterProfile\nmetadata: {{name: {name}, namespace: {ns}, annotations: {{gatewright.dev/addresses: \"{MEMBER_ADDRESSES}\"}}}}\nspec:\n  displayName: {name}\n  clusterManager: {{name: gatewright-tests}}\n"
         ),
     )
     .await;
