@@ -1836,8 +1836,8 @@ fn placement_renders_once_per_served_member_and_the_hub_record_lists_them_all() 
     // so does the Gateway.
     let dir = tempfile::tempdir().unwrap();
     let live = vec![
-        placed_gateway_ready(placed[0], "10.0.1.1"),
-        placed_gateway_ready(placed[1], "10.0.2.1"),
+        placed_gateway_ready(placed[0], "198.51.100.1"),
+        placed_gateway_ready(placed[1], "198.51.100.2"),
     ];
     let write_live = |objs: &[Value]| {
         let text: String = objs
@@ -1864,7 +1864,7 @@ fn placement_renders_once_per_served_member_and_the_hub_record_lists_them_all() 
     assert!(dns["metadata"]["annotations"]["gatewright.dev/cluster"].is_null());
     assert_eq!(
         dns["spec"]["endpoints"][0]["targets"],
-        serde_json::json!(["10.0.1.1", "10.0.2.1"])
+        serde_json::json!(["198.51.100.1", "198.51.100.2"])
     );
     let addresses = &gateway_status(&all)["status"]["addresses"];
     assert_eq!(addresses.as_array().unwrap().len(), 2, "{addresses}");
@@ -1881,7 +1881,7 @@ fn placement_renders_once_per_served_member_and_the_hub_record_lists_them_all() 
     let dns = all.iter().find(|d| d["kind"] == "DNSEndpoint").unwrap();
     assert_eq!(
         dns["spec"]["endpoints"][0]["targets"],
-        serde_json::json!(["10.0.1.1", "10.0.2.1"])
+        serde_json::json!(["198.51.100.1", "198.51.100.2"])
     );
     let status = &gateway_status(&all)["status"];
     assert!(
@@ -1911,7 +1911,7 @@ fn placement_renders_once_per_served_member_and_the_hub_record_lists_them_all() 
     let dns = all.iter().find(|d| d["kind"] == "DNSEndpoint").unwrap();
     assert_eq!(
         dns["spec"]["endpoints"][0]["targets"],
-        serde_json::json!(["10.0.1.1"])
+        serde_json::json!(["198.51.100.1"])
     );
     assert!(!stderr.contains("would delete"), "{stderr}");
     let message = condition(&gateway_status(&all)["status"], "gatewright.dev/Placed")["message"]
@@ -1993,9 +1993,9 @@ SCOPE    template: |
                     .as_str()
                     .unwrap();
                 let address = if member == "fleet/eu-1" {
-                    "10.0.1.1"
+                    "198.51.100.1"
                 } else {
-                    "10.0.2.1"
+                    "198.51.100.2"
                 };
                 format!(
                     "---\n{}",
@@ -2021,14 +2021,17 @@ SCOPE    template: |
     let own = |m: &str, a: &str| (m.to_owned(), a.to_owned());
     assert_eq!(
         addresses("      resources: Member\n"),
-        [own("fleet/eu-1", "10.0.1.1"), own("fleet/us-1", "10.0.2.1")],
+        [
+            own("fleet/eu-1", "198.51.100.1"),
+            own("fleet/us-1", "198.51.100.2")
+        ],
         "scoped: each member reads its own gateway only"
     );
     assert_eq!(
         addresses(""),
         [
-            own("fleet/eu-1", "10.0.1.1;10.0.2.1"),
-            own("fleet/us-1", "10.0.1.1;10.0.2.1")
+            own("fleet/eu-1", "198.51.100.1;198.51.100.2"),
+            own("fleet/us-1", "198.51.100.1;198.51.100.2")
         ],
         "unscoped: every member's"
     );
