@@ -26,6 +26,9 @@ use super::hostnames;
 /// admits routes from one namespace says so with a selector on it.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
+/// Every listener of a parent Gateway: its key, port and hostname.
+pub type ParentListeners = Vec<(String, i32, Option<String>)>;
+
 /// What the parent Gateway accepted one route for, borrowed from the plan: per accepted
 /// listener (by the `key` a child Gateway names it by) the intersected hostnames, empty when
 /// every hostname is (a listener without a hostname and a route without hostnames); and
@@ -34,8 +37,8 @@ pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 pub struct RouteAccepted<'a> {
     /// Accepted listener key and its hostnames (sorted, unique; empty: every hostname).
     pub listeners: Vec<(&'a str, &'a [String])>,
-    /// Every listener of the parent: key, port, hostname.
-    pub parent_listeners: Vec<(&'a str, i32, Option<&'a str>)>,
+    /// Every listener of the parent.
+    pub parent_listeners: &'a [(String, i32, Option<String>)],
 }
 
 impl RouteAccepted<'_> {
@@ -50,8 +53,8 @@ impl RouteAccepted<'_> {
     fn parent(&self, key: &str) -> Option<(i32, Option<&str>)> {
         self.parent_listeners
             .iter()
-            .find(|(k, _, _)| *k == key)
-            .map(|(_, port, host)| (*port, *host))
+            .find(|(k, _, _)| k == key)
+            .map(|(_, port, host)| (*port, host.as_deref()))
     }
 }
 
@@ -157,29 +160,32 @@ pub fn check_route(
             {
                 continue;
             }
-            let gateway = if rendered.is_some() {
-                format!("Gateway {pns}/{name}")
-            } else {
-                format!(
-                    "Gateway {pns}/{name} (not rendered for this Gateway: judged as if it had its listeners)"
-                )
-            };
-            if let Err(why) = serves_within(&names, l, &gateway, accepted) {
-                return Verdict::Refused(format!("parentRefs[{i}] {why}"));
+            if let Err(why) = serves_within(&names, l, accepted) {
+                let gateway = if rendered.is_some() {
+                    format!("Gateway {pns}/{name}")
+                } else {
+                    format!(
+                        "Gateway {pns}/{name} (not rendered for this Gateway: judged as if it had its listeners)"
+                    )
+                };
+                return Verdict::Refused(format!(
+                    "parentRefs[{i}] {}",
+                    why.replace(GATEWAY, &gateway)
+                ));
             }
         }
     }
     Verdict::Within
 }
 
-/// Whether a route listing `names` (none: every hostname), attached to the listener `l` of
-/// `gateway` (in words), serves there only what `accepted` allows; else why not, in words.
-fn serves_within(
-    names: &[&str],
-    l: &Value,
-    gateway: &str,
-    accepted: &RouteAccepted<'_>,
-) -> Result<(), String> {
+/// Where a reason of [`serves_within`] names the Gateway the listener belongs to.
+const GATEWAY: &str = "{gateway}";
+
+/// Whether a route listing `names` (none: every hostname), attached to the listener `l`,
+/// serves there only what `accepted` allows; else why not, in words (naming the listener's
+/// Gateway as [`GATEWAY`]).
+fn serves_within(names: &[&str], l: &Value, accepted: &RouteAccepted<'_>) -> Result<(), String> {
+    let gateway = GATEWAY;
     let lname = l["name"].as_str().unwrap_or_default();
     let lhost = l["hostname"].as_str();
     // The hostnames the parent accepted the route for on what this listener stands for:

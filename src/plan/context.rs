@@ -10,7 +10,7 @@ use crate::gateway::hostnames;
 use crate::gateway::listeners::GatewayEval;
 use crate::gateway::routes::{ParentAttachment, Parents};
 use crate::render::context::{
-    AcceptedListenerVar, AttachedRouteVar, AttachmentVar, HostnamesVar, ListenerVar, NamespacedName,
+    AttachedRouteVar, AttachmentVar, HostnamesVar, ListenerVar, NamespacedName,
 };
 use crate::render::labels::GatewayDecoration;
 use crate::snapshot::{RouteEntry, RouteKey};
@@ -52,6 +52,9 @@ pub struct GatewayContext {
     pub decoration: GatewayDecoration,
     /// A hash of what route templates read of it, made once ([`GatewayContext::route_render_key`]).
     route_render_key: std::sync::OnceLock<Option<u64>>,
+    /// Every listener's key, port and hostname, as the tenancy boundary checks read them,
+    /// made once ([`GatewayContext::boundary`]).
+    parent_listeners: std::sync::OnceLock<crate::gateway::boundary::ParentListeners>,
 }
 
 /// The costly parts of a Gateway's template context as template values (see
@@ -116,6 +119,7 @@ impl GatewayContext {
             converted: Converted::default(),
             decoration: GatewayDecoration::default(),
             route_render_key: std::sync::OnceLock::new(),
+            parent_listeners: std::sync::OnceLock::new(),
         }
     }
 
@@ -165,85 +169,56 @@ impl GatewayContext {
     /// `attachment` its route templates see (see [`Self::boundary`] for the boundary
     /// checks' view of it). Only valid listeners count: a child Gateway serves no other.
     pub(crate) fn attachment(&self, parents: &[ParentAttachment]) -> AttachmentVar {
-        let mut listeners: Vec<(usize, AcceptedListenerVar)> = Vec::new();
+        let mut accepted: Vec<(usize, Vec<String>)> = Vec::new();
         for la in parents
             .iter()
             .filter(|p| p.is_accepted())
             .flat_map(|p| &p.listeners)
         {
-            let Some((i, l)) = self.listeners.iter().enumerate().find(|(_, l)| {
+            let Some(i) = self.listeners.iter().position(|l| {
                 l.name == la.listener
                     && l.listener_set.as_ref().map(|s| (&s.namespace, &s.name))
                         == la.set.as_ref().map(|(ns, n)| (ns, n))
             }) else {
                 continue;
             };
-            if !l.valid {
+            if !self.listeners[i].valid {
                 continue;
             }
-            match listeners.iter_mut().find(|(j, _)| *j == i) {
+            match accepted.iter_mut().find(|(j, _)| *j == i) {
                 // Two parentRefs reaching one listener: the names of both.
                 Some((_, seen)) => {
-                    if !seen.hostnames.is_empty() {
+                    if !seen.is_empty() {
                         if la.hostnames.is_empty() {
-                            seen.hostnames.clear();
+                            seen.clear();
                         } else {
-                            seen.hostnames.extend(la.hostnames.iter().cloned());
-                            seen.hostnames =
-                                hostnames::dedupe_sorted(std::mem::take(&mut seen.hostnames));
+                            seen.extend(la.hostnames.iter().cloned());
+                            *seen = hostnames::dedupe_sorted(std::mem::take(seen));
                         }
                     }
                 }
-                None => listeners.push((
-                    i,
-                    AcceptedListenerVar {
-                        key: l.key.clone(),
-                        name: l.name.clone(),
-                        listener_set: l.listener_set.clone(),
-                        port: l.port,
-                        protocol: l.protocol.clone(),
-                        hostname: l.hostname.clone(),
-                        hostnames: la.hostnames.clone(),
-                    },
-                )),
+                None => accepted.push((i, la.hostnames.clone())),
             }
         }
-        listeners.sort_by_key(|(i, _)| *i);
-        let every = listeners.iter().any(|(_, l)| l.hostnames.is_empty());
-        let hostnames = if every {
-            Vec::new()
-        } else if listeners.len() == 1 {
-            listeners[0].1.hostnames.clone()
-        } else {
-            hostnames::dedupe_sorted(
-                listeners
-                    .iter()
-                    .flat_map(|(_, l)| l.hostnames.iter().cloned()),
-            )
-        };
-        AttachmentVar {
-            listeners: listeners.into_iter().map(|(_, l)| l).collect(),
-            hostnames,
-        }
+        accepted.sort_by_key(|(i, _)| *i);
+        AttachmentVar::new(Arc::clone(&self.listeners), accepted)
     }
 
     /// `attachment` as the tenancy boundary checks read it, beside every listener of the
-    /// Gateway (borrowed).
+    /// Gateway (borrowed; the latter made once per plan).
     pub(crate) fn boundary<'a>(
         &'a self,
         attachment: &'a AttachmentVar,
     ) -> crate::gateway::boundary::RouteAccepted<'a> {
+        let parent = self.parent_listeners.get_or_init(|| {
+            self.listeners
+                .iter()
+                .map(|l| (l.key.clone(), l.port, l.hostname.clone()))
+                .collect()
+        });
         crate::gateway::boundary::RouteAccepted {
-            listeners: attachment
-                .listeners
-                .iter()
-                .map(|l| (l.key.as_str(), l.hostnames.as_slice()))
-                .collect(),
-            parent_listeners: self
-                .listeners
-                .iter()
-                .map(|l| (l.key.as_str(), l.port, l.hostname.as_deref()))
-                .collect(),
+            listeners: attachment.keys_and_hostnames().collect(),
+            parent_listeners: parent,
         }
     }
 

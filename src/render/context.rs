@@ -66,39 +66,114 @@ pub struct NamespacedName {
 
 /// What the Gateway accepted the rendered route for (`attachment`, route templates only):
 /// what a copy of the route must keep to serve no more than the parent allowed it
-/// (docs/security.md).
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq, Hash)]
+/// (docs/security.md). Templates see `{listeners, hostnames}`: `listeners` one map per
+/// listener that accepted the route (`key`, `name`, `listenerSet`, `port`, `protocol`,
+/// `hostname` as in `listeners`, and `hostnames`: the route's hostnames intersected with
+/// the listener's, its own when the route names none, empty when neither names one), and
+/// `hostnames` what a copy lists. It borrows the Gateway's listeners rather than copying
+/// them (one is made for every route plan).
+#[derive(Clone, Debug, Default)]
 pub struct AttachmentVar {
-    /// The valid listeners that accepted the route (through any of its parentRefs naming
-    /// the Gateway or one of its ListenerSets), in listener order, each once.
-    pub listeners: Vec<AcceptedListenerVar>,
-    /// The hostnames a copy of the route lists: the accepted hostnames of every listener
-    /// of `listeners`, sorted, without duplicates; empty when one of them accepted every
-    /// hostname (a listener without hostname and a route without hostnames), as the copy
-    /// must then say too.
-    pub hostnames: Vec<String>,
+    /// The Gateway's listeners (`listeners`, shared).
+    of: Arc<Vec<ListenerVar>>,
+    /// The valid listeners that accepted the route (by index in `of`, in listener order,
+    /// each once) and the hostnames accepted there (sorted, unique; empty: every hostname).
+    accepted: Vec<(usize, Vec<String>)>,
+    /// What a copy lists: every accepted listener's hostnames, sorted, without duplicates;
+    /// empty when one of them accepts every hostname.
+    hostnames: Vec<String>,
 }
 
-/// A listener that accepted the rendered route.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq, Hash)]
-pub struct AcceptedListenerVar {
-    /// The listener's `key` (see [`ListenerVar::key`]): what a child Gateway names it by,
-    /// and so the `sectionName` a copy attaches with.
-    pub key: String,
-    /// Listener name (within its Gateway or ListenerSet).
-    pub name: String,
-    /// The ListenerSet it comes from; none for the Gateway's own.
-    #[serde(rename = "listenerSet")]
-    pub listener_set: Option<NamespacedName>,
-    /// Port.
-    pub port: i32,
-    /// Protocol.
-    pub protocol: String,
-    /// The listener's hostname, or none.
-    pub hostname: Option<String>,
-    /// The route's hostnames intersected with the listener's (the listener's own when the
-    /// route names none); empty when every hostname is accepted.
-    pub hostnames: Vec<String>,
+impl AttachmentVar {
+    /// Made of the Gateway's listeners `of` and the accepted `(index, hostnames)` pairs (in
+    /// listener order, each listener once).
+    #[must_use]
+    pub fn new(of: Arc<Vec<ListenerVar>>, accepted: Vec<(usize, Vec<String>)>) -> Self {
+        let hostnames = if accepted.iter().any(|(_, h)| h.is_empty()) {
+            Vec::new()
+        } else if let [(_, only)] = accepted.as_slice() {
+            only.clone()
+        } else {
+            let mut all: Vec<String> = accepted
+                .iter()
+                .flat_map(|(_, h)| h.iter().cloned())
+                .collect();
+            all.sort();
+            all.dedup();
+            all
+        };
+        Self {
+            of,
+            accepted,
+            hostnames,
+        }
+    }
+
+    /// Each accepted listener's key and hostnames.
+    pub fn keys_and_hostnames(&self) -> impl Iterator<Item = (&str, &[String])> {
+        self.accepted
+            .iter()
+            .filter_map(|(i, h)| Some((self.of.get(*i)?.key.as_str(), h.as_slice())))
+    }
+
+    /// What a copy lists (see the type's docs).
+    #[must_use]
+    pub fn hostnames(&self) -> &[String] {
+        &self.hostnames
+    }
+}
+
+impl std::hash::Hash for AttachmentVar {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for (key, hostnames) in self.keys_and_hostnames() {
+            key.hash(state);
+            hostnames.hash(state);
+        }
+        // What else a template reads of each listener comes from the Gateway's listeners,
+        // which the same key names within one Gateway context.
+        for (i, _) in &self.accepted {
+            if let Some(l) = self.of.get(*i) {
+                (l.port, &l.protocol, &l.hostname, &l.listener_set).hash(state);
+            }
+        }
+    }
+}
+
+impl Serialize for AttachmentVar {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        #[derive(Serialize)]
+        struct Listener<'a> {
+            key: &'a str,
+            name: &'a str,
+            #[serde(rename = "listenerSet")]
+            listener_set: Option<&'a NamespacedName>,
+            port: i32,
+            protocol: &'a str,
+            hostname: Option<&'a str>,
+            hostnames: &'a [String],
+        }
+        let listeners: Vec<Listener<'_>> = self
+            .accepted
+            .iter()
+            .filter_map(|(i, hostnames)| {
+                let l = self.of.get(*i)?;
+                Some(Listener {
+                    key: &l.key,
+                    name: &l.name,
+                    listener_set: l.listener_set.as_ref(),
+                    port: l.port,
+                    protocol: &l.protocol,
+                    hostname: l.hostname.as_deref(),
+                    hostnames,
+                })
+            })
+            .collect();
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("listeners", &listeners)?;
+        map.serialize_entry("hostnames", &self.hostnames)?;
+        map.end()
+    }
 }
 
 /// A route attached to a listener.

@@ -16,17 +16,18 @@ fn accepted(pairs: &[(&'static str, &[&str])], keys: &[&'static str]) -> RouteAc
                 (*k, &*Vec::leak(names))
             })
             .collect(),
-        parent_listeners: keys
-            .iter()
-            .map(|k| {
-                let host = match *k {
-                    "admin" => Some("admin.example.com"),
-                    "apps" => Some("*.apps.example.com"),
-                    _ => None,
-                };
-                (*k, 8000, host)
-            })
-            .collect(),
+        parent_listeners: Vec::leak(
+            keys.iter()
+                .map(|k| {
+                    let host = match *k {
+                        "admin" => Some("admin.example.com".to_owned()),
+                        "apps" => Some("*.apps.example.com".to_owned()),
+                        _ => None,
+                    };
+                    ((*k).to_owned(), 8000, host)
+                })
+                .collect(),
+        ),
     }
 }
 
