@@ -113,10 +113,9 @@ pub fn check_route(
         return Verdict::Within;
     }
     let ns = copy["metadata"]["namespace"].as_str().unwrap_or(namespace);
-    let names: Vec<&str> = copy["spec"]["hostnames"]
+    let names = copy["spec"]["hostnames"]
         .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+        .map_or(&[][..], Vec::as_slice);
     let refs = copy["spec"]["parentRefs"]
         .as_array()
         .map_or(&[][..], Vec::as_slice);
@@ -136,46 +135,62 @@ pub fn check_route(
             g["metadata"]["name"] == name
                 && g["metadata"]["namespace"].as_str().unwrap_or(ns) == pns
         });
-        let stand_in;
-        let listeners = match rendered {
+        let selects = |l: &Listener<'_>| {
+            section.is_none_or(|s| s == l.name) && port.is_none_or(|p| l.port == Some(p))
+        };
+        let verdict = match rendered {
             Some(g) => g["spec"]["listeners"]
                 .as_array()
-                .map_or(&[][..], Vec::as_slice),
+                .into_iter()
+                .flatten()
+                .map(|l| Listener {
+                    name: l["name"].as_str().unwrap_or_default(),
+                    port: l["port"].as_i64(),
+                    hostname: l["hostname"].as_str(),
+                })
+                .filter(selects)
+                .try_for_each(|l| serves_within(names, &l, accepted)),
+            // Not rendered (yet): as if it had the parent's listeners, the one its
+            // sectionName names or, without one, one standing for them all.
             None => {
-                stand_in = match section {
-                    Some(s) => accepted
-                        .parent(s)
-                        .map(|(port, host)| json!({"name": s, "port": port, "hostname": host}))
-                        .into_iter()
-                        .collect(),
-                    None => vec![json!({"name": "", "port": port})],
+                let l = match section {
+                    Some(s) => accepted.parent(s).map(|(port, hostname)| Listener {
+                        name: s,
+                        port: Some(i64::from(port)),
+                        hostname,
+                    }),
+                    None => Some(Listener {
+                        name: "",
+                        port,
+                        hostname: None,
+                    }),
                 };
-                stand_in.as_slice()
+                l.filter(selects)
+                    .map_or(Ok(()), |l| serves_within(names, &l, accepted))
             }
         };
-        for l in listeners {
-            let lname = l["name"].as_str().unwrap_or_default();
-            if section.is_some_and(|s| s != lname)
-                || port.is_some_and(|p| Some(p) != l["port"].as_i64())
-            {
-                continue;
-            }
-            if let Err(why) = serves_within(&names, l, accepted) {
-                let gateway = if rendered.is_some() {
-                    format!("Gateway {pns}/{name}")
-                } else {
-                    format!(
-                        "Gateway {pns}/{name} (not rendered for this Gateway: judged as if it had its listeners)"
-                    )
-                };
-                return Verdict::Refused(format!(
-                    "parentRefs[{i}] {}",
-                    why.replace(GATEWAY, &gateway)
-                ));
-            }
+        if let Err(why) = verdict {
+            let gateway = if rendered.is_some() {
+                format!("Gateway {pns}/{name}")
+            } else {
+                format!(
+                    "Gateway {pns}/{name} (not rendered for this Gateway: judged as if it had its listeners)"
+                )
+            };
+            return Verdict::Refused(format!(
+                "parentRefs[{i}] {}",
+                why.replace(GATEWAY, &gateway)
+            ));
         }
     }
     Verdict::Within
+}
+
+/// A child Gateway's listener, as the route checks read it.
+struct Listener<'a> {
+    name: &'a str,
+    port: Option<i64>,
+    hostname: Option<&'a str>,
 }
 
 /// Where a reason of [`serves_within`] names the Gateway the listener belongs to.
@@ -184,10 +199,13 @@ const GATEWAY: &str = "{gateway}";
 /// Whether a route listing `names` (none: every hostname), attached to the listener `l`,
 /// serves there only what `accepted` allows; else why not, in words (naming the listener's
 /// Gateway as [`GATEWAY`]).
-fn serves_within(names: &[&str], l: &Value, accepted: &RouteAccepted<'_>) -> Result<(), String> {
+fn serves_within(
+    names: &[Value],
+    l: &Listener<'_>,
+    accepted: &RouteAccepted<'_>,
+) -> Result<(), String> {
     let gateway = GATEWAY;
-    let lname = l["name"].as_str().unwrap_or_default();
-    let lhost = l["hostname"].as_str();
+    let (lname, lhost) = (l.name, l.hostname);
     // The hostnames the parent accepted the route for on what this listener stands for:
     // the parent's listener of its name, else (named after none) every one of them. `None`:
     // every hostname.
@@ -212,16 +230,19 @@ fn serves_within(names: &[&str], l: &Value, accepted: &RouteAccepted<'_>) -> Res
     let Some(allowed) = allowed else {
         return Ok(());
     };
-    let served: Vec<Option<&str>> = if names.is_empty() {
-        vec![lhost]
+    // What the listener serves of the route: its own hostname when the route names none,
+    // else each of the route's names that meets it.
+    let bad = if names.is_empty() {
+        (!covers(allowed, lhost)).then_some(lhost)
     } else {
         names
             .iter()
+            .filter_map(Value::as_str)
             .filter_map(|h| hostnames::intersect(lhost, h))
+            .find(|s| !covers(allowed, Some(s)))
             .map(Some)
-            .collect()
     };
-    match served.into_iter().find(|s| !covers(allowed, *s)) {
+    match bad {
         None => Ok(()),
         Some(bad) => Err(format!(
             "serves {} on listener {lname:?} of {gateway}, which the parent Gateway did not accept the route for there (accepted: {})",
