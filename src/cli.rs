@@ -371,6 +371,18 @@ pub fn check(paths: &[PathBuf]) -> Output {
                 ));
             }
         }
+        // What it would render on a shared Gateway of its own making (crate::probe):
+        // only when nothing else is wrong with it.
+        if errors.is_empty()
+            && let Ok(again) = files::load(paths, "gatewright-system")
+        {
+            errors.extend(
+                crate::probe::tenancy(again.snapshot, &name)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|e| format!("{e} (tenancy probe: a Gateway whose listener `admin` admits its own namespace and `apps` every namespace, a tenant's routes on it)")),
+            );
+        }
         if errors.is_empty() {
             let _ = writeln!(out.stdout, "ok: GatewayClassBlueprint {name}");
         } else {

@@ -17,6 +17,7 @@ pub mod identity;
 pub mod kinds;
 pub mod live;
 pub mod plan;
+pub mod probe;
 pub mod render;
 pub mod simulate;
 pub mod snapshot;

@@ -203,6 +203,20 @@ fn a_blueprint_widening_a_route_is_refused() {
         .replace("HOSTNAMES", own)
         + "---\n"
         + &world;
+    // `check` finds it without a world of the user's: its tenancy probe.
+    let (code, _, stderr) = run(
+        "check",
+        &WIDE
+            .replace("WIDTH", same_as_parent)
+            .replace("HOSTNAMES", own),
+    );
+    assert_eq!(code, EXIT_TEMPLATE, "{stderr}");
+    assert!(
+        stderr.contains("blueprint wide")
+            && stderr.contains("crosses the tenancy boundary")
+            && stderr.contains("tenancy probe"),
+        "{stderr}"
+    );
     let (code, stdout, stderr) = run("render", &input);
     assert_eq!(code, EXIT_TEMPLATE, "{stderr}");
     assert!(
