@@ -883,6 +883,35 @@ fn class_config_yaml(class: &str, ns: &str, d: &Downstream) -> String {
     )
 }
 
+/// Deletes the Gateway `ns/gw` and waits until it is gone (its children with it), then the
+/// class `class`: its GatewayClassConfig in `ns`, GatewayClass and blueprint.
+async fn remove_gateway_and_class(client: &Client, ns: &str, gw: &str, class: &str) {
+    let gateways = dynamic(client, ns, "gateway.networking.k8s.io", "v1", "Gateway");
+    gateways.delete(gw, &DeleteParams::default()).await.unwrap();
+    wait_for("the Gateway gone", T, || async {
+        gateways.get_opt(gw).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    let _ = dynamic(
+        client,
+        ns,
+        "gatewright.dev",
+        "v1alpha1",
+        "GatewayClassConfig",
+    )
+    .delete(class, &DeleteParams::default())
+    .await;
+    for (group, version, kind) in [
+        ("gateway.networking.k8s.io", "v1", "GatewayClass"),
+        ("gatewright.dev", "v1alpha1", "GatewayClassBlueprint"),
+    ] {
+        let _ = Api::<DynamicObject>::all_with(client.clone(), &resource(group, version, kind))
+            .delete(class, &DeleteParams::default())
+            .await;
+    }
+    common::wait_class_gone(client, class, T).await;
+}
+
 /// The tests of this binary start a controller each: they run one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -1532,32 +1561,7 @@ async fn traffic_through_traefik() {
         .delete(&gw, &DeleteParams::default())
         .await
         .unwrap();
-    gateways
-        .delete(&gw, &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_for("the Gateway gone", T, || async {
-        gateways.get_opt(&gw).await.unwrap().is_none().then_some(())
-    })
-    .await;
-    let _ = dynamic(
-        &client,
-        ns,
-        "gatewright.dev",
-        "v1alpha1",
-        "GatewayClassConfig",
-    )
-    .delete(&class, &DeleteParams::default())
-    .await;
-    for (group, version, kind) in [
-        ("gateway.networking.k8s.io", "v1", "GatewayClass"),
-        ("gatewright.dev", "v1alpha1", "GatewayClassBlueprint"),
-    ] {
-        let _ = Api::<DynamicObject>::all_with(client.clone(), &resource(group, version, kind))
-            .delete(&class, &DeleteParams::default())
-            .await;
-    }
-    common::wait_class_gone(&client, &class, T).await;
+    remove_gateway_and_class(&client, ns, &gw, &class).await;
     ctl.shutdown(Duration::from_secs(10)).await;
     for svc in [&names.stable, &names.canary, &names.api, &names.beta] {
         let _ = dynamic(&client, ns, "", "v1", "Service")

@@ -410,7 +410,6 @@ async fn tenancy_through_traefik() {
     serves(legit.clone(), "/", svc("tenant")).await;
 
     // Teardown.
-    let gateways = dynamic(&client, infra, "gateway.networking.k8s.io", "v1", "Gateway");
     for (group, version, kind, name) in [
         (
             "admissionregistration.k8s.io",
@@ -441,35 +440,7 @@ async fn tenancy_through_traefik() {
     )
     .delete("admin", &DeleteParams::default())
     .await;
-    gateways
-        .delete(&gw, &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_for("the Gateway gone", T, || async {
-        gateways.get_opt(&gw).await.unwrap().is_none().then_some(())
-    })
-    .await;
-    let _ = dynamic(
-        &client,
-        infra,
-        "gatewright.dev",
-        "v1alpha1",
-        "GatewayClassConfig",
-    )
-    .delete(&class, &DeleteParams::default())
-    .await;
-    for (group, version, kind) in [
-        ("gateway.networking.k8s.io", "v1", "GatewayClass"),
-        ("gatewright.dev", "v1alpha1", "GatewayClassBlueprint"),
-    ] {
-        let _ = kube::Api::<DynamicObject>::all_with(
-            client.clone(),
-            &super::resource(group, version, kind),
-        )
-        .delete(&class, &DeleteParams::default())
-        .await;
-    }
-    common::wait_class_gone(&client, &class, T).await;
+    super::remove_gateway_and_class(&client, infra, &gw, &class).await;
     ctl.shutdown(std::time::Duration::from_secs(10)).await;
     for ns in [&tenant, &gold_ns, &team] {
         let _ = kube::Api::<DynamicObject>::all_with(
