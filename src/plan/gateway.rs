@@ -320,7 +320,9 @@ fn render_own(
 ) -> Rendered {
     // A placed template's render also depends on the fleet, which the memo does not
     // key on: such blueprints are rendered afresh.
-    let reuse = !prepared.places();
+    // Nor is a Gateway whose boundary refusals are only warnings (see `set::lenience`):
+    // what the memo kept may have been judged strictly.
+    let reuse = !prepared.places() && super::set::lenience(plan.revision.as_ref()).is_none();
     match memo
         .as_ref()
         .filter(|_| reuse)
@@ -328,6 +330,7 @@ fn render_own(
     {
         Some(r) => r.clone(),
         None => {
+            let lenient = super::set::lenience(plan.revision.as_ref());
             let parents = plan
                 .context
                 .listeners
@@ -353,6 +356,7 @@ fn render_own(
                 route_kind: None,
                 render_key: None,
                 boundary: super::set::Boundary::Gateway(parents),
+                lenient: lenient.as_deref(),
             };
             let r = render_gateway(&input, plan.context.base(), gw);
             if let Some(memo) = memo.filter(|_| reuse) {

@@ -55,6 +55,8 @@ pub(crate) struct RouteContext {
     /// The Gateways route copies may attach to ([`super::route::child_gateways_stamp`]):
     /// the tenancy boundary judges each copy against their listeners.
     child_gateways: u64,
+    /// Whether the boundary only warns (`super::set::lenience`).
+    lenient: bool,
     /// The fleet's stamp ([`Snapshot::fleet_stamp`]: its members, served or not, and
     /// whether placement renders here) when a route template is placed: where its objects
     /// go and what they read of `cluster` change with them.
@@ -99,6 +101,7 @@ impl RouteContext {
                 .then(|| Arc::clone(&ctx.hostnames)),
             scopes: snap.scopes_stamp(),
             child_gateways: super::route::child_gateways_stamp(snap, gw),
+            lenient: super::set::lenience(gw.revision.as_ref()).is_some(),
             fleet: prepared
                 .spec
                 .route_templates

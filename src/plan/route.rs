@@ -104,6 +104,7 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
         route: entry.lazy_value(),
         attachment: crate::render::lazy::LazySerialized::value(Arc::clone(&attachment)),
     };
+    let lenient = super::set::lenience(gw.revision.as_ref());
     let live_gateways = held_child_gateways(snap, gw);
     let gateways = child_gateways(gw, &live_gateways);
     let input = SetInput {
@@ -128,6 +129,7 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
             accepted: &boundary,
             gateways: &gateways,
         },
+        lenient: lenient.as_deref(),
     };
     let result = if accepted {
         render_set(&input, &base, Some(&route_vars))

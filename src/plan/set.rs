@@ -148,6 +148,29 @@ pub(crate) struct SetInput<'a> {
     pub render_key: Option<u64>,
     /// The tenancy boundary its objects are judged against before anything is applied.
     pub boundary: Boundary<'a>,
+    /// Why the boundary's refusals are only warnings here: the Gateway still renders an
+    /// older revision of its blueprint, waiting for the rollout of the newest (see
+    /// [`lenience`]); `None`: they are refusals.
+    pub lenient: Option<&'a str>,
+}
+
+/// Why the tenancy boundary only warns for a Gateway that renders `revision`: it renders an
+/// older revision than its blueprint's newest because the newest's rollout has not reached
+/// it, halted or was rolled back. What it rendered before (a release without the boundary,
+/// say) stays until the rollout brings the newest, which is judged strictly (and a refusal
+/// there fails its wave). A pinned revision is judged strictly.
+#[must_use]
+pub(crate) fn lenience(revision: Option<&super::revisions::Chosen>) -> Option<String> {
+    use super::revisions::Why;
+    let r = revision?;
+    (r.name != r.newest && matches!(r.why, Why::Waiting | Why::Halted | Why::RolledBack)).then(
+        || {
+            format!(
+                "Gateway renders revision {} while the rollout of {} has not reached it",
+                r.name, r.newest
+            )
+        },
+    )
 }
 
 /// The tenancy boundary (see [`crate::gateway::boundary`]) a template set's objects are
@@ -185,5 +208,35 @@ pub fn is_subset(desired: &Value, live: &Value) -> bool {
         }
         (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
         (a, b) => a == b,
+    }
+}
+
+#[cfg(test)]
+mod lenience_tests {
+    use super::super::revisions::{Chosen, Why};
+    use super::lenience;
+
+    fn chosen(name: &str, why: Why) -> Chosen {
+        Chosen {
+            name: name.into(),
+            newest: "bp-2".into(),
+            why,
+            prepared: Err("not needed".into()),
+        }
+    }
+
+    #[test]
+    fn only_an_older_revision_waiting_for_the_rollout_is_judged_leniently() {
+        assert_eq!(lenience(None), None);
+        assert_eq!(lenience(Some(&chosen("bp-2", Why::Newest))), None);
+        assert_eq!(
+            lenience(Some(&chosen("bp-1", Why::Pinned("GatewayConfig x".into())))),
+            None,
+            "a pin is no way around the boundary"
+        );
+        for why in [Why::Waiting, Why::Halted, Why::RolledBack] {
+            let l = lenience(Some(&chosen("bp-1", why))).unwrap();
+            assert!(l.contains("bp-1") && l.contains("bp-2"), "{l}");
+        }
     }
 }

@@ -212,6 +212,14 @@ fn within_boundary(
         };
         match verdict {
             Verdict::Within => {}
+            Verdict::Refused(why) if input.lenient.is_some() => {
+                out.warnings.push(format!(
+                    "blueprint {}: template {name}: {} crosses the tenancy boundary, kept as it was rendered before: {why} ({}; the newest revision is judged strictly)",
+                    input.prepared.name,
+                    what(),
+                    input.lenient.unwrap_or_default()
+                ));
+            }
             Verdict::Refused(why) => {
                 out.errors.push(
                     RenderError::new(

@@ -593,12 +593,15 @@ async fn the_current_shipped_class_over_the_one_at_52fd840_goes_wave_by_wave() {
     let ns = TestNamespace::new(&client, "waves-up").await;
     let class = unique_name("waves-up");
     apply_yaml(&client, &old_shipped_yaml(&class)).await;
+    // Its child listeners admit every namespace: so do these Gateways' listeners, or the
+    // tenancy boundary refuses the old class's child Gateway as the newest revision (once
+    // the current class is the newest, the old one only warns where it still renders).
     let names = ["g0", "g1", "g2", "g3"];
     for n in names {
         apply_yaml(
             &client,
             &format!(
-                "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {n}, namespace: {ns}}}\nspec:\n  gatewayClassName: {class}\n  listeners:\n  - {{name: https, port: 443, protocol: HTTPS, hostname: \"*.{n}.example.com\", tls: {{options: {{gatewright.dev/certificate: generated}}}}}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {n}-r, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: {n}}}]\n  hostnames: [app.{n}.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n",
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {n}, namespace: {ns}}}\nspec:\n  gatewayClassName: {class}\n  listeners:\n  - {{name: https, port: 443, protocol: HTTPS, hostname: \"*.{n}.example.com\", allowedRoutes: {{namespaces: {{from: All}}}}, tls: {{options: {{gatewright.dev/certificate: generated}}}}}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {n}-r, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: {n}}}]\n  hostnames: [app.{n}.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n",
                 ns = ns.name
             ),
         )
