@@ -547,7 +547,8 @@ fn replicas_share_the_members_move_them_when_one_dies_and_never_write_twice() {
             &hub,
             &placed_ns.name,
             [&east, &west],
-            &["shop.example.com", "cart.example.com"],
+            // The copy lists the hostnames its route was accepted for, sorted.
+            &["cart.example.com", "shop.example.com"],
         )
         .await;
         assert_eq!(now, uids, "the placed gateways were kept, not made again");
@@ -931,7 +932,8 @@ fn replicas_share_the_members_move_them_when_one_dies_and_never_write_twice() {
             &hub,
             &placed_ns.name,
             [&east, &west],
-            &["shop.example.com", "cart.example.com"],
+            // The copy lists the hostnames its route was accepted for, sorted.
+            &["cart.example.com", "shop.example.com"],
         )
         .await;
     });
