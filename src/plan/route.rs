@@ -209,16 +209,15 @@ fn child_gateways<'a>(gw: &'a GatewayPlan, live: &'a [Arc<Value>]) -> Vec<&'a Va
 }
 
 /// A hash of the Gateways route copies of `gw` may attach to (their names, and the name,
-/// port and hostname of each listener): what
-/// the boundary checks of its route plans read beside the route's own attachment (see
-/// [`super::memo`]).
+/// port and hostname of each listener): what the boundary checks of its route plans read
+/// beside the route's own attachment (see [`super::memo`]).
 pub(super) fn child_gateways_stamp(snap: &Snapshot, gw: &GatewayPlan) -> u64 {
     use std::hash::{Hash as _, Hasher as _};
     let live = held_child_gateways(snap, gw);
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for g in child_gateways(gw, &live) {
-        g["metadata"]["namespace"].to_string().hash(&mut h);
-        g["metadata"]["name"].to_string().hash(&mut h);
+        g["metadata"]["namespace"].as_str().hash(&mut h);
+        g["metadata"]["name"].as_str().hash(&mut h);
         // What the checks read of each listener.
         for l in g["spec"]["listeners"].as_array().into_iter().flatten() {
             l["name"].as_str().hash(&mut h);
