@@ -91,6 +91,53 @@ pub struct TemplateEntry {
         inner(regex(pattern = r"^(HTTPRoute|GRPCRoute|TLSRoute|TCPRoute|UDPRoute)$"))
     )]
     pub kinds: Vec<String>,
+    /// Gateway templates only: take over the objects an earlier form of this template made
+    /// under another kind (a move to another API group or scope, such as Crossplane's
+    /// cluster-scoped managed resources to its namespaced ones) without deleting what they
+    /// stand for outside the cluster. See [`Adopt`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopt: Option<Adopt>,
+}
+
+/// How a template takes over the objects of an earlier kind ([`TemplateEntry::adopt`]).
+///
+/// An object of one of the `from` kinds that is a child of the same Gateway and has the
+/// name of an object this template renders is that object's predecessor. Before the new
+/// object is written, the predecessor gets `release` (a JSON merge patch: Crossplane's
+/// `{spec: {managementPolicies: [Observe]}}`, so that deleting it later deletes nothing
+/// outside the cluster), and the template waits until the predecessor shows it. The new
+/// object then carries the predecessor's `annotations` (Crossplane's
+/// `crossplane.io/external-name`: the same cloud resource), and the predecessor is deleted
+/// once the new object is ready.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Adopt {
+    /// The earlier kinds, each with the `apiVersion` it is read at.
+    #[schemars(length(min = 1, max = 8))]
+    pub from: Vec<AdoptedKind>,
+    /// Annotations copied from the predecessor to the new object, unless the template sets
+    /// them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(min = 1, max = 253)))]
+    pub annotations: Vec<String>,
+    /// A JSON merge patch applied to the predecessor before the new object is written.
+    #[schemars(schema_with = "free_form")]
+    pub release: serde_json::Value,
+}
+
+/// A kind [`Adopt::from`] names.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdoptedKind {
+    /// `group/version` (`elbv2.aws.upbound.io/v1beta1`).
+    #[schemars(
+        length(min = 1, max = 317),
+        regex(pattern = r"^[a-z0-9.-]+/[a-z0-9]+$")
+    )]
+    pub api_version: String,
+    /// Kind.
+    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[A-Z][A-Za-z0-9]*$"))]
+    pub kind: String,
 }
 
 /// Where a template's objects go in fleet mode.

@@ -18,6 +18,15 @@ use crate::snapshot::ObjectKey;
 
 pub use crate::plan::is_subset;
 
+/// Whether the API server refused the object itself, so that sending it again changes
+/// nothing: invalid (422: a required field missing, a CEL rule), not decodable (400: an
+/// unknown or duplicate field under strict validation), or a field the schema does not
+/// declare (server-side apply answers that with 500 "failed to create typed patch object").
+fn refused(s: &kube::core::Status) -> bool {
+    matches!(s.code, 400 | 422)
+        || (s.code == 500 && s.message.contains("failed to create typed patch object"))
+}
+
 impl Cluster {
     /// The API of a served child kind.
     pub(crate) fn child_api(
@@ -95,7 +104,11 @@ impl Cluster {
         if live.is_none() && !self.may_create(&api, key, obj).await? {
             return Ok(false);
         }
-        let pp = PatchParams::apply(FIELD_MANAGER).force();
+        // Strict: a field the kind's schema does not declare is refused, never dropped
+        // with a warning no one reads (the blueprint author sees it in status).
+        let pp = PatchParams::apply(FIELD_MANAGER)
+            .force()
+            .validation_strict();
         self.metrics.applies.fetch_add(1, Ordering::Relaxed);
         let applied = match api.patch(&key.name, &pp, &Patch::Apply(obj)).await {
             Ok(a) => a,
@@ -111,6 +124,12 @@ impl Cluster {
                 return Err(Error::KindNotServed(format!(
                     "kind {} ({}) is no longer served: {}",
                     key.kind, key.api_version, s.message
+                )));
+            }
+            Err(kube::Error::Api(s)) if refused(&s) => {
+                return Err(Error::Refused(format!(
+                    "the API server refused {key}: {}",
+                    s.message
                 )));
             }
             Err(e) => return Err(Error::kube(format!("apply {key}"), e)),
@@ -209,7 +228,7 @@ impl Cluster {
         let Some(api) = self.child_api(key)? else {
             return Ok(());
         };
-        tracing::info!(child = %key, %patch, "patching a child to drain it");
+        tracing::info!(child = %key, %patch, "patching a child (drain, narrowing or release)");
         let pp = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
@@ -236,7 +255,7 @@ impl Cluster {
                 Ok(())
             }
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(Error::kube(format!("drain {key}"), e)),
+            Err(e) => Err(Error::kube(format!("patch {key}"), e)),
         }
     }
 

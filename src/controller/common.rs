@@ -40,6 +40,10 @@ pub enum Error {
     /// A child kind is not served.
     #[error("kind {0} is not served by the API server (is its CRD installed?)")]
     KindNotServed(String),
+    /// The API server refused a child as rendered (a field its schema does not declare, a
+    /// required one missing, a validation rule): the blueprint must change.
+    #[error("{0}")]
+    Refused(String),
     /// Some children could not be applied (the message of the first).
     #[error("{0}")]
     Apply(String),
@@ -78,6 +82,7 @@ impl Error {
             Self::Kube { .. } => "ApiError",
             Self::KindNotServed(_) => "KindNotServed",
             Self::Apply(_) => "ApplyFailed",
+            Self::Refused(_) => "ChildRefused",
             Self::Deleting(_) => "Deleting",
             Self::SnapshotPoisoned => "SnapshotPoisoned",
             Self::Conflict { .. } => "Conflict",

@@ -115,6 +115,35 @@ impl Cluster {
         }
     }
 
+    /// Applies each release the plan asks for (`adopt.release` to the predecessor of an
+    /// adopted object), with an Event naming it: what deleting it later leaves in place
+    /// outside the cluster is decided here.
+    pub(crate) async fn release_adopted(
+        self: &Arc<Self>,
+        gw: &Gateway,
+        releases: &[(ObjectKey, Value)],
+    ) -> Result<(), Error> {
+        for (key, patch) in releases {
+            let live = self.snapshot.read().ok().and_then(|s| s.child(key));
+            let Some(live) = live else { continue };
+            match self.patch_child(key, patch, Some(&live)).await {
+                Ok(()) => {
+                    self.event(
+                        gw,
+                        false,
+                        "Released",
+                        "Adopt",
+                        &format!("{key} released ({patch}) before the object adopting it is written; deleted once that one is ready"),
+                    )
+                    .await;
+                }
+                Err(Error::Elsewhere(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Another replica deletes `key` (and drains it first): what a prune or a teardown
     /// waits for, in words, and when to look again.
     pub(crate) fn deleted_elsewhere(self: &Arc<Self>, key: &ObjectKey) -> Option<(String, u64)> {

@@ -161,6 +161,10 @@ impl Cluster {
         // (`narrowing`, decided with the plan).
         let mut hold = unsettled.keys.clone();
         hold.extend(narrowing.hold.iter().cloned());
+        // Predecessors of adopted objects are released before what takes them over is
+        // written (the template waits for that in the plan).
+        self.release_adopted(&p.gateway, &p.plan.gateway.releases)
+            .await?;
         let applied = self
             .apply_children(&p, &hold, &narrowing.apply_instead)
             .await;
@@ -457,10 +461,17 @@ impl Cluster {
             match r {
                 Ok(sent) => out.changed |= sent && replans(*owner, &c.template, &read),
                 Err(e) => {
-                    if matches!(e, Error::HeldByAnother(_) | Error::ScopeMismatch(_)) {
-                        out.lasting.push(e.to_string());
+                    let said = match &e {
+                        Error::Refused(_) => format!("template {}: {e}", c.template),
+                        _ => e.to_string(),
+                    };
+                    if matches!(
+                        e,
+                        Error::HeldByAnother(_) | Error::ScopeMismatch(_) | Error::Refused(_)
+                    ) {
+                        out.lasting.push(said.clone());
                     }
-                    out.errors.push(e.to_string());
+                    out.errors.push(said);
                 }
             }
         }

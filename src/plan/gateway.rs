@@ -80,6 +80,9 @@ pub struct GatewayPlan {
     pub live_children: Vec<Option<Arc<Value>>>,
     /// Where placed templates went (fleet mode); `None` when the blueprint places nothing.
     pub placement: Option<super::placement::PlacementReport>,
+    /// Live children to release before what adopts them is written: each with the JSON
+    /// merge patch to apply (`adopt.release`).
+    pub releases: Vec<(ObjectKey, Value)>,
 }
 
 impl GatewayPlan {
@@ -207,6 +210,7 @@ pub(crate) fn plan_gateway_with(
         held: Vec::new(),
         errors: Vec::new(),
         prune: Vec::new(),
+        releases: Vec::new(),
         states: Vec::new(),
         accepted_condition: accepted_cond,
         listeners: Vec::new(),
@@ -451,6 +455,7 @@ fn take_rendered(plan: &mut GatewayPlan, r: Rendered) {
     plan.addresses = r.addresses;
     plan.address_wait = r.address_wait;
     plan.live_children = r.live_children;
+    plan.releases = r.releases;
     if let Some(p) = plan.placement.as_mut() {
         p.refused_addresses = r.refused_addresses;
     }
@@ -505,6 +510,7 @@ fn render_gateway(
     out.warnings = result.warnings;
     out.conflicts = result.conflicts;
     out.refused_addresses = result.refused_addresses;
+    out.releases = result.releases;
     out.refused_addresses.sort();
     out.refused_addresses.dedup();
     out

@@ -40,6 +40,7 @@ pub(crate) struct Rendered {
     pub address_wait: Option<String>,
     pub live_children: Vec<Option<Arc<Value>>>,
     pub refused_addresses: Vec<String>,
+    pub releases: Vec<(ObjectKey, Value)>,
 }
 
 /// What a Gateway's own templates read of its plan, borrowed.

@@ -8,6 +8,7 @@
 //! Gateway's earlier plan rendered ([`memo`]); the result is the same. No client, no clock
 //! (times are arguments), no I/O.
 
+mod adopt;
 pub mod affected;
 pub mod claims;
 pub mod class;

@@ -179,6 +179,7 @@ mod tests {
             drain: None,
             placement: None,
             kinds: Vec::new(),
+            adopt: None,
         };
         let spec = GatewayClassBlueprintSpec {
             gateway_templates: vec![entry.clone()],

@@ -73,6 +73,9 @@ pub(crate) struct SetResult {
     /// Addresses member clusters' objects reported that their ClusterProfile does not
     /// allow, left out of what templates read: `<member>: <address>`.
     pub refused_addresses: Vec<String>,
+    /// Predecessors of adopted objects to release before their successors are written
+    /// (`adopt.release`, a JSON merge patch), see [`super::adopt`].
+    pub releases: Vec<(ObjectKey, Value)>,
 }
 
 /// Where a make-before-break replacement stands.

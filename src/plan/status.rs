@@ -227,7 +227,9 @@ impl Plan {
             .chain(&g.prune)
             .chain(self.routes.iter().flat_map(|r| r.prune.iter()))
             .chain(&g.orphaned_route_children)
+            .chain(g.releases.iter().map(|(k, _)| k))
             .map(|k| (k.api_version.as_str(), k.kind.as_str()))
+            .chain(g.blueprint.iter().flat_map(|b| b.adopted_kinds()))
             .collect();
         kinds
             .into_iter()

@@ -105,6 +105,18 @@ pub(crate) fn render_set(
             Some(r) => stamp_versions(&mut objects, r),
             None => (None, vec![None; objects.len()]),
         };
+        let adoptions = match &entry.adopt {
+            Some(a) => {
+                let found = super::adopt::predecessors(a, &objects, input.live);
+                if !super::adopt::released(a, name, &found, &mut out) {
+                    continue;
+                }
+                super::adopt::copy_annotations(a, &mut objects, &found);
+                found
+            }
+            None => Vec::new(),
+        };
+        let mut keys = Vec::with_capacity(objects.len());
         let uses = replacements.uses(&deps);
         let first_state = out.states.len();
         let mut seen = Vec::new();
@@ -113,6 +125,7 @@ pub(crate) fn render_set(
         for (mut obj, slot) in objects.into_iter().zip(slots) {
             decorate(&mut obj, &decoration, name, position, slot, &uses);
             let key = ObjectKey::of(&obj);
+            keys.push(key.clone());
             match refused(input, name, &key, &mut out) {
                 Some(Refused::Twice) => continue,
                 Some(Refused::HeldElsewhere) => {
@@ -147,6 +160,7 @@ pub(crate) fn render_set(
                 object: obj,
             });
         }
+        super::adopt::keep_until_ready(name, &adoptions, |i| keys.get(i).cloned(), &mut out);
         if held_elsewhere {
             // What it rendered is not all ours to write: keep its live objects, and let
             // dependents wait.

@@ -226,6 +226,7 @@ mod tests {
             drain: None,
             placement: None,
             kinds: Vec::new(),
+            adopt: None,
         }
     }
 

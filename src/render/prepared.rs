@@ -118,6 +118,7 @@ impl Prepared {
         }
         errors.extend(route_kind_errors(name, spec));
         errors.extend(placement_errors(name, spec));
+        errors.extend(adopt_errors(name, spec));
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -315,6 +316,36 @@ fn reads_itself_only(source: &str) -> bool {
         }
     }
     true
+}
+
+/// `adopt` where it cannot apply: on a route template (a route's children are not moved
+/// between kinds), or with a `release` that is not a JSON object.
+fn adopt_errors(blueprint: &str, spec: &GatewayClassBlueprintSpec) -> Vec<RenderError> {
+    let err = |template: &str, m: &str| {
+        RenderError::new(blueprint, template, None, m.to_owned()).with_category("InvalidAdopt")
+    };
+    let on_routes = spec
+        .route_templates
+        .iter()
+        .filter(|e| e.adopt.is_some())
+        .map(|e| err(&e.name, "adopt: only a Gateway template adopts objects"));
+    let bad_release = spec
+        .gateway_templates
+        .iter()
+        .filter(|e| e.adopt.as_ref().is_some_and(|a| !a.release.is_object()))
+        .map(|e| err(&e.name, "adopt.release: a JSON merge patch, an object"));
+    on_routes.chain(bad_release).collect()
+}
+
+impl Prepared {
+    /// The kinds Gateway templates adopt objects of (`adopt.from`): `(apiVersion, kind)`.
+    pub fn adopted_kinds(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.gateway_entries
+            .values()
+            .filter_map(|e| e.adopt.as_ref())
+            .flat_map(|a| &a.from)
+            .map(|k| (k.api_version.as_str(), k.kind.as_str()))
+    }
 }
 
 /// Placements whose selector cannot be evaluated: an expression whose operator is unknown,

@@ -118,8 +118,9 @@ const BUILTIN_CLUSTER: &[(&str, &str)] = &[
     ("storage.k8s.io", "VolumeAttachment"),
     ("storage.k8s.io", "VolumeAttributesClass"),
     ("gatewright.dev", "GatewayClassBlueprint"),
-    // Custom resources the shipped GatewayClasses render (Crossplane's AWS managed
-    // resources are cluster-scoped), so `render` of the examples needs no CRD.
+    // Custom resources the shipped GatewayClasses render or adopt, so `render` of the
+    // examples needs no CRD: Crossplane's legacy AWS managed resources are cluster-scoped
+    // (Crossplane v2's, in the `*.aws.m.upbound.io` groups, are namespaced).
     ("cert-manager.io", "ClusterIssuer"),
     ("acm.aws.upbound.io", "Certificate"),
     ("ec2.aws.upbound.io", "SecurityGroup"),
@@ -173,6 +174,13 @@ const BUILTIN_NAMESPACED: &[(&str, &str)] = &[
     ("cert-manager.io", "Issuer"),
     ("externaldns.k8s.io", "DNSEndpoint"),
     ("elbv2.k8s.aws", "TargetGroupBinding"),
+    ("acm.aws.m.upbound.io", "Certificate"),
+    ("ec2.aws.m.upbound.io", "SecurityGroup"),
+    ("ec2.aws.m.upbound.io", "SecurityGroupIngressRule"),
+    ("elbv2.aws.m.upbound.io", "LB"),
+    ("elbv2.aws.m.upbound.io", "LBListener"),
+    ("elbv2.aws.m.upbound.io", "LBTargetGroup"),
+    ("route53.aws.m.upbound.io", "Record"),
     ("networking.istio.io", "Gateway"),
     ("networking.istio.io", "VirtualService"),
     ("projectcontour.io", "HTTPProxy"),

@@ -102,7 +102,9 @@ pub fn ready_status(obj: &Value) -> Option<Value> {
         ("networking.k8s.io", "Ingress") => {
             json!({ "loadBalancer": { "ingress": [{ "ip": ip }] } })
         }
-        (g, _) if g.ends_with(".aws.upbound.io") => {
+        // Crossplane's AWS managed resources: Crossplane v2's namespaced groups
+        // (`*.aws.m.upbound.io`) and the legacy cluster-scoped ones.
+        (g, _) if g.ends_with(".aws.m.upbound.io") || g.ends_with(".aws.upbound.io") => {
             let mut at = json!({ "arn": format!("arn:aws:simulated:{kind}/{name}"), "id": name });
             if kind == "LB" {
                 at["dnsName"] = json!(format!("{name}.eu-central-1.elb.amazonaws.com"));
@@ -178,6 +180,7 @@ mod tests {
             ("cert-manager.io/v1", "Certificate"),
             ("externaldns.k8s.io/v1alpha1", "DNSEndpoint"),
             ("elbv2.aws.upbound.io/v1beta1", "LB"),
+            ("elbv2.aws.m.upbound.io/v1beta1", "LB"),
             ("v1", "ConfigMap"),
         ] {
             let obj = as_ready(
@@ -228,6 +231,7 @@ mod tests {
             ("networking.k8s.io/v1", "Ingress"),
             // ACM's Certificate is a cloud's, not cert-manager's.
             ("acm.aws.upbound.io/v1beta1", "Certificate"),
+            ("acm.aws.m.upbound.io/v1beta1", "Certificate"),
         ] {
             assert!(Play::Dataplane.plays(&of(api, kind)), "{kind}");
         }
