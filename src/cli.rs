@@ -303,6 +303,10 @@ fn report(out: &mut Output, key: &Key, p: &Plan) {
             r.waiting_for
         ));
     }
+    for (k, patch) in &p.gateway.releases {
+        out.stderr
+            .push(format!("adopt: {gw}: would release {k} with {patch}"));
+    }
     for k in p
         .gateway
         .prune

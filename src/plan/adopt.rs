@@ -75,81 +75,129 @@ pub(super) fn predecessors(adopt: &Adopt, objects: &[Value], live: &[Arc<Value>]
 
 /// Whether template `name` may write its objects this pass: every predecessor shows
 /// `adopt.release`. Otherwise the release of each that does not is planned
-/// (`out.releases`), the template is held (its live objects, predecessors included, are
-/// kept; its dependents wait), and `false`.
-pub(super) fn released(
-    adopt: &Adopt,
-    name: &str,
-    adoptions: &[Adoption],
-    out: &mut SetResult,
-) -> bool {
+/// (`out.releases`) and `false`: see [`serve_with_predecessors`] for the rest of the pass.
+pub(super) fn released(adopt: &Adopt, adoptions: &[Adoption], out: &mut SetResult) -> bool {
     let pending: Vec<&Arc<Value>> = adoptions
         .iter()
         .map(|a| &a.old)
         .filter(|old| !drained(&adopt.release, old))
         .collect();
-    if pending.is_empty() {
-        return true;
-    }
-    let keys: Vec<String> = pending
-        .iter()
-        .map(|o| ObjectKey::of(o).to_string())
-        .collect();
-    for old in pending {
+    for old in &pending {
         out.releases
             .push((ObjectKey::of(old), adopt.release.clone()));
     }
-    out.held.push(Held {
-        template: name.to_owned(),
-        reason: format!(
-            "releasing {} (adopt.release) before the objects that take them over are written",
-            keys.join(", ")
-        ),
-    });
-    out.unsettled.insert(name.to_owned());
-    false
+    pending.is_empty()
+}
+
+/// Template `name`, whose predecessors are being released, writes nothing this pass; its
+/// live objects and the predecessors stay. When every object it rendered (`rendered` of
+/// them) has a predecessor, those serve meanwhile, as the old version of a
+/// make-before-break template does: they are what its dependents and the status read
+/// (`resources.<name>`), their readiness is the template's, and the wait is a note, not a
+/// hold (the Gateway stays Programmed while nothing outside the cluster changes). Otherwise
+/// the template is held and its dependents wait.
+pub(super) fn serve_with_predecessors(
+    compiled: &crate::render::engine::Compiled,
+    entry: &crate::api::TemplateEntry,
+    live: &[Arc<Value>],
+    rendered: usize,
+    adoptions: &[Adoption],
+    out: &mut SetResult,
+) {
+    let name = entry.name.as_str();
+    let releasing: Vec<String> = adoptions
+        .iter()
+        .map(|a| ObjectKey::of(&a.old).to_string())
+        .collect();
+    let why = format!(
+        "template {name}: releasing {} (adopt.release) before the objects that take them over are written",
+        releasing.join(", ")
+    );
+    out.keep.extend(
+        live.iter()
+            .filter(|l| labels::template(l) == Some(name))
+            .map(|l| ObjectKey::of(l)),
+    );
+    out.keep
+        .extend(adoptions.iter().flat_map(|a| a.copies.iter().cloned()));
+    if rendered > 0 && adoptions.len() == rendered {
+        for a in adoptions {
+            if let Ok(r) = super::readiness::judge(compiled, entry, Some(&a.old)) {
+                out.states.push(super::set::ChildState {
+                    template: name.to_owned(),
+                    key: ObjectKey::of(&a.old),
+                    readiness: r,
+                });
+            }
+        }
+        out.resources.insert(
+            name.to_owned(),
+            adoptions.iter().map(|a| Arc::clone(&a.old)).collect(),
+        );
+        out.warnings.push(why);
+    } else {
+        out.held.push(Held {
+            template: name.to_owned(),
+            reason: why,
+        });
+        out.unsettled.insert(name.to_owned());
+    }
 }
 
 /// Copies `adopt.annotations` from each predecessor to the object taking it over, where
 /// the template did not set them.
 pub(super) fn copy_annotations(adopt: &Adopt, objects: &mut [Value], adoptions: &[Adoption]) {
     for a in adoptions {
-        let Some(obj) = objects.get_mut(a.object) else {
-            continue;
-        };
-        for key in &adopt.annotations {
-            let Some(v) = a.old["metadata"]["annotations"][key.as_str()].as_str() else {
-                continue;
-            };
-            if !obj["metadata"]["annotations"].is_object() {
-                obj["metadata"]["annotations"] = Value::Object(serde_json::Map::new());
-            }
-            let ann = &mut obj["metadata"]["annotations"][key.as_str()];
-            if ann.is_null() {
-                *ann = Value::String(v.to_owned());
-            }
+        if let Some(obj) = objects.get_mut(a.object) {
+            copy_from(adopt, obj, &a.old);
         }
     }
 }
 
-/// Keeps each predecessor whose successor (`successor(index)`: its key) is not ready yet;
-/// the others are pruned with the rest of what the plan no longer renders.
-pub(super) fn keep_until_ready(
-    name: &str,
-    adoptions: &[Adoption],
-    successor: impl Fn(usize) -> Option<ObjectKey>,
-    out: &mut SetResult,
-) {
-    for a in adoptions {
-        let ready = successor(a.object).is_some_and(|key| {
-            out.states
-                .iter()
-                .any(|s| s.template == name && s.key == key && s.readiness.is_ready())
-        });
-        if !ready {
-            out.keep.extend(a.copies.iter().cloned());
+/// Keeps `adopt.annotations` the object carries live (`live`, once its predecessor is
+/// gone), where the template does not set them: applying the object without them would
+/// remove them, and a Crossplane managed resource without its external name is a new
+/// cloud resource.
+pub(super) fn keep_annotations(adopt: &Adopt, obj: &mut Value, live: Option<&Arc<Value>>) {
+    if let Some(l) = live {
+        copy_from(adopt, obj, l);
+    }
+}
+
+fn copy_from(adopt: &Adopt, obj: &mut Value, from: &Value) {
+    for key in &adopt.annotations {
+        let Some(v) = from["metadata"]["annotations"][key.as_str()].as_str() else {
+            continue;
+        };
+        if !obj["metadata"]["annotations"].is_object() {
+            obj["metadata"]["annotations"] = Value::Object(serde_json::Map::new());
+        }
+        let ann = &mut obj["metadata"]["annotations"][key.as_str()];
+        if ann.is_null() {
+            *ann = Value::String(v.to_owned());
         }
     }
+}
+
+/// The predecessor of the object at `index`, and its readiness, while it serves in the
+/// object's place: the object (its readiness `ready`) is not ready yet. It is kept
+/// meanwhile (every live copy); once the object is ready it is pruned with the rest of
+/// what the plan no longer renders.
+pub(super) fn serving<'l>(
+    compiled: &crate::render::engine::Compiled,
+    entry: &crate::api::TemplateEntry,
+    adoptions: &'l [Adoption],
+    index: usize,
+    ready: &super::readiness::Readiness,
+    out: &mut SetResult,
+) -> Option<(&'l Arc<Value>, super::readiness::Readiness)> {
+    if ready.is_ready() {
+        return None;
+    }
+    let a = adoptions.iter().find(|a| a.object == index)?;
+    out.keep.extend(a.copies.iter().cloned());
+    let r = super::readiness::judge(compiled, entry, Some(&a.old)).ok()?;
+    Some((&a.old, r))
 }
 
 #[cfg(test)]
@@ -157,7 +205,6 @@ mod tests {
     use super::*;
     use crate::api::AdoptedKind;
     use crate::plan::readiness::Readiness;
-    use crate::plan::set::ChildState;
     use serde_json::json;
 
     fn adopt() -> Adopt {
@@ -205,17 +252,15 @@ mod tests {
         let live = vec![old("a", &["*"]), old("b", &["Observe"])];
         let found = predecessors(&adopt(), &[new("a"), new("b")], &live);
         let mut out = SetResult::default();
-        assert!(!released(&adopt(), "LB", &found, &mut out));
+        assert!(!released(&adopt(), &found, &mut out));
         // Only the one not released yet gets the patch.
         assert_eq!(out.releases.len(), 1);
         assert_eq!(out.releases[0].0.name, "a");
-        assert!(out.unsettled.contains("LB"));
-        assert!(out.held[0].reason.contains("releasing"), "{:?}", out.held);
         let live = vec![old("a", &["Observe"]), old("b", &["Observe"])];
         let found = predecessors(&adopt(), &[new("a"), new("b")], &live);
         let mut out = SetResult::default();
-        assert!(released(&adopt(), "LB", &found, &mut out));
-        assert!(out.releases.is_empty() && out.held.is_empty());
+        assert!(released(&adopt(), &found, &mut out));
+        assert!(out.releases.is_empty());
     }
 
     #[test]
@@ -236,24 +281,62 @@ mod tests {
     }
 
     #[test]
-    fn a_predecessor_stays_until_its_successor_is_ready() {
+    fn a_predecessor_serves_and_stays_until_its_successor_is_ready() {
+        let entry = crate::api::TemplateEntry {
+            name: "LB".into(),
+            template: "x: 1".into(),
+            ..Default::default()
+        };
+        let spec = crate::api::GatewayClassBlueprintSpec {
+            gateway_templates: vec![entry.clone()],
+            ..Default::default()
+        };
+        let c = crate::render::engine::Compiled::compile("bp", &spec).unwrap();
         let live = vec![old("a", &["Observe"]), old("b", &["Observe"])];
-        let objects = vec![new("a"), new("b")];
-        let found = predecessors(&adopt(), &objects, &live);
-        let key = |i: usize| Some(ObjectKey::of(&objects[i]));
+        let found = predecessors(&adopt(), &[new("a"), new("b")], &live);
         let mut out = SetResult::default();
-        out.states.push(ChildState {
-            template: "LB".into(),
-            key: ObjectKey::of(&objects[0]),
-            readiness: Readiness::Ready,
-        });
-        out.states.push(ChildState {
-            template: "LB".into(),
-            key: ObjectKey::of(&objects[1]),
-            readiness: Readiness::NotReady("no dnsName".into()),
-        });
-        keep_until_ready("LB", &found, key, &mut out);
+        // "a" is ready: its predecessor goes.
+        assert!(serving(&c, &entry, &found, 0, &Readiness::Ready, &mut out).is_none());
+        // "b" is not: its predecessor serves (exists: ready by the default rules), and stays.
+        let (o, r) = serving(&c, &entry, &found, 1, &Readiness::Missing, &mut out).unwrap();
+        assert_eq!(o["metadata"]["name"], "b");
+        assert!(r.is_ready());
         let kept: Vec<&str> = out.keep.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(kept, ["b"]);
+    }
+
+    #[test]
+    fn while_released_the_predecessors_serve_when_each_object_has_one() {
+        let entry = crate::api::TemplateEntry {
+            name: "LB".into(),
+            template: "x: 1".into(),
+            ready_when: Some("object.spec.managementPolicies | length > 0".into()),
+            ..Default::default()
+        };
+        let spec = crate::api::GatewayClassBlueprintSpec {
+            gateway_templates: vec![entry.clone()],
+            ..Default::default()
+        };
+        let c = crate::render::engine::Compiled::compile("bp", &spec).unwrap();
+        let live = vec![old("a", &["*"]), old("b", &["*"])];
+        // Every object has a predecessor: they serve; a note, no hold.
+        let found = predecessors(&adopt(), &[new("a"), new("b")], &live);
+        let mut out = SetResult::default();
+        serve_with_predecessors(&c, &entry, &live, 2, &found, &mut out);
+        assert!(out.held.is_empty() && out.unsettled.is_empty());
+        assert_eq!(out.resources["LB"].len(), 2);
+        assert_eq!(out.states.len(), 2);
+        assert!(out.states.iter().all(|s| s.readiness.is_ready()));
+        assert!(out.warnings[0].contains("releasing"), "{:?}", out.warnings);
+        assert_eq!(out.keep.len(), 2);
+        // One object is new: nothing serves it, the template is held.
+        let found = predecessors(&adopt(), &[new("a"), new("c")], &live);
+        let mut out = SetResult::default();
+        serve_with_predecessors(&c, &entry, &live, 2, &found, &mut out);
+        assert!(out.unsettled.contains("LB"));
+        assert!(out.held[0].reason.contains("releasing"), "{:?}", out.held);
+        assert!(out.resources.is_empty() && out.states.is_empty());
+        // Its live objects stay meanwhile, both predecessors included.
+        assert_eq!(out.keep.len(), 2);
     }
 }

@@ -108,7 +108,15 @@ pub(crate) fn render_set(
         let adoptions = match &entry.adopt {
             Some(a) => {
                 let found = super::adopt::predecessors(a, &objects, input.live);
-                if !super::adopt::released(a, name, &found, &mut out) {
+                if !super::adopt::released(a, &found, &mut out) {
+                    super::adopt::serve_with_predecessors(
+                        &prepared.compiled,
+                        entry,
+                        input.live,
+                        objects.len(),
+                        &found,
+                        &mut out,
+                    );
                     continue;
                 }
                 super::adopt::copy_annotations(a, &mut objects, &found);
@@ -116,16 +124,14 @@ pub(crate) fn render_set(
             }
             None => Vec::new(),
         };
-        let mut keys = Vec::with_capacity(objects.len());
         let uses = replacements.uses(&deps);
         let first_state = out.states.len();
         let mut seen = Vec::new();
         let mut complete = true;
         let mut held_elsewhere = false;
-        for (mut obj, slot) in objects.into_iter().zip(slots) {
+        for (i, (mut obj, slot)) in objects.into_iter().zip(slots).enumerate() {
             decorate(&mut obj, &decoration, name, position, slot, &uses);
             let key = ObjectKey::of(&obj);
-            keys.push(key.clone());
             match refused(input, name, &key, &mut out) {
                 Some(Refused::Twice) => continue,
                 Some(Refused::HeldElsewhere) => {
@@ -135,13 +141,30 @@ pub(crate) fn render_set(
                 }
                 None => {}
             }
-            let live_obj = live.get(&key).copied();
+            let mut live_obj = live.get(&key).copied();
+            if let Some(a) = &entry.adopt {
+                super::adopt::keep_annotations(a, &mut obj, live_obj);
+            }
             match readiness::judge(&prepared.compiled, entry, live_obj) {
-                Ok(r) => out.states.push(ChildState {
-                    template: name.clone(),
-                    key: key.clone(),
-                    readiness: r,
-                }),
+                Ok(mut r) => {
+                    // An adopted object's predecessor serves until it is ready.
+                    if let Some((old, r_old)) = super::adopt::serving(
+                        &prepared.compiled,
+                        entry,
+                        &adoptions,
+                        i,
+                        &r,
+                        &mut out,
+                    ) {
+                        live_obj = Some(old);
+                        r = r_old;
+                    }
+                    out.states.push(ChildState {
+                        template: name.clone(),
+                        key: key.clone(),
+                        readiness: r,
+                    });
+                }
                 Err(e) => out.errors.push(e),
             }
             match live_obj {
@@ -160,7 +183,6 @@ pub(crate) fn render_set(
                 object: obj,
             });
         }
-        super::adopt::keep_until_ready(name, &adoptions, |i| keys.get(i).cloned(), &mut out);
         if held_elsewhere {
             // What it rendered is not all ours to write: keep its live objects, and let
             // dependents wait.

@@ -7,7 +7,10 @@
 //! created, every other child ready once applied, what the plan deletes gone), and must:
 //! render every pass (exit 0) with the Gateway `Programmed`, never delete a Certificate whose Secret or ARN a live child
 //! still names, never drop a listener of a child Gateway, and settle on exactly the
-//! children it makes of a fresh start: nothing of the previous release left behind. A
+//! children it makes of a fresh start: nothing of the previous release left behind. What
+//! a template adopts (aws-alb-crossplane's legacy cluster-scoped managed resources, each
+//! given an external name here) is released before it is deleted, and its successor
+//! carries its external name. A
 //! class with no previous release (`NEW`) has nothing to upgrade from.
 //!
 //! The fixtures are made from the git history, once: `UPDATE_UPGRADE_FIXTURES=1 cargo test
@@ -188,6 +191,18 @@ fn step(inputs: &[PathBuf], dir: &Path, live: &[Value], what: &str) -> (Vec<Valu
         }
         next.push(c);
     }
+    // What the plan releases (`adopt.release`) gets its merge patch.
+    for line in stderr.lines() {
+        let Some((_, rest)) = line.split_once(": would release ") else {
+            continue;
+        };
+        let (k, patch) = rest.split_once(" with ").unwrap();
+        let patch: Value = serde_json::from_str(patch).unwrap();
+        let d = live.iter().find(|l| id(l) == k).unwrap();
+        let mut released = d.clone();
+        merge(&mut released, &patch);
+        next.push(released);
+    }
     let deleted: BTreeSet<&str> = stderr
         .lines()
         .filter_map(|l| l.split_once(": would delete ").map(|(_, k)| k))
@@ -195,8 +210,31 @@ fn step(inputs: &[PathBuf], dir: &Path, live: &[Value], what: &str) -> (Vec<Valu
     for d in live {
         let i = id(d);
         if deleted.contains(i.as_str()) {
-            // Make-before-break: nothing live still reads what goes.
+            // Crossplane's legacy managed resources go only once released: deleting one
+            // with `Delete` among its policies would delete the cloud resource.
+            if legacy_managed(d) {
+                assert_eq!(
+                    d["spec"]["managementPolicies"],
+                    json!(["Observe"]),
+                    "{what}: {i} deleted before it was released"
+                );
+            }
+            // Make-before-break: nothing live still reads what goes, unless an object that
+            // stays serves it too (the one that adopted it: the same resource outside the
+            // cluster, the same ARN).
+            let successor = |o: &Value| {
+                o["kind"] == d["kind"]
+                    && o["metadata"]["name"] == d["metadata"]["name"]
+                    && !deleted.contains(id(o).as_str())
+            };
             for s in served_by(d) {
+                if live
+                    .iter()
+                    .chain(&next)
+                    .any(|o| successor(o) && served_by(o).contains(&s))
+                {
+                    continue;
+                }
                 let reader = live.iter().find(|o| id(o) != i && names(o, s));
                 assert!(
                     reader.is_none(),
@@ -209,6 +247,32 @@ fn step(inputs: &[PathBuf], dir: &Path, live: &[Value], what: &str) -> (Vec<Valu
         }
     }
     (next, stderr)
+}
+
+/// A Crossplane managed resource of the legacy cluster-scoped AWS groups.
+fn legacy_managed(d: &Value) -> bool {
+    d["apiVersion"]
+        .as_str()
+        .is_some_and(|v| v.contains(".aws.upbound.io/"))
+}
+
+/// A JSON merge patch (RFC 7386) applied to `target`.
+fn merge(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = json!({});
+            }
+            for (k, v) in p {
+                if v.is_null() {
+                    target.as_object_mut().unwrap().remove(k);
+                } else {
+                    merge(&mut target[k.as_str()], v);
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
 }
 
 fn read_fixture(class: &str, rev: &str) -> Vec<Value> {
@@ -255,6 +319,23 @@ fn every_shipped_class_upgrades_from_its_previous_release_and_leaves_nothing_beh
 
         let before = listeners(&old);
         let mut live = old.clone();
+        // What Crossplane records of each legacy managed resource: the external name the
+        // adopting object must carry.
+        for d in live.iter_mut().filter(|d| legacy_managed(d)) {
+            let name = d["metadata"]["name"].as_str().unwrap().to_owned();
+            d["metadata"]["annotations"]["crossplane.io/external-name"] =
+                json!(format!("ext-{name}"));
+        }
+        let legacy: Vec<(String, String)> = live
+            .iter()
+            .filter(|d| legacy_managed(d))
+            .map(|d| {
+                (
+                    d["kind"].as_str().unwrap().to_owned(),
+                    d["metadata"]["name"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
         let mut settled = false;
         for pass in 0..30 {
             let (next, _) = step(&current, dir.path(), &live, &format!("{what}, pass {pass}"));
@@ -270,6 +351,18 @@ fn every_shipped_class_upgrades_from_its_previous_release_and_leaves_nothing_beh
             live = next;
         }
         assert!(settled, "{what}: did not settle in 30 passes");
+        // Each took over the same cloud resource.
+        for (kind, name) in &legacy {
+            let successor = live
+                .iter()
+                .find(|d| d["kind"] == kind.as_str() && d["metadata"]["name"] == name.as_str())
+                .unwrap_or_else(|| panic!("{what}: {kind} {name} has no successor"));
+            assert_eq!(
+                successor["metadata"]["annotations"]["crossplane.io/external-name"],
+                json!(format!("ext-{name}")),
+                "{what}: {kind} {name}"
+            );
+        }
         let ids: BTreeSet<String> = live.iter().map(id).collect();
         let left: Vec<&String> = ids.difference(&fresh_ids).collect();
         assert!(left.is_empty(), "{what}: left behind: {left:?}");
