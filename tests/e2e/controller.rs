@@ -57,11 +57,12 @@ pub(crate) fn blueprints(client: &Client) -> Api<DynamicObject> {
     )
 }
 
-/// Every Crossplane LBListener (cluster-scoped).
-pub(crate) fn lb_listeners(client: &Client) -> Api<DynamicObject> {
-    cluster_dynamic(
+/// The Crossplane LBListeners of namespace `ns`.
+pub(crate) fn lb_listeners(client: &Client, ns: &str) -> Api<DynamicObject> {
+    dynamic(
         client,
-        "elbv2.aws.upbound.io",
+        ns,
+        "elbv2.aws.m.upbound.io",
         "v1beta1",
         "LBListener",
         "lblisteners",
@@ -192,7 +193,7 @@ pub(crate) async fn cert_dns_names(client: &Client, ns: &str) -> Option<Value> {
 
 /// Plays the downstream controllers' part for the Gateways in `ns` only: another test's
 /// children (namespaced or cluster-scoped) keep the state that test is asserting.
-async fn simulate(client: &Client, ns: &str, times: usize) {
+pub(crate) async fn simulate(client: &Client, ns: &str, times: usize) {
     for _ in 0..times {
         // Discovery fails while another test adds or removes a CRD (a group version listed,
         // then gone): that round plays nothing, the next one does.
@@ -883,12 +884,12 @@ spec:
     ns.delete().await;
 }
 
-/// The aws-alb-crossplane class: cluster-scoped Crossplane children, a dependent that
-/// reads another child's status (TargetGroupBinding <- LBTargetGroup ARN), the address
-/// from the LB's status, Events on transitions, and the finalizer deleting the
-/// cluster-scoped children with the Gateway.
+/// The aws-alb-crossplane class: Crossplane v2's namespaced managed resources, owned by
+/// the Gateway, a dependent that reads another child's status (TargetGroupBinding <-
+/// LBTargetGroup ARN), the address from the LB's status, Events on transitions, and the
+/// finalizer deleting the children with the Gateway.
 #[tokio::test]
-async fn cluster_scoped_children_and_status_dependencies() {
+async fn crossplane_children_and_status_dependencies() {
     let client = admin().await;
     let _ctl = controller();
     let ns = TestNamespace::new(&client, "alb").await;
@@ -897,19 +898,30 @@ async fn cluster_scoped_children_and_status_dependencies() {
         .replace("hostedZoneId: \"\"", "hostedZoneId: Z0TEST");
     apply_yaml(&client, &text).await;
     apply_yaml(&client, &gateway_yaml(&ns.name, &class)).await;
-    let lbs: Api<DynamicObject> =
-        cluster_dynamic(&client, "elbv2.aws.upbound.io", "v1beta1", "LB", "lbs");
+    let lbs: Api<DynamicObject> = dynamic(
+        &client,
+        &ns.name,
+        "elbv2.aws.m.upbound.io",
+        "v1beta1",
+        "LB",
+        "lbs",
+    );
     let lb_name = gatewright::render::safe_name(&format!("{}-gw-alb", ns.name), 63);
-    let lb = wait_for("the cluster-scoped LB", T, || {
+    let lb = wait_for("the LB", T, || {
         let lbs = lbs.clone();
         let n = lb_name.clone();
         async move { lbs.get_opt(&n).await.unwrap() }
     })
     .await;
-    assert!(lb.metadata.namespace.is_none(), "LB is cluster-scoped");
-    assert!(
-        lb.metadata.owner_references.is_none(),
-        "no owner reference across scopes"
+    assert_eq!(lb.metadata.namespace.as_deref(), Some(ns.name.as_str()));
+    let owner = &lb.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Gateway", "gw")
+    );
+    assert_eq!(
+        lb.data["spec"]["providerConfigRef"],
+        json!({"kind": "ClusterProviderConfig", "name": "default"})
     );
     // The TargetGroupBinding waits for the target group's ARN.
     let tgbs = dynamic(
@@ -922,9 +934,10 @@ async fn cluster_scoped_children_and_status_dependencies() {
     );
     // Nobody has played the downstream controllers yet (tests simulate readiness for
     // their own Gateways only): the target group has no ARN, so no TargetGroupBinding.
-    let tg_arn = cluster_dynamic(
+    let tg_arn = dynamic(
         &client,
-        "elbv2.aws.upbound.io",
+        &ns.name,
+        "elbv2.aws.m.upbound.io",
         "v1beta1",
         "LBTargetGroup",
         "lbtargetgroups",
@@ -1007,14 +1020,15 @@ async fn cluster_scoped_children_and_status_dependencies() {
         .unwrap()
         .to_owned();
     let selector = format!("gatewright.dev/gateway-uid={uid}");
-    let acm: Api<DynamicObject> = cluster_dynamic(
+    let acm: Api<DynamicObject> = dynamic(
         &client,
-        "acm.aws.upbound.io",
+        &ns.name,
+        "acm.aws.m.upbound.io",
         "v1beta1",
         "Certificate",
         "certificates",
     );
-    let listeners: Api<DynamicObject> = lb_listeners(&client);
+    let listeners: Api<DynamicObject> = lb_listeners(&client, &ns.name);
     // (the one ACM certificate's names, its ARN, the HTTPS listener's ARN), once settled.
     let settled = || async {
         // A failed discovery (another test's CRD coming or going) is tried again.
@@ -1060,11 +1074,12 @@ async fn cluster_scoped_children_and_status_dependencies() {
     })
     .await;
     assert_ne!(arn, arn2, "a new certificate, not an edited one");
-    // The certificate's DNS validation records (cluster-scoped Route53 Records): the new
-    // certificate's, for both names.
-    let records = cluster_dynamic(
+    // The certificate's DNS validation records (Route53 Records): the new certificate's,
+    // for both names.
+    let records = dynamic(
         &client,
-        "route53.aws.upbound.io",
+        &ns.name,
+        "route53.aws.m.upbound.io",
         "v1beta1",
         "Record",
         "records",
@@ -1098,7 +1113,7 @@ async fn cluster_scoped_children_and_status_dependencies() {
     })
     .await;
 
-    // Deleting the Gateway deletes the cluster-scoped children through the finalizer.
+    // Deleting the Gateway deletes the children through the finalizer.
     Api::<Gateway>::namespaced(client.clone(), &ns.name)
         .delete("gw", &DeleteParams::default())
         .await

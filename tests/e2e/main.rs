@@ -7,6 +7,7 @@
     reason = "test code"
 )]
 
+mod adopt;
 mod common;
 mod controller;
 #[path = "../docs/examples.rs"]
@@ -21,6 +22,7 @@ mod policy;
 mod rollout;
 mod rules;
 mod smoke;
+mod strict;
 mod teardown;
 mod waves;
 mod writes;

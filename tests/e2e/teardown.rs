@@ -11,9 +11,7 @@ use kube::api::{Api, DeleteParams, DynamicObject};
 use crate::common::{
     TestNamespace, admin, apply_yaml, controller, hold, wait_class_gone, wait_deleting, wait_for,
 };
-use crate::controller::{
-    blueprints, cluster_dynamic, gateway_json, gateway_yaml, lb_listeners, shipped,
-};
+use crate::controller::{blueprints, dynamic, gateway_json, gateway_yaml, lb_listeners, shipped};
 use crate::mbb::{cm_blueprint, cm_gateway, delete_class, our_cms, wait_gateway_gone};
 
 const T: Duration = Duration::from_secs(90);
@@ -26,10 +24,16 @@ async fn deleting_the_gateway_its_class_and_blueprint_at_once_removes_every_chil
     let class = format!("delall-{}", ns.name);
     apply_yaml(&client, &shipped("aws-alb-crossplane", &class)).await;
     apply_yaml(&client, &gateway_yaml(&ns.name, &class)).await;
-    let lbs: Api<DynamicObject> =
-        cluster_dynamic(&client, "elbv2.aws.upbound.io", "v1beta1", "LB", "lbs");
+    let lbs: Api<DynamicObject> = dynamic(
+        &client,
+        &ns.name,
+        "elbv2.aws.m.upbound.io",
+        "v1beta1",
+        "LB",
+        "lbs",
+    );
     let lb_name = gatewright::render::safe_name(&format!("{}-gw-alb", ns.name), 63);
-    wait_for("the cluster-scoped LB", T, || async {
+    wait_for("the LB", T, || async {
         lbs.get_opt(&lb_name).await.unwrap()
     })
     .await;
@@ -43,7 +47,7 @@ async fn deleting_the_gateway_its_class_and_blueprint_at_once_removes_every_chil
     })
     .await;
 
-    let listeners: Api<DynamicObject> = lb_listeners(&client);
+    let listeners: Api<DynamicObject> = lb_listeners(&client, &ns.name);
     let uid = gateway_json(&client, &ns.name).await["metadata"]["uid"]
         .as_str()
         .unwrap()
@@ -98,7 +102,7 @@ async fn deleting_the_gateway_its_class_and_blueprint_at_once_removes_every_chil
     wait_gateway_gone(&client, &ns.name, T).await;
     assert!(
         lbs.get_opt(&lb_name).await.unwrap().is_none(),
-        "the Gateway went before its cluster-scoped LB"
+        "the Gateway went before its LB"
     );
     // The class waits for the Gateway's teardown, then goes.
     wait_class_gone(&client, &class, T).await;
