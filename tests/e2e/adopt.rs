@@ -149,6 +149,25 @@ async fn legacy_managed_resources_are_released_adopted_and_deleted_once_replaced
         g.contains("spec.forProvider.name is a required parameter") || g.contains("region"),
         "{g}"
     );
+    // And in a Warning Event.
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), &ns.name);
+    wait_for("a Warning Event naming the refusal", T, || async {
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("the API server refused"))
+            })
+            .then_some(())
+    })
+    .await;
     // Crossplane's part: each managed resource names its cloud resource, and holds its
     // finalizer until it has handled a deletion.
     for (k, o) in &legacy {
