@@ -15,6 +15,9 @@
 
 use kube::core::GroupVersionKind;
 
+/// A child kind as the controller watches it: `(apiVersion, kind)`.
+pub type KindKey = (String, String);
+
 /// The group and version of an `apiVersion`, borrowed from it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GroupVersion<'a> {

@@ -155,12 +155,47 @@ pub enum RolloutPhase {
     Progressing,
     /// `rolloutPolicy.paused`.
     Paused,
-    /// A wave's gate did not hold; nothing more is moved.
+    /// A wave failed (a Gateway the revision cannot render, its deadline passed, its gate
+    /// cannot be evaluated, or the same wave halted in another member of the fleet);
+    /// nothing more is moved.
     Halted,
-    /// A wave's gate did not hold and its Gateways went back to the previous revision.
+    /// A wave failed as for `Halted`, and its Gateways went back to the previous revision
+    /// (`onFailure: Rollback`).
     RolledBack,
     /// Every Gateway runs the new revision.
     Complete,
+}
+
+/// Where a wave stands (its `state`), named: what [`WaveStatus`]'s other fields imply.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum WaveState {
+    /// Some of its Gateways are still to be moved (at most `maxUnavailable` not ready at a
+    /// time).
+    Releasing,
+    /// The issuance budget holds some of its Gateways back (`budgetWait`).
+    BudgetHeld,
+    /// Every Gateway is moved; it waits for them to be Programmed on the revision (and for
+    /// its gate).
+    Waiting,
+    /// Every Gateway is Programmed: it bakes (`healthySince` + `bakeSeconds`).
+    Baking,
+    /// It passed (`passedAt`).
+    Passed,
+    /// It halted the rollout.
+    Failed,
+}
+
+/// What holds a rollout that is not `Complete`, `Halted` or `RolledBack`, named.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum HoldReason {
+    /// `rolloutPolicy.paused`.
+    Paused,
+    /// A wave's gate does not compile: nothing is moved until it is mended.
+    GateInvalid,
+    /// The issuance budget holds Gateways of the current wave back.
+    IssuanceBudget,
+    /// The next wave waits for a wave before it to pass in other members of the fleet.
+    Fleet,
 }
 
 /// How many Gateways run a revision.
@@ -198,11 +233,13 @@ pub struct WaveStatus {
     /// Since when every Gateway of the wave is `Programmed` on the new revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy_since: Option<Time>,
-    /// When it passed, if the next wave waits for it to pass in other members of the
-    /// fleet (a wave with a `clusterSelector` before it): a passed wave is not judged
-    /// again, and the other members read here that it passed in this one.
+    /// When it passed: a passed wave is not judged again, and the other members of a
+    /// fleet read here that it passed in this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passed_at: Option<Time>,
+    /// Where it stands, named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<WaveState>,
 }
 
 /// A rollout of one revision to the Gateways of a blueprint's classes.
@@ -222,6 +259,9 @@ pub struct RolloutStatus {
     /// Why it halted, or what it waits for.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// What holds it, named (absent: nothing but its current wave).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<HoldReason>,
     /// With an issuance budget: the Certificates the rollouts of this blueprint ordered
     /// lately, oldest first (kept across rollouts and restarts; what is older than the
     /// budget's window no longer counts and is dropped at the next move).

@@ -27,8 +27,7 @@ pub enum KindState {
     Missing(String),
 }
 
-/// A child kind: `(apiVersion, kind)`.
-pub type KindKey = (String, String);
+pub use crate::kinds::KindKey;
 
 struct Watched {
     state: KindState,

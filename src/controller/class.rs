@@ -210,16 +210,17 @@ impl Cluster {
         object: &crate::api::GatewayClassBlueprint,
         notes: &[crate::plan::waves::Note],
     ) {
-        for (warning, reason, message) in notes {
-            if *warning {
+        for n in notes {
+            let (reason, message) = (n.reason, &n.message);
+            if n.warning {
                 tracing::warn!(blueprint = %name, %reason, %message, "rollout");
             } else {
                 tracing::info!(blueprint = %name, %reason, %message, "rollout");
             }
-            if *reason == "RolloutHalted" || *reason == "RolledBack" {
+            if reason == "RolloutHalted" || reason == "RolledBack" {
                 self.metrics.rollouts_halted.fetch_add(1, Ordering::Relaxed);
             }
-            self.event(object, *warning, reason, "Rollout", message)
+            self.event(object, n.warning, reason, "Rollout", message)
                 .await;
         }
     }

@@ -91,7 +91,7 @@ pub(crate) struct Reported {
     pub(crate) errors: BTreeSet<String>,
     pub(crate) missing: BTreeSet<String>,
     /// Replacements in progress: `template=to` -> where it stands.
-    pub(crate) rollouts: BTreeMap<String, crate::plan::rollout::Progress>,
+    pub(crate) rollouts: BTreeMap<String, crate::plan::replacement::Progress>,
     /// Children (object keys) whose deletion hangs during a teardown.
     pub(crate) stuck_deletions: BTreeSet<String>,
     /// Members whose placed children a teardown left there (not served).

@@ -17,8 +17,7 @@ use crate::render::labels;
 use crate::render::labels::GATEWAY_FINALIZER;
 use crate::snapshot::{Key, Snapshot};
 
-/// A child kind: (apiVersion, kind).
-type KindKey = (String, String);
+use crate::kinds::KindKey;
 
 /// What reading the snapshot gave for one Gateway.
 pub(super) enum Read {

@@ -22,8 +22,8 @@ use super::common::{Error, MEMO_MIN_ROUTES, Work};
 use super::memory::{Reported, observed_reported};
 use super::planned::{Planned, Read, narrowing_of, read_and_plan};
 use crate::gateway::conditions::{reasons, types};
-use crate::plan::rollout::{self, Progress};
-use crate::plan::{GatewayStatusPlan, Plan, RolloutState, is_subset};
+use crate::plan::replacement::{self, Progress};
+use crate::plan::{GatewayStatusPlan, Plan, Replacement, is_subset};
 use crate::render::TemplateSet;
 use crate::render::labels::GATEWAY_FINALIZER;
 use crate::snapshot::{Key, ObjectKey};
@@ -591,7 +591,7 @@ impl Cluster {
             let reason = if ok { "Programmed" } else { "NotProgrammed" };
             self.event(gw, !ok, reason, "Reconcile", &c.message).await;
         }
-        for e in rollout::events(&before.rollouts, &now_reported.rollouts) {
+        for e in replacement::events(&before.rollouts, &now_reported.rollouts) {
             self.event(gw, e.warning, e.reason, "Rollout", &e.message)
                 .await;
         }
@@ -610,10 +610,10 @@ fn status_after(plan: &Plan, applied: &Applied, now: Timestamp) -> StatusOutcome
             .map(String::as_str),
         applied.errors.first().map(String::as_str),
     );
-    let rollouts: Vec<&RolloutState> = plan.rollouts().collect();
-    let (progress, rollout_requeue) = rollout::progress(&rollouts, now);
+    let rollouts: Vec<&Replacement> = plan.rollouts().collect();
+    let (progress, rollout_requeue) = replacement::progress(&rollouts, now);
     if status.condition(types::ROLLOUT).is_some() {
-        status.set(rollout::condition(&rollouts, &progress, now));
+        status.set(replacement::condition(&rollouts, &progress, now));
     }
     StatusOutcome {
         status,

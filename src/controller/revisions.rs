@@ -17,7 +17,7 @@ use crate::api::{
 };
 use crate::gateway::conditions::Cond;
 use crate::plan::revisions;
-use crate::plan::waves::{Elsewhere, FleetView, Health, Member, Note, Stands};
+use crate::plan::waves::{Elsewhere, FleetView, Health, ClassGateway, Note, Stands};
 use crate::snapshot::{Key, Snapshot};
 
 /// The label naming the blueprint a revision belongs to.
@@ -30,18 +30,32 @@ const HISTORY: usize = 10;
 pub(super) struct Read {
     /// The blueprint.
     pub object: GatewayClassBlueprint,
-    /// Its newest revision: name, number, hash, and whether its object exists.
-    newest: (String, i64, String, bool),
+    /// Its newest revision.
+    newest: NewestRead,
     /// Its revisions' names, oldest first.
     revisions: Vec<String>,
     /// The Gateways of its classes, in key order.
-    members: Vec<Member>,
+    members: Vec<ClassGateway>,
     /// Revisions a Gateway renders or is pinned to.
     in_use: BTreeSet<String>,
     /// Revision 0 to make before the newest (`revisions::predecessor`): the previous
     /// release's spec, which Gateways that release converged render. Only while its object
     /// is not made and a Gateway renders it.
     predecessor: Option<(String, crate::api::GatewayClassBlueprintSpec, String)>,
+}
+
+/// The newest revision of a blueprint, as read under the lock
+/// ([`crate::plan::revisions::Newest`], owned).
+#[derive(Clone, Debug)]
+struct NewestRead {
+    /// `<blueprint>-<n>`.
+    name: String,
+    /// `n`.
+    number: i64,
+    /// The spec's hash.
+    hash: String,
+    /// Whether its revision object exists.
+    exists: bool,
 }
 
 /// Reads blueprint `name` and the Gateways of its classes.
@@ -65,12 +79,12 @@ pub(super) fn read(s: &Snapshot, name: &str) -> Option<Read> {
         });
     Some(Read {
         object: bp.object.clone(),
-        newest: (
-            newest.name,
-            newest.number,
-            newest.hash,
-            newest.object.is_some(),
-        ),
+        newest: NewestRead {
+            exists: newest.object.is_some(),
+            name: newest.name,
+            number: newest.number,
+            hash: newest.hash,
+        },
         revisions: s
             .revisions_of(name)
             .iter()
@@ -83,7 +97,7 @@ pub(super) fn read(s: &Snapshot, name: &str) -> Option<Read> {
 }
 
 /// Per revision some Gateway renders: how many do and how many are ready.
-fn counts(members: &[Member], newest: &str) -> Vec<RevisionCount> {
+fn counts(members: &[ClassGateway], newest: &str) -> Vec<RevisionCount> {
     let mut by: BTreeMap<String, (u32, u32)> = BTreeMap::new();
     for m in members {
         let e = by
@@ -193,7 +207,12 @@ impl Cluster {
     /// steps the rollout. Called from the blueprint's pass with what [`read`] gave.
     pub(super) async fn revisions_pass(self: &Arc<Self>, r: &Read) -> Result<Outcome, Error> {
         let name = r.object.metadata.name.clone().unwrap_or_default();
-        let (newest, number, hash, exists) = r.newest.clone();
+        let NewestRead {
+            name: newest,
+            number,
+            hash,
+            exists,
+        } = r.newest.clone();
         let api: Api<GatewayClassBlueprintRevision> = Api::all(self.client.clone());
         // Revision 0 first: until it is made the Gateways the previous release converged
         // hold it by the annotation alone, and once the newest exists they would lose it.
@@ -260,7 +279,7 @@ impl Cluster {
         let mut step_out = step(&fleet);
         if step_out.needs_fleet {
             // A wave of the fleet holds the next one: how it stands in the other members.
-            fleet.others = Some(self.read_elsewhere(&name, &r.newest.2).await);
+            fleet.others = Some(self.read_elsewhere(&name, &r.newest.hash).await);
             step_out = step(&fleet);
         }
         let step = step_out;

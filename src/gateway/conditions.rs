@@ -150,6 +150,9 @@ pub mod reasons {
     pub const TEMPLATE_ERROR: &str = "TemplateError";
     pub const NO_PRECISE_HOSTNAME: &str = "NoPreciseHostname";
     pub const INVALID: &str = "Invalid";
+    /// `Accepted=False`: the revision of its class's blueprint the Gateway is to render
+    /// cannot be rendered (a rollout halts on it).
+    pub const REVISION_INVALID: &str = "RevisionInvalid";
     /// A ListenerSet its parent Gateway does not allow (`spec.allowedListeners`).
     pub const NOT_ALLOWED: &str = "NotAllowed";
     /// A ListenerSet (or its listener) whose parent Gateway is not accepted.

@@ -128,18 +128,8 @@ pub fn allowed(gw: &Gateway, namespace: &str, lookup: &dyn Lookup) -> Result<(),
         Some(GatewayAllowedListenersNamespacesFrom::All) => true,
         Some(GatewayAllowedListenersNamespacesFrom::Selector) => {
             ns.and_then(|n| n.selector.as_ref()).is_some_and(|sel| {
-                let empty = BTreeMap::new();
-                super::selector_matches(
-                    lookup.namespace_labels(namespace).unwrap_or(&empty),
-                    sel.match_labels.as_ref(),
-                    sel.match_expressions.iter().flatten().map(|e| {
-                        (
-                            e.key.as_str(),
-                            e.operator.as_str(),
-                            e.values.as_deref().unwrap_or_default(),
-                        )
-                    }),
-                )
+                use super::LabelSelectorLike;
+                sel.matches(lookup.namespace_labels(namespace).unwrap_or(&BTreeMap::new()))
             })
         }
     };

@@ -36,6 +36,40 @@ pub fn selector_matches<'a>(
         })
 }
 
+/// A label selector, of any of the generated types that spell one (Kubernetes' own, Gateway
+/// API's for a listener's routes and for a Gateway's ListenerSets): the one adapter from
+/// their fields to [`selector_matches`].
+pub trait LabelSelectorLike {
+    /// Whether `labels` match the selector.
+    fn matches(&self, labels: &BTreeMap<String, String>) -> bool;
+}
+
+macro_rules! label_selector_like {
+    ($($t:ty),* $(,)?) => {$(
+        impl LabelSelectorLike for $t {
+            fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+                selector_matches(
+                    labels,
+                    self.match_labels.as_ref(),
+                    self.match_expressions.iter().flatten().map(|e| {
+                        (
+                            e.key.as_str(),
+                            e.operator.as_str(),
+                            e.values.as_deref().unwrap_or_default(),
+                        )
+                    }),
+                )
+            }
+        }
+    )*};
+}
+
+label_selector_like!(
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    gateway_api::apis::standard::gateways::GatewayListenersAllowedRoutesNamespacesSelector,
+    gateway_api::apis::standard::gateways::GatewayAllowedListenersNamespacesSelector,
+);
+
 /// What the semantics look up; implemented by the planner's snapshot.
 pub trait Lookup {
     /// Labels of a Namespace; `None` when the namespace is unknown.

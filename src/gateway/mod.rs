@@ -19,6 +19,8 @@ pub mod routes;
 
 pub use conditions::{Cond, Status};
 pub use listeners::{GatewayEval, ListenerEval, RouteGroupKind, evaluate_gateway};
-pub use lookup::{CONTROLLER_NAME, GATEWAY_API_GROUP, Lookup, grant_allows, selector_matches};
+pub use lookup::{
+    CONTROLLER_NAME, GATEWAY_API_GROUP, LabelSelectorLike, Lookup, grant_allows, selector_matches,
+};
 pub use refs::SecretInfo;
 pub use routes::{ParentAttachment, Parents, RouteView, attach_route, count_attached_routes};

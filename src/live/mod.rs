@@ -30,8 +30,7 @@ use serde_json::Value;
 use crate::render::labels;
 use crate::snapshot::{Snapshot, ingest};
 
-/// A child kind: (apiVersion, kind).
-pub type KindKey = (String, String);
+pub use crate::kinds::KindKey;
 
 /// Connects with the usual kubeconfig: `kubeconfig` (else `KUBECONFIG`, else
 /// `~/.kube/config`, else the in-cluster service account) and its `context` (else the

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::gateway::CONTROLLER_NAME;
 use crate::plan::readiness::Readiness;
-use crate::plan::{ChildState, Held, Plan, RolloutState};
+use crate::plan::{ChildState, Held, Plan, Replacement};
 use crate::render::RenderError;
 use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot};
 
@@ -189,7 +189,7 @@ fn rendered(
     states: &[ChildState],
     held: &[Held],
     errors: &[RenderError],
-    rollouts: &[RolloutState],
+    rollouts: &[Replacement],
     prune: impl Iterator<Item = String>,
     snap: &Snapshot,
 ) -> Rendered {

@@ -237,15 +237,17 @@ fn status(bp: &GatewayClassBlueprint, json: bool) -> Output {
         None => s.push_str("no rollout yet\n"),
         Some(r) => {
             s.push_str(&format!(
-                "rollout of {} from {}: {:?}\n",
+                "rollout of {} from {}: {:?}{}\n",
                 r.revision,
                 r.from.as_deref().unwrap_or("-"),
-                r.phase
+                r.phase,
+                r.hold.map(|h| format!(", held: {h:?}")).unwrap_or_default()
             ));
             for w in &r.waves {
                 s.push_str(&format!(
-                    "  wave {}: {}/{} moved{}{}\n",
+                    "  wave {}{}: {}/{} moved{}{}\n",
                     w.name,
+                    w.state.map(|st| format!(" ({st:?})")).unwrap_or_default(),
                     w.released,
                     w.gateways.len(),
                     w.started_at

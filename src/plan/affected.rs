@@ -187,14 +187,11 @@ pub fn affected(snap: &Snapshot, change: &Change) -> Affected {
             // Gone: its blueprint's per-revision counts drop it (they are recounted only
             // when a Gateway reports, and this one no longer will).
             if *was_ours && snap.gateway(key).is_none() {
-                let blueprint = snap.class(class).and_then(|c| {
-                    c.spec
-                        .parameters_ref
-                        .as_ref()
-                        .filter(|p| p.kind == crate::api::BLUEPRINT_KIND)
-                });
-                if let Some(p) = blueprint {
-                    a.blueprints.insert(p.name.clone());
+                let blueprint = snap
+                    .class(class)
+                    .and_then(|c| super::class::named_blueprint(c).ok());
+                if let Some(name) = blueprint {
+                    a.blueprints.insert(name.to_owned());
                 }
             }
         }

@@ -121,7 +121,7 @@ pub fn plan_class(snap: &Snapshot, name: &str) -> Option<ClassPlan> {
         accepted,
         supported_features,
         in_use,
-        blueprint: class.spec.parameters_ref.as_ref().map(|p| p.name.clone()),
+        blueprint: named_blueprint(class).ok().map(str::to_owned),
     })
 }
 
@@ -129,12 +129,7 @@ pub fn plan_class(snap: &Snapshot, name: &str) -> Option<ClassPlan> {
 #[must_use]
 pub fn classes_using_blueprint(snap: &Snapshot, name: &str) -> Vec<String> {
     snap.classes()
-        .filter(|c| {
-            c.spec
-                .parameters_ref
-                .as_ref()
-                .is_some_and(|p| p.kind == BLUEPRINT_KIND && p.name == name)
-        })
+        .filter(|c| named_blueprint(c).is_ok_and(|b| b == name))
         .filter_map(|c| c.metadata.name.clone())
         .collect()
 }
@@ -166,14 +161,13 @@ pub fn blueprint_errors(
     }
 }
 
-/// The blueprint a class names, or why there is none.
+/// The name of the blueprint a class names: its `parametersRef` names a
+/// `gatewright.dev/GatewayClassBlueprint` (cluster-scoped: no namespace). The one rule every
+/// lookup of "the blueprint of a class" uses.
 ///
 /// # Errors
 /// A message for `Accepted=False/InvalidParameters`.
-pub fn blueprint_of<'a>(
-    snap: &'a Snapshot,
-    class: &GatewayClass,
-) -> Result<&'a Arc<crate::snapshot::BlueprintEntry>, String> {
+pub fn named_blueprint(class: &GatewayClass) -> Result<&str, String> {
     let Some(p) = &class.spec.parameters_ref else {
         return Err(format!(
             "spec.parametersRef must name a {}/{BLUEPRINT_KIND}",
@@ -193,8 +187,20 @@ pub fn blueprint_of<'a>(
             "spec.parametersRef: {BLUEPRINT_KIND} is cluster-scoped; remove the namespace"
         ));
     }
-    snap.blueprint(&p.name)
-        .ok_or_else(|| format!("{BLUEPRINT_KIND} {} not found", p.name))
+    Ok(&p.name)
+}
+
+/// The blueprint a class names, or why there is none.
+///
+/// # Errors
+/// A message for `Accepted=False/InvalidParameters`.
+pub fn blueprint_of<'a>(
+    snap: &'a Snapshot,
+    class: &GatewayClass,
+) -> Result<&'a Arc<crate::snapshot::BlueprintEntry>, String> {
+    let name = named_blueprint(class)?;
+    snap.blueprint(name)
+        .ok_or_else(|| format!("{BLUEPRINT_KIND} {name} not found"))
 }
 
 /// The prepared blueprint of a class (its newest spec), or why there is none.

@@ -24,7 +24,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::readiness::Readiness;
-use super::rollout::seconds_since;
+use super::replacement::seconds_since;
 use super::set::is_subset;
 use crate::api::Drain;
 use crate::render::labels;

@@ -71,7 +71,7 @@ pub struct GatewayPlan {
     /// Whether the Gateway is accepted (only then are children applied or pruned).
     pub accepted: bool,
     /// Make-before-break replacements of the Gateway's children in progress.
-    pub rollouts: Vec<super::set::RolloutState>,
+    pub rollouts: Vec<super::set::Replacement>,
     /// Notes that are not errors (`gatewright render` prints them as warnings).
     pub warnings: Vec<String>,
     /// Objects it renders that another parent already holds (see the errors).
@@ -171,7 +171,13 @@ pub(crate) fn plan_gateway_with(
     } = attach_routes(snap, key, gw, &mut eval, memo.as_deref_mut());
 
     let params = infrastructure_values(snap, gw, blueprint.as_ref().ok());
-    let (accepted_cond, blueprint) = accepted_condition(&eval, &params, blueprint, class_name);
+    let (accepted_cond, blueprint) = accepted_condition(
+        &eval,
+        &params,
+        blueprint,
+        revision.is_some(),
+        class_name,
+    );
     let accepted = accepted_cond.status.is_true();
 
     let gateway_json = memo
@@ -285,11 +291,14 @@ fn attach_routes<'s>(
 }
 
 /// The Gateway's `Accepted`, as its evaluation, its parameters and its class's blueprint
-/// decide it; and the blueprint, when the class resolved to one.
+/// decide it; and the blueprint, when the class resolved to one. `chosen`: a revision of
+/// the blueprint was chosen, so a `blueprint` error is that revision's
+/// (`RevisionInvalid`, what halts a rollout), not the class's (`Invalid`).
 fn accepted_condition(
     eval: &GatewayEval,
     params: &Result<Value, String>,
     blueprint: Result<Arc<Prepared>, String>,
+    chosen: bool,
     class_name: &str,
 ) -> (Cond, Option<Arc<Prepared>>) {
     let mut accepted_cond = eval.accepted.clone();
@@ -302,7 +311,11 @@ fn accepted_condition(
             if accepted_cond.status.is_true() {
                 accepted_cond = Cond::f(
                     types::ACCEPTED,
-                    reasons::INVALID,
+                    if chosen {
+                        reasons::REVISION_INVALID
+                    } else {
+                        reasons::INVALID
+                    },
                     &format!("GatewayClass {class_name} is not accepted: {msg}"),
                 );
             }

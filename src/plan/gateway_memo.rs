@@ -33,7 +33,7 @@ pub(crate) struct Rendered {
     pub errors: Vec<RenderError>,
     pub prune: Vec<ObjectKey>,
     pub states: Vec<ChildState>,
-    pub rollouts: Vec<super::set::RolloutState>,
+    pub rollouts: Vec<super::set::Replacement>,
     pub warnings: Vec<String>,
     pub conflicts: Vec<ObjectKey>,
     pub addresses: Vec<GatewayStatusAddresses>,

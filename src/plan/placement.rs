@@ -23,17 +23,8 @@ pub const CONDITION_PLACED: &str = "gatewright.dev/Placed";
 /// Whether a member's labels match a placement's selector.
 #[must_use]
 pub fn selects(p: &TemplatePlacement, m: &FleetMember) -> bool {
-    crate::gateway::selector_matches(
-        &m.labels,
-        p.clusters.match_labels.as_ref(),
-        p.clusters.match_expressions.iter().flatten().map(|e| {
-            (
-                e.key.as_str(),
-                e.operator.as_str(),
-                e.values.as_deref().unwrap_or_default(),
-            )
-        }),
-    )
+    use crate::gateway::LabelSelectorLike;
+    p.clusters.matches(&m.labels)
 }
 
 /// The members a placed template renders for: selected and served, by name. None where

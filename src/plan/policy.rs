@@ -232,6 +232,18 @@ fn name_of(kind: &str, meta: &kube::api::ObjectMeta) -> String {
     )
 }
 
+/// The policy that wins where policy `me` (of `kind`) applies, in words, when it is another
+/// one: what `me`'s status names as having precedence over it.
+fn another_winner(
+    winner: Option<&kube::api::ObjectMeta>,
+    me: &kube::api::ObjectMeta,
+    kind: &str,
+) -> Option<String> {
+    winner
+        .filter(|w| w.name != me.name)
+        .map(|w| name_of(kind, w))
+}
+
 /// The status entries of GatewayClassConfig `key`; `None` if there is no such policy.
 #[must_use]
 pub fn class_config_status(snap: &Snapshot, key: &Key) -> Option<Vec<Ancestor>> {
@@ -285,9 +297,11 @@ pub fn class_config_status(snap: &Snapshot, key: &Key) -> Option<Vec<Ancestor>> 
                 .collect(),
         }
     };
-    let winner = class_config_for(snap, ns, &t.kind, &t.name)
-        .filter(|w| w.metadata.name != c.metadata.name)
-        .map(|w| name_of("GatewayClassConfig", &w.metadata));
+    let winner = another_winner(
+        class_config_for(snap, ns, &t.kind, &t.name).map(|w| &w.metadata),
+        &c.metadata,
+        "GatewayClassConfig",
+    );
     let what = if global {
         format!("applies to every Gateway of GatewayClass {}", t.name)
     } else {
@@ -351,9 +365,11 @@ pub fn gateway_config_status(snap: &Snapshot, key: &Key) -> Option<Vec<Ancestor>
             .filter(|(k, _)| k.namespace == ns)
             .map(|(k, _)| k.clone())
             .collect();
-        let winner = gateway_config_for(snap, ns, "Namespace", ns, None)
-            .filter(|w| w.metadata.name != c.metadata.name)
-            .map(|w| name_of("GatewayConfig", &w.metadata));
+        let winner = another_winner(
+            gateway_config_for(snap, ns, "Namespace", ns, None).map(|w| &w.metadata),
+            &c.metadata,
+            "GatewayConfig",
+        );
         out = entries(
             affected,
             target,
@@ -378,9 +394,11 @@ pub fn gateway_config_status(snap: &Snapshot, key: &Key) -> Option<Vec<Ancestor>
             let param = snap
                 .gateway(&gw_key)
                 .and_then(|e| parameters_ref_name(&e.typed));
-            let winner = gateway_config_for(snap, ns, "Gateway", &t.name, param)
-                .filter(|w| w.metadata.name != c.metadata.name)
-                .map(|w| name_of("GatewayConfig", &w.metadata));
+            let winner = another_winner(
+                gateway_config_for(snap, ns, "Gateway", &t.name, param).map(|w| &w.metadata),
+                &c.metadata,
+                "GatewayConfig",
+            );
             out = entries(
                 vec![gw_key.clone()],
                 target,

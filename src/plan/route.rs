@@ -30,7 +30,7 @@ pub struct RoutePlan {
     /// Readiness of each desired child.
     pub states: Vec<ChildState>,
     /// Make-before-break replacements in progress.
-    pub rollouts: Vec<super::set::RolloutState>,
+    pub rollouts: Vec<super::set::Replacement>,
     /// Notes that are not errors (`gatewright render` prints them as warnings).
     pub warnings: Vec<String>,
     /// Objects it renders that another parent already holds (see the errors).

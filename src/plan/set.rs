@@ -65,7 +65,7 @@ pub(crate) struct SetResult {
     /// make-before-break children still serving or still pointed at.
     pub keep: BTreeSet<ObjectKey>,
     /// Make-before-break replacements in progress.
-    pub rollouts: Vec<RolloutState>,
+    pub rollouts: Vec<Replacement>,
     /// Notes that are not errors: kinds of unknown scope (offline, no CRD given).
     pub warnings: Vec<String>,
     /// Objects this parent renders that another parent already holds (not applied).
@@ -80,7 +80,7 @@ pub(crate) struct SetResult {
 
 /// Where a make-before-break replacement stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RolloutPhase {
+pub enum ReplacementPhase {
     /// The new version is created (or being created) and is not ready yet; the old one
     /// serves and its dependents still read it.
     WaitingForNew,
@@ -94,7 +94,7 @@ pub enum RolloutPhase {
 /// A make-before-break replacement in progress, from the live objects alone (so it
 /// survives a restart: versions are labels, who uses which version is an annotation).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RolloutState {
+pub struct Replacement {
     /// The template.
     pub template: String,
     /// For a template versioned per object (`rollout.per: Object`): the object, by its
@@ -105,7 +105,7 @@ pub struct RolloutState {
     /// The version being rolled out.
     pub to: String,
     /// Where it stands.
-    pub phase: RolloutPhase,
+    pub phase: ReplacementPhase,
     /// What it waits for, in words.
     pub waiting_for: String,
     /// When the new version's first object was created (RFC 3339), once it exists.
@@ -114,7 +114,7 @@ pub struct RolloutState {
     pub timeout_seconds: u64,
 }
 
-impl RolloutState {
+impl Replacement {
     /// The template, and the object for a template versioned per object: what the
     /// replacement is of, in words.
     #[must_use]

@@ -21,7 +21,7 @@ use super::gateway::{GatewayPlan, OutOfScope};
 use super::memo::PlanMemo;
 use super::readiness::Readiness;
 use super::route::RoutePlan;
-use super::set::{DesiredChild, RolloutState};
+use super::set::{DesiredChild, Replacement};
 use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
 use crate::gateway::listeners::gateway_owned_types;
 use crate::gateway::{CONTROLLER_NAME, GATEWAY_API_GROUP, ListenerEval, ParentAttachment, Parents};
@@ -262,7 +262,7 @@ impl Plan {
     }
 
     /// Every make-before-break replacement under way: the Gateway's, then each route's.
-    pub fn rollouts(&self) -> impl Iterator<Item = &RolloutState> {
+    pub fn rollouts(&self) -> impl Iterator<Item = &Replacement> {
         self.gateway
             .rollouts
             .iter()
@@ -393,7 +393,7 @@ fn with_more(first: &impl std::fmt::Display, count: usize) -> String {
 /// controller turns it to `Stuck` once a replacement has taken longer than its timeout
 /// (the planner has no clock).
 #[must_use]
-pub fn rollout_cond<'a>(rollouts: impl IntoIterator<Item = &'a RolloutState>) -> Cond {
+pub fn rollout_cond<'a>(rollouts: impl IntoIterator<Item = &'a Replacement>) -> Cond {
     let parts: Vec<String> = rollouts
         .into_iter()
         .map(|r| {

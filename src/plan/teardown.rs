@@ -92,7 +92,7 @@ pub fn stuck_deletions(
     for c in group {
         let Some(since) = c["metadata"]["deletionTimestamp"]
             .as_str()
-            .and_then(|t| super::rollout::seconds_since(t, now))
+            .and_then(|t| super::replacement::seconds_since(t, now))
         else {
             continue;
         };

@@ -251,18 +251,8 @@ fn namespace_allowed(
             let Some(sel) = ns.and_then(|n| n.selector.as_ref()) else {
                 return false;
             };
-            let empty = BTreeMap::new();
-            crate::gateway::lookup::selector_matches(
-                lookup.namespace_labels(route_ns).unwrap_or(&empty),
-                sel.match_labels.as_ref(),
-                sel.match_expressions.iter().flatten().map(|e| {
-                    (
-                        e.key.as_str(),
-                        e.operator.as_str(),
-                        e.values.as_deref().unwrap_or_default(),
-                    )
-                }),
-            )
+            use crate::gateway::LabelSelectorLike;
+            sel.matches(lookup.namespace_labels(route_ns).unwrap_or(&BTreeMap::new()))
         }
     }
 }

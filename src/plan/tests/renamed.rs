@@ -103,7 +103,7 @@ fn a_child_an_earlier_release_named_otherwise_serves_until_replaced_then_is_prun
         p.gateway
             .rollouts
             .iter()
-            .any(|r| r.phase == crate::plan::RolloutPhase::WaitingForNew),
+            .any(|r| r.phase == crate::plan::ReplacementPhase::WaitingForNew),
         "{:?}",
         p.gateway.rollouts
     );

@@ -98,3 +98,33 @@ fn route_kinds_where_they_cannot_apply_are_blueprint_errors() {
     let spec: crate::api::GatewayClassBlueprintSpec = serde_json::from_value(json!({})).unwrap();
     assert_eq!(spec.accepted_route_kinds(), ["HTTPRoute"]);
 }
+
+/// "Which blueprint a class names" is one rule everywhere: a class whose parametersRef names
+/// a `GatewayClassBlueprint` of another group, or one with a namespace, does not use ours of
+/// that name (before, `classes_using_blueprint` checked the kind only, so such a class's
+/// Gateways were counted among a rollout's members).
+#[test]
+fn a_class_naming_a_blueprint_of_another_group_does_not_use_ours() {
+    let mut w = World::new();
+    let other = |name: &str, group: &str, ns: Option<&str>| -> GatewayClass {
+        let mut r = json!({"group": group, "kind": "GatewayClassBlueprint", "name": "bp"});
+        if let Some(ns) = ns {
+            r["namespace"] = json!(ns);
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+            "metadata": {"name": name},
+            "spec": {"controllerName": CONTROLLER_NAME, "parametersRef": r},
+        }))
+        .unwrap()
+    };
+    w.snap.put_class(other("foreign", "example.com", None));
+    w.snap.put_class(other("namespaced", "gatewright.dev", Some("x")));
+    let using = crate::plan::class::classes_using_blueprint(&w.snap, "bp");
+    assert!(using.contains(&"c".to_owned()), "{using:?}");
+    assert!(!using.contains(&"foreign".to_owned()), "{using:?}");
+    assert!(!using.contains(&"namespaced".to_owned()), "{using:?}");
+    let foreign = crate::plan::class::plan_class(&w.snap, "foreign").unwrap();
+    assert!(!foreign.accepted.status.is_true());
+    assert_eq!(foreign.blueprint, None);
+}

@@ -76,7 +76,7 @@ pub(super) struct Replacements {
     /// object for a template versioned per object).
     active: BTreeMap<String, Vec<String>>,
     /// Replacements whose new version is ready: (template, version, old objects).
-    finishing: Vec<(String, String, Vec<ObjectKey>)>,
+    finishing: Vec<step::Finishing>,
     /// Objects of per-object templates no longer rendered, kept while read.
     vanished: Vec<Vanished>,
 }

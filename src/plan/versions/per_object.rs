@@ -10,7 +10,7 @@ use super::stamp::{created, version_label, versions_in_use};
 use super::step::RolloutStep;
 use crate::plan::readiness::{self, Readiness};
 use crate::plan::set::{
-    ChildState, DesiredChild, RolloutPhase, RolloutState, SetInput, SetResult, is_subset,
+    ChildState, DesiredChild, ReplacementPhase, Replacement, SetInput, SetResult, is_subset,
 };
 use crate::render::labels;
 use crate::snapshot::ObjectKey;
@@ -48,7 +48,7 @@ impl SlotsStep<'_> {
         input: &SetInput<'_>,
         live: &BTreeMap<ObjectKey, &Arc<Value>>,
         out: &mut SetResult,
-        finishing: &mut Vec<(String, String, Vec<ObjectKey>)>,
+        finishing: &mut Vec<super::step::Finishing>,
     ) -> (Vec<String>, Vanished) {
         let name = self.name;
         let children: Vec<DesiredChild> = out
@@ -133,7 +133,7 @@ impl SlotsStep<'_> {
             let done = step.settle(input, out, finishing, hold.as_deref());
             waiting |= out.rollouts[before..]
                 .iter()
-                .any(|r| r.phase == RolloutPhase::WaitingForNew);
+                .any(|r| r.phase == ReplacementPhase::WaitingForNew);
             match done.serving {
                 Some(s) => serving.extend(s),
                 None => complete = false,
@@ -193,7 +193,7 @@ impl SlotsStep<'_> {
         state: Option<ChildState>,
         started: Option<String>,
         earlier: &[String],
-    ) -> RolloutState {
+    ) -> Replacement {
         let why = match state.map(|s| s.readiness) {
             Some(Readiness::NotReady(why)) => format!("{} ({why})", c.key),
             _ => format!("{} (not created yet)", c.key),
@@ -203,12 +203,12 @@ impl SlotsStep<'_> {
         } else {
             format!("; {} keeps serving", earlier.join(", "))
         };
-        RolloutState {
+        Replacement {
             template: self.name.clone(),
             object: labels::slot(&c.object).map(str::to_owned),
             from: None,
             to: v,
-            phase: RolloutPhase::WaitingForNew,
+            phase: ReplacementPhase::WaitingForNew,
             waiting_for: format!("the new object to be ready: {why}{serves}"),
             started,
             timeout_seconds: self.timeout,

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::stamp::{created, version_label, versions_in_use};
 use crate::plan::readiness::{self, Readiness};
-use crate::plan::set::{ChildState, RolloutPhase, RolloutState, SetInput, SetResult};
+use crate::plan::set::{ChildState, ReplacementPhase, Replacement, SetInput, SetResult};
 use crate::render::labels;
 use crate::render::prepared::Prepared;
 use crate::snapshot::ObjectKey;
@@ -48,7 +48,7 @@ impl RolloutStep<'_> {
         self,
         input: &SetInput<'_>,
         out: &mut SetResult,
-        finishing: &mut Vec<(String, String, Vec<ObjectKey>)>,
+        finishing: &mut Vec<Finishing>,
         hold: Option<&str>,
     ) -> Settled {
         let name = self.name;
@@ -118,12 +118,12 @@ impl RolloutStep<'_> {
                 out.keep.extend(old_keys(ver));
             }
             let waiting_for = waiting_for(&self.new_states, hold, ready_now, &old);
-            out.rollouts.push(RolloutState {
+            out.rollouts.push(Replacement {
                 template: name.clone(),
                 object,
                 from: Some(old.clone()),
                 to: v.clone(),
-                phase: RolloutPhase::WaitingForNew,
+                phase: ReplacementPhase::WaitingForNew,
                 waiting_for,
                 started,
                 timeout_seconds: self.timeout,
@@ -140,17 +140,21 @@ impl RolloutStep<'_> {
             let old_versions: Vec<String> = olds.keys().map(|k| (*k).to_owned()).collect();
             let keys: Vec<ObjectKey> = olds.keys().flat_map(|ver| old_keys(ver)).collect();
             out.keep.extend(keys.iter().cloned());
-            out.rollouts.push(RolloutState {
+            out.rollouts.push(Replacement {
                 template: name.clone(),
                 object,
                 from: old_versions.last().cloned(),
                 to: v.clone(),
-                phase: RolloutPhase::Switching,
+                phase: ReplacementPhase::Switching,
                 waiting_for: String::new(),
                 started,
                 timeout_seconds: self.timeout,
             });
-            finishing.push((name.clone(), v.clone(), keys));
+            finishing.push(Finishing {
+                template: name.clone(),
+                version: v.clone(),
+                old_keys: keys,
+            });
             Settled {
                 serving: Some(self.seen),
                 pending: Vec::new(),
@@ -224,6 +228,18 @@ fn waiting_for(
     }
 }
 
+/// A replacement whose new version is ready and serves: what [`finish_rollouts`] lets go
+/// once what reads the template uses the new version.
+#[derive(Debug)]
+pub(super) struct Finishing {
+    /// The template.
+    pub(super) template: String,
+    /// The new version.
+    pub(super) version: String,
+    /// The old versions' live objects.
+    pub(super) old_keys: Vec<ObjectKey>,
+}
+
 /// For each replacement whose new version is ready: the old version is let go (pruned
 /// in this pass) once every live child of a template that reads it says it uses the new
 /// version, and every child of the set is ready (so the Gateway is still Programmed).
@@ -231,10 +247,15 @@ pub(super) fn finish_rollouts(
     prepared: &Prepared,
     input: &SetInput<'_>,
     out: &mut SetResult,
-    finishing: &[(String, String, Vec<ObjectKey>)],
+    finishing: &[Finishing],
 ) {
     let graph = prepared.graph(input.set);
-    for (name, v, old_keys) in finishing {
+    for Finishing {
+        template: name,
+        version: v,
+        old_keys,
+    } in finishing
+    {
         let dependents: BTreeSet<&String> = graph
             .deps
             .iter()
@@ -276,7 +297,7 @@ pub(super) fn finish_rollouts(
         };
         if stale.is_empty() && not_ready.is_empty() && held.is_empty() {
             out.keep.retain(|k| !old_keys.contains(k));
-            r.phase = RolloutPhase::Finishing;
+            r.phase = ReplacementPhase::Finishing;
             r.waiting_for = format!(
                 "deleting the old version: {}",
                 old_keys

@@ -6,7 +6,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::member::Health;
+use super::class_gateway::Health;
 use super::outcome::{Seen, Step, seconds_since};
 use crate::api::{BudgetWait, IssuanceBudget, Issued, Wave, WaveStatus};
 

@@ -5,9 +5,9 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::member::Member;
-use super::outcome::Step;
-use crate::api::{OnFailure, RolloutPhase, RolloutPolicy, RolloutStatus};
+use super::class_gateway::ClassGateway;
+use super::outcome::{Note, Step};
+use crate::api::{HoldReason, OnFailure, RolloutPhase, RolloutPolicy, RolloutStatus};
 
 /// Pauses the rollout while `rolloutPolicy.paused` says so (`true`: paused, nothing more
 /// to step), and resumes a paused one once it does not (the current wave's deadline
@@ -22,28 +22,22 @@ pub(super) fn paused(
     if policy.paused {
         // Nothing is moved while paused: nothing waits on the budget.
         r.budget_wait = None;
+        r.hold = Some(HoldReason::Paused);
         if r.phase != RolloutPhase::Paused {
             r.phase = RolloutPhase::Paused;
             r.message = "paused (rolloutPolicy.paused)".into();
-            out.notes.push((
-                false,
-                "RolloutPaused",
-                format!("rollout of {target} paused"),
-            ));
+            out.notes.push(Note::normal("RolloutPaused", format!("rollout of {target} paused"),));
         }
         return true;
     }
     if r.phase == RolloutPhase::Paused {
         // Resumed: the current wave's deadline starts again.
         r.phase = RolloutPhase::Progressing;
+        r.hold = None;
         if let Some(w) = r.waves.last_mut() {
             w.started_at = Some(Time(now));
         }
-        out.notes.push((
-            false,
-            "RolloutResumed",
-            format!("rollout of {target} resumed"),
-        ));
+        out.notes.push(Note::normal("RolloutResumed", format!("rollout of {target} resumed"),));
     }
     false
 }
@@ -63,17 +57,19 @@ pub(super) fn broken_gate(
             .err()
             .map(|e| format!("rolloutPolicy.waves[{i}].gate does not compile: {e}{HELD}"))
     }) else {
-        if r.message.ends_with(HELD)
-            && let Some(w) = r.waves.last_mut()
-        {
-            // Mended: the current wave's deadline starts again.
-            w.started_at = Some(Time(now));
+        if r.hold == Some(HoldReason::GateInvalid) {
+            r.hold = None;
+            if let Some(w) = r.waves.last_mut() {
+                // Mended: the current wave's deadline starts again.
+                w.started_at = Some(Time(now));
+            }
         }
         return false;
     };
     r.budget_wait = None;
+    r.hold = Some(HoldReason::GateInvalid);
     if r.message != why {
-        out.notes.push((true, "RolloutGateInvalid", why.clone()));
+        out.notes.push(Note::warning("RolloutGateInvalid", why.clone()));
         r.message = why;
     }
     out.again = None;
@@ -84,11 +80,12 @@ pub(super) fn halt(
     policy: &RolloutPolicy,
     r: &mut RolloutStatus,
     why: &str,
-    members: &[Member],
+    members: &[ClassGateway],
     out: &mut Step,
 ) {
     let rollback = policy.on_failure == Some(OnFailure::Rollback) && r.from.is_some();
     r.message = why.to_owned();
+    r.hold = None;
     // Nothing more is moved. (A rollback is not held by the budget: going back to what
     // worked comes first.)
     r.budget_wait = None;
@@ -111,22 +108,14 @@ pub(super) fn halt(
                 .filter(|m| m.revision.as_deref() == Some(r.revision.as_str()))
                 .map(|m| m.key.clone()),
         );
-        out.notes.push((
-            true,
-            "RolledBack",
-            format!(
+        out.notes.push(Note::warning("RolledBack", format!(
                 "rollout of {} rolled back to {}: {why}",
                 r.revision,
                 r.from.as_deref().unwrap_or_default()
-            ),
-        ));
+            ),));
     } else {
         r.phase = RolloutPhase::Halted;
-        out.notes.push((
-            true,
-            "RolloutHalted",
-            format!("rollout of {} halted: {why}", r.revision),
-        ));
+        out.notes.push(Note::warning("RolloutHalted", format!("rollout of {} halted: {why}", r.revision),));
     }
     out.again = None;
 }

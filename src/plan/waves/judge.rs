@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::budget::Held;
-use super::member::{Health, Member};
+use super::class_gateway::{Health, ClassGateway};
 use super::outcome::{Seen, Step, seconds_since};
 use crate::api::{Wave, WaveStatus};
 
@@ -34,7 +34,7 @@ pub(super) fn judge_wave(
     out: &mut Step,
 ) -> WaveVerdict {
     let (target, by_key, now) = (seen.target, &seen.by_key, seen.now);
-    let alive: Vec<&Member> = w
+    let alive: Vec<&ClassGateway> = w
         .gateways
         .iter()
         .filter(|k| !w.exempt.contains(k))
@@ -107,7 +107,7 @@ fn unrenderable(w: &WaveStatus, seen: &Seen, released: usize) -> Vec<String> {
 /// the budget, not moved yet, not on the target yet, or not ready there, with why.
 fn waiting_for(
     w: &WaveStatus,
-    alive: &[&Member],
+    alive: &[&ClassGateway],
     seen: &Seen,
     held: Option<&Held>,
     released: usize,
@@ -204,7 +204,7 @@ fn waits(
 
 /// Whether the gate `expr` of wave `w` holds over `alive` (its Gateways it waits for, each
 /// `Programmed` on `target`).
-fn gate_holds(expr: &str, w: &WaveStatus, alive: &[&Member], target: &str) -> Result<bool, String> {
+fn gate_holds(expr: &str, w: &WaveStatus, alive: &[&ClassGateway], target: &str) -> Result<bool, String> {
     let gateways: Vec<&serde_json::Value> =
         alive.iter().filter_map(|m| m.object.as_deref()).collect();
     let vars = serde_json::json!({

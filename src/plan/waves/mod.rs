@@ -16,7 +16,7 @@
 //! Rollback`, the moved Gateways go back to the revision the rollout started from.
 //!
 //! With an `issuanceBudget`, each move spends the Certificates the Gateway's move is
-//! counted as ([`Member::certificates`]); the moves of the last `windowSeconds` (recorded
+//! counted as ([`ClassGateway::certificates`]); the moves of the last `windowSeconds` (recorded
 //! in the rollout status, so a restart forgets nothing) never spend more than the budget.
 //! What the wave would move but the budget holds back waits (said in the status and its
 //! message, with when the budget lets it go); while it does, the wave's deadline does not
@@ -32,13 +32,13 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{RolloutPhase, RolloutPolicy, RolloutStatus, WaveStatus};
+use crate::api::{HoldReason, RolloutPhase, RolloutPolicy, RolloutStatus, WaveState, WaveStatus};
 
 mod budget;
 mod fleet;
 mod halt;
 mod judge;
-mod member;
+mod class_gateway;
 mod outcome;
 mod select;
 
@@ -46,7 +46,7 @@ use budget::release;
 pub use fleet::stands;
 use halt::{broken_gate, halt, paused};
 use judge::{WaveVerdict, judge_wave};
-pub use member::{Health, Member, health, members, move_cost, renders_certificates};
+pub use class_gateway::{Health, ClassGateway, health, members, move_cost, renders_certificates};
 use outcome::Seen;
 pub use outcome::{Elsewhere, FleetView, Note, Stands, Step};
 pub use select::preview;
@@ -65,7 +65,7 @@ pub fn step(
     target: &str,
     current: Option<&str>,
     old: Option<&RolloutStatus>,
-    members: &[Member],
+    members: &[ClassGateway],
     fleet: &FleetView,
     now: Timestamp,
 ) -> Step {
@@ -91,6 +91,9 @@ pub fn step(
         let i = r.waves.len().saturating_sub(1);
         // Whether the budget held Gateways of the current wave back at the last step.
         let was_held = r.budget_wait.take().is_some();
+        // What held it at the last step is judged again (a pause or a broken gate returned
+        // above).
+        r.hold = None;
         let passed = match r.waves.last_mut() {
             None => true,
             // Passed, the next wave waiting for the fleet.
@@ -107,6 +110,13 @@ pub fn step(
                     &mut out,
                 );
                 let verdict = judge_wave(&spec, w, &seen, held.as_ref(), &mut r.message, &mut out);
+                w.state = Some(wave_state(&verdict, w, held.is_some()));
+                if matches!(verdict, WaveVerdict::Passed) {
+                    w.passed_at.get_or_insert(Time(now));
+                }
+                if held.is_some() {
+                    r.hold = Some(HoldReason::IssuanceBudget);
+                }
                 r.budget_wait = held.map(|h| h.wait);
                 match verdict {
                     WaveVerdict::Passed => true,
@@ -152,7 +162,7 @@ fn next_wave(
     policy: &RolloutPolicy,
     r: &mut RolloutStatus,
     seen: &Seen,
-    members: &[Member],
+    members: &[ClassGateway],
     fleet: &FleetView,
     out: &mut Step,
 ) -> Next {
@@ -170,21 +180,16 @@ fn next_wave(
     if gateways.is_empty() {
         r.phase = RolloutPhase::Complete;
         r.message = format!("every Gateway renders {target}");
-        out.notes.push((
-            false,
-            "RolloutComplete",
-            format!("every Gateway renders {target}"),
-        ));
+        out.notes.push(Note::normal("RolloutComplete", format!("every Gateway renders {target}"),));
         out.again = None;
         return Next::Stops;
     }
     match fleet::before(policy, n, fleet) {
         fleet::Across::Passed => {}
         fleet::Across::Waits(why) => {
-            // The other members read here that this one passed it.
-            if let Some(w) = r.waves.last_mut() {
-                w.passed_at.get_or_insert(Time(now));
-            }
+            // The other members read here that this one passed it (`passedAt`, set on
+            // every pass).
+            r.hold = Some(HoldReason::Fleet);
             r.message = why;
             out.again = Some(FLEET_POLL);
             return Next::Stops;
@@ -199,14 +204,10 @@ fn next_wave(
         }
     }
     let name = wave_name(policy, n);
-    out.notes.push((
-        false,
-        "WaveStarted",
-        format!(
+    out.notes.push(Note::normal("WaveStarted", format!(
             "rollout of {target}: wave {name} moves {} Gateway(s)",
             gateways.len()
-        ),
-    ));
+        ),));
     let exempt = gateways
         .iter()
         .filter(|k| {
@@ -224,8 +225,22 @@ fn next_wave(
         started_at: Some(Time(now)),
         healthy_since: None,
         passed_at: None,
+        state: Some(WaveState::Releasing),
     });
     Next::Started
+}
+
+/// The named state of the current wave `w` after it was judged (`held`: the issuance
+/// budget holds some of it back).
+fn wave_state(verdict: &WaveVerdict, w: &WaveStatus, held: bool) -> WaveState {
+    match verdict {
+        WaveVerdict::Passed => WaveState::Passed,
+        WaveVerdict::Halts(_) => WaveState::Failed,
+        WaveVerdict::Waits if held => WaveState::BudgetHeld,
+        WaveVerdict::Waits if (w.released as usize) < w.gateways.len() => WaveState::Releasing,
+        WaveVerdict::Waits if w.healthy_since.is_some() => WaveState::Baking,
+        WaveVerdict::Waits => WaveState::Waiting,
+    }
 }
 
 /// The rollout toward `target`: the one under way (`old`, when it goes there), else a new
@@ -250,6 +265,7 @@ fn rollout_toward(
                 phase: RolloutPhase::Progressing,
                 waves: Vec::new(),
                 message: String::new(),
+                hold: None,
                 // The budget is the class's: what earlier rollouts ordered still counts.
                 issued: old.map(|o| o.issued.clone()).unwrap_or_default(),
                 budget_wait: None,

@@ -8,11 +8,39 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::member::Member;
+use super::class_gateway::ClassGateway;
 use crate::api::{RolloutPhase, RolloutStatus};
 
-/// An Event the step asks for: warning or not, reason, message.
-pub type Note = (bool, &'static str, String);
+/// An Event the step asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    /// A Warning Event (else Normal).
+    pub warning: bool,
+    /// Its reason (`RolloutHalted`, `RolloutComplete`, ...).
+    pub reason: &'static str,
+    /// Its message.
+    pub message: String,
+}
+
+impl Note {
+    /// A Normal Event.
+    pub(super) fn normal(reason: &'static str, message: String) -> Self {
+        Self {
+            warning: false,
+            reason,
+            message,
+        }
+    }
+
+    /// A Warning Event.
+    pub(super) fn warning(reason: &'static str, message: String) -> Self {
+        Self {
+            warning: true,
+            reason,
+            message,
+        }
+    }
+}
 
 /// What one step decided.
 #[derive(Clone, Debug, Default)]
@@ -40,7 +68,7 @@ pub(super) fn seconds_since(t: Option<&Time>, now: Timestamp) -> u64 {
 /// What the step sees: the revision rolled out, the Gateways by key, the time.
 pub(super) struct Seen<'a> {
     pub(super) target: &'a str,
-    pub(super) by_key: BTreeMap<&'a str, &'a Member>,
+    pub(super) by_key: BTreeMap<&'a str, &'a ClassGateway>,
     pub(super) now: Timestamp,
 }
 

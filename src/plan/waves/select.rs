@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use super::member::Member;
+use super::class_gateway::ClassGateway;
 use super::outcome::FleetView;
 use crate::api::{RolloutPolicy, Wave};
 
@@ -17,7 +17,7 @@ use crate::api::{RolloutPolicy, Wave};
 pub fn preview(
     policy: &RolloutPolicy,
     target: &str,
-    members: &[Member],
+    members: &[ClassGateway],
     view: &FleetView,
 ) -> Vec<(String, Vec<String>)> {
     let mut taken: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
@@ -34,19 +34,8 @@ pub fn preview(
 }
 
 pub(super) fn selects(s: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
-    s.is_none_or(|s| {
-        crate::gateway::selector_matches(
-            labels,
-            s.match_labels.as_ref(),
-            s.match_expressions.iter().flatten().map(|e| {
-                (
-                    e.key.as_str(),
-                    e.operator.as_str(),
-                    e.values.as_deref().unwrap_or_default(),
-                )
-            }),
-        )
-    })
+    use crate::gateway::LabelSelectorLike;
+    s.is_none_or(|s| s.matches(labels))
 }
 
 /// The name of wave `i` (from 0) of `policy` (`rest` past its waves).
@@ -63,7 +52,7 @@ pub(super) fn members_of(
     policy: &RolloutPolicy,
     i: usize,
     target: &str,
-    members: &[Member],
+    members: &[ClassGateway],
     view: &FleetView,
     taken: &dyn Fn(&str) -> bool,
 ) -> Vec<String> {

@@ -2,7 +2,7 @@
 //! on it said, and the Certificates a Gateway's move is counted as.
 
 use super::*;
-use crate::plan::waves::member::is_certificate;
+use crate::plan::waves::class_gateway::is_certificate;
 
 fn budgeted(certificates: u32, window: u64, deadline: Option<u64>) -> RolloutPolicy {
     RolloutPolicy {
@@ -18,7 +18,7 @@ fn budgeted(certificates: u32, window: u64, deadline: Option<u64>) -> RolloutPol
     }
 }
 
-fn five() -> Vec<Member> {
+fn five() -> Vec<ClassGateway> {
     ["a", "b", "c", "d", "e"]
         .iter()
         .map(|n| m(n, "bp-1", Health::Ready))
@@ -26,7 +26,7 @@ fn five() -> Vec<Member> {
 }
 
 /// The Gateways `moved` now run `revision`, ready.
-fn arrive(ms: &mut [Member], moved: &[String], revision: &str) {
+fn arrive(ms: &mut [ClassGateway], moved: &[String], revision: &str) {
     for g in ms.iter_mut().filter(|g| moved.contains(&g.key)) {
         g.revision = Some(revision.to_owned());
         g.health = Health::Ready;
@@ -50,6 +50,8 @@ fn the_budget_caps_the_moves_of_a_window() {
     assert_eq!(spent(&st), 2);
     let wait = st.budget_wait.clone().unwrap();
     assert_eq!((wait.gateways, wait.certificates), (3, 3));
+    assert_eq!(st.hold, Some(crate::api::HoldReason::IssuanceBudget));
+    assert_eq!(st.waves[0].state, Some(crate::api::WaveState::BudgetHeld));
     assert_eq!(wait.until, Some(Time(t(3200))));
     // Woken when the window lets the first held Gateway go.
     assert_eq!(s.again, Some(Duration::from_secs(3200)));
@@ -122,6 +124,7 @@ fn moves_resume_once_the_window_has_passed() {
     assert_eq!(s.moved, vec!["ns/e"]);
     let st = s.status.unwrap();
     assert_eq!(st.budget_wait, None);
+    assert_eq!(st.hold, None);
     arrive(&mut ms, &s.moved, "bp-2");
     let st = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(6401))
         .status
@@ -176,7 +179,7 @@ fn waiting_on_the_budget_is_said_and_does_not_halt_the_rollout() {
     let s = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(3000));
     let st = s.status.unwrap();
     assert_eq!(st.phase, RolloutPhase::Progressing);
-    assert!(s.notes.iter().all(|n| !n.0), "{:?}", s.notes);
+    assert!(s.notes.iter().all(|n| !n.warning), "{:?}", s.notes);
     assert!(
         st.message
             .contains("4 Gateway(s) of wave wave-1 wait on the issuance budget")
@@ -211,7 +214,7 @@ fn waiting_on_the_budget_is_said_and_does_not_halt_the_rollout() {
 #[test]
 fn the_deadline_runs_again_once_nothing_waits_on_the_budget() {
     let p = budgeted(1, 3200, Some(60));
-    let mut ms: Vec<Member> = five().into_iter().take(2).collect();
+    let mut ms: Vec<ClassGateway> = five().into_iter().take(2).collect();
     let s = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0));
     arrive(&mut ms, &s.moved, "bp-2");
     let st = s.status.unwrap();

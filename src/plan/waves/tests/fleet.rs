@@ -54,7 +54,7 @@ fn view(here: &str, others: Vec<(&str, &str, Stands)>) -> FleetView {
 fn fleet_step(
     p: &RolloutPolicy,
     old: Option<&RolloutStatus>,
-    ms: &[Member],
+    ms: &[ClassGateway],
     v: &FleetView,
     at: i64,
 ) -> Step {
@@ -64,7 +64,7 @@ fn fleet_step(
 #[test]
 fn a_member_the_canary_wave_does_not_select_waits_until_the_canary_member_passed_it() {
     let p = canary_first();
-    let ms: Vec<Member> = ["a", "b"]
+    let ms: Vec<ClassGateway> = ["a", "b"]
         .iter()
         .map(|n| m(n, "bp-1", Health::Ready))
         .collect();
@@ -240,7 +240,7 @@ fn the_canary_member_moves_first_and_two_canaries_do_not_wait_for_each_other() {
 #[test]
 fn outside_a_fleet_a_wave_of_clusters_takes_no_gateway_and_holds_nothing() {
     let p = canary_first();
-    let ms: Vec<Member> = ["a", "b"]
+    let ms: Vec<ClassGateway> = ["a", "b"]
         .iter()
         .map(|n| m(n, "bp-1", Health::Ready))
         .collect();

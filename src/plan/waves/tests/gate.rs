@@ -18,7 +18,7 @@ fn gated(gate: &str) -> RolloutPolicy {
 }
 
 /// A member whose object carries `approved` as an annotation (none: no annotations).
-fn with_object(mut m: Member, approved: Option<&str>) -> Member {
+fn with_object(mut m: ClassGateway, approved: Option<&str>) -> ClassGateway {
     let mut obj = serde_json::json!({
         "metadata": {"namespace": "ns", "name": &m.key[3..]},
         "status": {"listeners": [{"name": "http", "attachedRoutes": 2}]},
@@ -113,7 +113,7 @@ fn a_gate_that_never_holds_halts_at_the_deadline_and_one_that_fails_at_once() {
         "{}",
         st.message
     );
-    assert!(s.notes.iter().any(|n| n.0 && n.1 == "RolloutHalted"));
+    assert!(s.notes.iter().any(|n| n.warning && n.reason == "RolloutHalted"));
     // A field not there yet is false, not an error: it waits.
     let p = gated("gateways[0].status.nothing.here > 0");
     let st = step(
@@ -150,11 +150,14 @@ fn a_gate_that_does_not_compile_moves_nothing_until_it_is_mended() {
         "{}",
         st.message
     );
-    assert!(s.notes.iter().any(|n| n.0 && n.1 == "RolloutGateInvalid"));
+    assert!(s.notes.iter().any(|n| n.warning && n.reason == "RolloutGateInvalid"));
+    // Named, not told by the message's wording.
+    assert_eq!(st.hold, Some(HoldReason::GateInvalid));
     // Said once: the next step sends no second Event.
     let s = step(&bad, "bp-2", Some("bp-1"), Some(&st), &ms, t(700));
     assert!(s.notes.is_empty());
     let st = s.status.unwrap();
+    assert_eq!(st.hold, Some(HoldReason::GateInvalid));
     // Mended: the rollout goes on.
     let s = step(
         &gated(APPROVED),
@@ -165,5 +168,7 @@ fn a_gate_that_does_not_compile_moves_nothing_until_it_is_mended() {
         t(800),
     );
     assert_eq!(s.moved, vec!["ns/a"]);
-    assert_eq!(s.status.unwrap().phase, RolloutPhase::Progressing);
+    let st = s.status.unwrap();
+    assert_eq!(st.phase, RolloutPhase::Progressing);
+    assert_eq!(st.hold, None);
 }

@@ -13,8 +13,8 @@ use super::*;
 use crate::api::{IssuanceBudget, Issued, OnFailure, Wave};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-fn m(name: &str, revision: &str, health: Health) -> Member {
-    Member {
+fn m(name: &str, revision: &str, health: Health) -> ClassGateway {
+    ClassGateway {
         key: format!("ns/{name}"),
         labels: BTreeMap::from([("tier".to_owned(), name[..1].to_owned())]),
         namespace_labels: BTreeMap::new(),
@@ -49,7 +49,7 @@ fn step(
     target: &str,
     current: Option<&str>,
     old: Option<&RolloutStatus>,
-    members: &[Member],
+    members: &[ClassGateway],
     now: Timestamp,
 ) -> Step {
     super::step(
@@ -70,7 +70,7 @@ fn t(s: i64) -> Timestamp {
 #[test]
 fn waves_release_in_order_and_wait_for_health_and_bake() {
     let p = policy();
-    let mut ms: Vec<Member> = ["a", "b", "c", "d"]
+    let mut ms: Vec<ClassGateway> = ["a", "b", "c", "d"]
         .iter()
         .map(|n| m(n, "bp-1", Health::Ready))
         .collect();
@@ -110,10 +110,61 @@ fn waves_release_in_order_and_wait_for_health_and_bake() {
     assert_eq!(s.status.unwrap().phase, RolloutPhase::Complete);
 }
 
+/// Each wave's state and what holds the rollout are named in the status (not implied by
+/// which fields are set, nor told by a message's wording), and every pass is recorded.
+#[test]
+fn each_wave_and_what_holds_the_rollout_are_named() {
+    use crate::api::{HoldReason, WaveState};
+    let mut p = policy();
+    let mut ms: Vec<ClassGateway> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|n| m(n, "bp-1", Health::Ready))
+        .collect();
+    let state = |st: &RolloutStatus, i: usize| st.waves[i].state;
+    // The canary moved, not on the revision yet.
+    let st = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0)).status.unwrap();
+    assert_eq!(state(&st, 0), Some(WaveState::Waiting));
+    assert_eq!(st.hold, None);
+    // Ready: passed (recorded), the next wave starts and waits for its Gateways.
+    ms[0].revision = Some("bp-2".into());
+    let st = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(10))
+        .status
+        .unwrap();
+    assert_eq!(state(&st, 0), Some(WaveState::Passed));
+    assert_eq!(st.waves[0].passed_at, Some(Time(t(10))));
+    assert_eq!(state(&st, 1), Some(WaveState::Waiting));
+    // Its Gateways ready: it bakes.
+    for g in &mut ms[1..3] {
+        g.revision = Some("bp-2".into());
+    }
+    let st = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(11))
+        .status
+        .unwrap();
+    assert_eq!(state(&st, 1), Some(WaveState::Baking));
+    // Paused: the hold says so; resumed: nothing holds it.
+    p.paused = true;
+    let st = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(12))
+        .status
+        .unwrap();
+    assert_eq!((st.phase, st.hold), (RolloutPhase::Paused, Some(HoldReason::Paused)));
+    p.paused = false;
+    let st = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(13))
+        .status
+        .unwrap();
+    assert_eq!(st.hold, None);
+    // A Gateway of a wave the revision cannot render: the wave failed.
+    ms[1].health = Health::Failed("template gateway: bad".into());
+    let st = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(14))
+        .status
+        .unwrap();
+    assert_eq!(st.phase, RolloutPhase::Halted);
+    assert_eq!(state(&st, 1), Some(WaveState::Failed));
+}
+
 #[test]
 fn a_revision_that_does_not_render_halts_in_the_first_wave_or_rolls_back() {
     let mut p = policy();
-    let mut ms: Vec<Member> = ["a", "b"]
+    let mut ms: Vec<ClassGateway> = ["a", "b"]
         .iter()
         .map(|n| m(n, "bp-1", Health::Ready))
         .collect();
@@ -126,7 +177,7 @@ fn a_revision_that_does_not_render_halts_in_the_first_wave_or_rolls_back() {
     let halted = s.status.unwrap();
     assert_eq!(halted.phase, RolloutPhase::Halted);
     assert!(halted.message.contains("template gateway: bad"));
-    assert!(s.notes.iter().any(|n| n.0 && n.1 == "RolloutHalted"));
+    assert!(s.notes.iter().any(|n| n.warning && n.reason == "RolloutHalted"));
     // Stays halted; b never moves.
     let s = step(&p, "bp-2", Some("bp-1"), Some(&halted), &ms, t(100));
     assert!(s.moved.is_empty());
@@ -146,7 +197,7 @@ fn a_deadline_halts_and_max_unavailable_limits_a_wave() {
         }],
         ..Default::default()
     };
-    let mut ms: Vec<Member> = ["a", "b"]
+    let mut ms: Vec<ClassGateway> = ["a", "b"]
         .iter()
         .map(|n| m(n, "bp-1", Health::Ready))
         .collect();
@@ -235,7 +286,7 @@ fn a_gateway_broken_before_its_wave_does_not_hold_the_rollout() {
 
 #[test]
 fn a_preview_lists_the_waves_as_if_every_gate_passed() {
-    let ms: Vec<Member> = ["a", "b", "c", "d"]
+    let ms: Vec<ClassGateway> = ["a", "b", "c", "d"]
         .iter()
         .map(|n| m(n, "bp-1", Health::Ready))
         .collect();
@@ -301,15 +352,28 @@ fn health_reads_programmed_and_rollout_of_the_current_generation() {
         health(&gw(2, serde_json::json!([pending]))),
         Health::NotReady("Pending: waiting for children".into())
     );
+    // The revision it is to render cannot be: told by the reason, not the wording.
     let invalid = c(
         "Accepted",
         "False",
-        "Invalid",
-        "revision bp-2 of GatewayClassBlueprint bp is invalid",
+        "RevisionInvalid",
+        "GatewayClass c is not accepted: the blueprint cannot be rendered",
         2,
     );
     assert!(matches!(
         health(&gw(2, serde_json::json!([invalid]))),
+        Health::Failed(_)
+    ));
+    // Another Accepted=False (its listeners, say) whose message names a revision is not.
+    let other = c(
+        "Accepted",
+        "False",
+        "ListenersNotValid",
+        "no listener is valid in revision bp-2",
+        2,
+    );
+    assert!(!matches!(
+        health(&gw(2, serde_json::json!([other]))),
         Health::Failed(_)
     ));
 }
@@ -327,7 +391,7 @@ fn a_bake_says_the_same_after_its_status_is_read_back() {
     // A bake that starts at a fraction of a second, stepped again from the status as the
     // API server keeps it (whole seconds), as a restarted controller reads it.
     let p = policy();
-    let mut ms: Vec<Member> = ["a", "b", "c", "d"]
+    let mut ms: Vec<ClassGateway> = ["a", "b", "c", "d"]
         .iter()
         .map(|n| m(n, "bp-1", Health::Ready))
         .collect();

@@ -30,8 +30,8 @@ pub fn health(gw: &gateway_api::apis::standard::gateways::Gateway) -> Health {
             .iter()
             .find(|c| c.type_ == t && c.observed_generation == generation)
     };
-    if let Some(a) = find(types::ACCEPTED).filter(|c| c.status == "False")
-        && a.message.contains("revision")
+    if let Some(a) = find(types::ACCEPTED)
+        .filter(|c| c.status == "False" && c.reason == crate::gateway::conditions::reasons::REVISION_INVALID)
     {
         return Health::Failed(a.message.clone());
     }
@@ -48,9 +48,10 @@ pub fn health(gw: &gateway_api::apis::standard::gateways::Gateway) -> Health {
     }
 }
 
-/// A Gateway of the class.
+/// A Gateway of the class, as its rollout sees it (not a member cluster of a fleet: those
+/// are [`crate::snapshot::fleet::FleetMember`]).
 #[derive(Clone, Debug)]
-pub struct Member {
+pub struct ClassGateway {
     /// `namespace/name`.
     pub key: String,
     /// Its labels.
@@ -97,7 +98,7 @@ pub(super) fn is_certificate(api_version: &str, kind: &str) -> bool {
     kind == "Certificate" && api_version.split('/').next() == Some("cert-manager.io")
 }
 
-impl Member {
+impl ClassGateway {
     pub(super) fn on(&self, revision: &str) -> bool {
         self.revision.as_deref().is_none_or(|r| r == revision)
     }
@@ -106,7 +107,7 @@ impl Member {
 /// The Gateways (ours) of the classes naming blueprint `name`, in key order, as their
 /// statuses say.
 #[must_use]
-pub fn members(s: &crate::snapshot::Snapshot, name: &str) -> Vec<Member> {
+pub fn members(s: &crate::snapshot::Snapshot, name: &str) -> Vec<ClassGateway> {
     let classes = crate::plan::class::classes_using_blueprint(s, name);
     let bp = s.blueprint(name);
     let renders = bp.is_some_and(|b| renders_certificates(&b.object.spec));
@@ -125,7 +126,7 @@ pub fn members(s: &crate::snapshot::Snapshot, name: &str) -> Vec<Member> {
                     .filter(|(v, k)| is_certificate(v, k))
                     .count()
             });
-            Member {
+            ClassGateway {
                 key: k.to_string(),
                 labels: gw.metadata.labels.clone().unwrap_or_default(),
                 namespace_labels: crate::gateway::Lookup::namespace_labels(s, &k.namespace)

@@ -1,6 +1,6 @@
 //! How long make-before-break replacements have taken: which are stuck past their
 //! timeout, the `gatewright.dev/Rollout` condition that says so, and the Events that mark
-//! each step. The planner says where each replacement stands ([`RolloutState`]); these
+//! each step. The planner says where each replacement stands ([`Replacement`]); these
 //! functions add the time, given as an argument (the caller's clock), so they stay pure.
 
 use std::collections::BTreeMap;
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::set::{RolloutPhase, RolloutState};
+use super::set::{ReplacementPhase, Replacement};
 use super::status::rollout_cond;
 use crate::gateway::conditions::{Cond, reasons, types};
 
@@ -53,7 +53,7 @@ pub struct RolloutEvent {
 }
 
 /// The key of a replacement: `template=to` (`template (object name)=to` per object).
-fn rollout_key(r: &RolloutState) -> String {
+fn rollout_key(r: &Replacement) -> String {
     format!("{}={}", r.label(), r.to)
 }
 
@@ -68,16 +68,16 @@ pub fn seconds_since(t: &str, now: Timestamp) -> Option<i64> {
 /// earliest deadline.
 #[must_use]
 pub fn progress(
-    rollouts: &[&RolloutState],
+    rollouts: &[&Replacement],
     now: Timestamp,
 ) -> (BTreeMap<String, Progress>, Option<Duration>) {
     let mut out = BTreeMap::new();
     let mut requeue: Option<Duration> = None;
     for r in rollouts {
         let (on_time, late) = match r.phase {
-            RolloutPhase::WaitingForNew => (Progress::Waiting, Progress::Stuck),
-            RolloutPhase::Switching => (Progress::Switching, Progress::SwitchStuck),
-            RolloutPhase::Finishing => {
+            ReplacementPhase::WaitingForNew => (Progress::Waiting, Progress::Stuck),
+            ReplacementPhase::Switching => (Progress::Switching, Progress::SwitchStuck),
+            ReplacementPhase::Finishing => {
                 out.insert(rollout_key(r), Progress::Finishing);
                 continue;
             }
@@ -96,7 +96,7 @@ pub fn progress(
     (out, requeue)
 }
 
-fn waited(r: &RolloutState, now: Timestamp) -> i64 {
+fn waited(r: &Replacement, now: Timestamp) -> i64 {
     r.started
         .as_deref()
         .and_then(|t| seconds_since(t, now))
@@ -106,7 +106,7 @@ fn waited(r: &RolloutState, now: Timestamp) -> i64 {
 /// The `gatewright.dev/Rollout` condition, with the stuck ones (by `progress`) named.
 #[must_use]
 pub fn condition(
-    rollouts: &[&RolloutState],
+    rollouts: &[&Replacement],
     progress: &BTreeMap<String, Progress>,
     now: Timestamp,
 ) -> Cond {
@@ -214,11 +214,11 @@ mod tests {
 
     const NOW: &str = "2026-01-01T00:10:00Z";
 
-    fn replacement(phase: RolloutPhase, age_seconds: i64, timeout_seconds: u64) -> RolloutState {
+    fn replacement(phase: ReplacementPhase, age_seconds: i64, timeout_seconds: u64) -> Replacement {
         let started = at(NOW)
             .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(age_seconds))
             .unwrap();
-        RolloutState {
+        Replacement {
             template: "cert".into(),
             object: None,
             from: Some("aaaa0000".into()),
@@ -235,12 +235,12 @@ mod tests {
         let now = at(NOW);
         for (phase, on_time, late) in [
             (
-                RolloutPhase::WaitingForNew,
+                ReplacementPhase::WaitingForNew,
                 Progress::Waiting,
                 Progress::Stuck,
             ),
             (
-                RolloutPhase::Switching,
+                ReplacementPhase::Switching,
                 Progress::Switching,
                 Progress::SwitchStuck,
             ),
@@ -271,7 +271,7 @@ mod tests {
             assert!(events(&p2, &p2).is_empty());
         }
         // A finishing replacement is never stuck.
-        let done = replacement(RolloutPhase::Finishing, 600, 60);
+        let done = replacement(ReplacementPhase::Finishing, 600, 60);
         let (p, requeue) = progress(&[&done], now);
         assert_eq!(p["cert=bbbb1111"], Progress::Finishing);
         assert_eq!(requeue, None);
@@ -279,7 +279,7 @@ mod tests {
 
     #[test]
     fn a_replacement_without_a_start_time_counts_from_now() {
-        let mut r = replacement(RolloutPhase::WaitingForNew, 0, 60);
+        let mut r = replacement(ReplacementPhase::WaitingForNew, 0, 60);
         r.started = None;
         let (p, requeue) = progress(&[&r], at(NOW));
         assert_eq!(p["cert=bbbb1111"], Progress::Waiting);
