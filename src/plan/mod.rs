@@ -25,6 +25,7 @@ pub mod readiness;
 pub mod revisions;
 pub mod replacement;
 pub mod route;
+mod route_parents;
 mod set;
 pub mod status;
 pub mod teardown;

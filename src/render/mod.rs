@@ -5,6 +5,7 @@
 pub mod context;
 pub mod diagram;
 pub mod engine;
+mod filters;
 pub mod graph;
 pub mod labels;
 pub mod lazy;
