@@ -27,6 +27,7 @@ mod client;
 mod cluster;
 mod common;
 mod echo;
+mod election;
 pub mod events;
 pub mod fight;
 mod fleet;

@@ -1,6 +1,7 @@
 //! The process's side of the controller: the keyed queue every cluster's work waits in
 //! ([`queue`](super::queue)) and the workers that take it, per-item backoff, the periodic
-//! resync, leader election and its write fence, signals' one shutdown path, and the
+//! resync, leader election's start (the election itself: [`super::election`]) and its
+//! write fence, signals' one shutdown path, and the
 //! metrics registry the clusters share. A worker takes a [`Task`] (a work item and the
 //! cluster it belongs to) and runs it with [`Cluster::run`]; the runner holds no cluster
 //! state of its own.
@@ -24,7 +25,7 @@ use crate::telemetry::Metrics;
 /// serves.
 pub struct Runner {
     opts: Options,
-    metrics: Arc<Metrics>,
+    pub(super) metrics: Arc<Metrics>,
     queue: Arc<queue::Queue>,
     /// The cluster `gatewright run` is pointed at; in [`Runner::clusters`] too.
     local: Arc<Cluster>,
@@ -34,7 +35,7 @@ pub struct Runner {
     /// Failures in a row per task, for its backoff.
     failures: Mutex<HashMap<Task, u32>>,
     /// Writes are sent only while our Lease is fresh (with leader election).
-    fence: Option<Arc<LeaseFence>>,
+    pub(super) fence: Option<Arc<LeaseFence>>,
     /// This start's identity in Leases (and members' audit logs: their clients' user agent).
     identity: String,
     /// Fleet mode with leader election: the members shared among the replicas by Leases,
@@ -42,10 +43,10 @@ pub struct Runner {
     /// every replica keeps its share, leader or not).
     share: Option<(Arc<super::share::Share>, Client)>,
     /// Set once the controller stops: asked to, or because it cannot go on.
-    stop: tokio::sync::watch::Sender<Option<Stop>>,
+    pub(super) stop: tokio::sync::watch::Sender<Option<Stop>>,
     /// The tasks a shutdown waits for: the workers (their reconciles under way) and the
     /// election (releasing the Lease).
-    drain: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    pub(super) drain: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Runner {
@@ -145,7 +146,7 @@ impl Runner {
     }
 
     /// Marks the controller as stopping (the first reason wins).
-    fn stop_with(&self, why: Stop) {
+    pub(super) fn stop_with(&self, why: Stop) {
         self.stop.send_if_modified(|s| {
             if s.is_none() {
                 *s = Some(why);
@@ -322,14 +323,14 @@ impl super::inventory::Members for Runner {
 /// The metrics address cannot be bound.
 pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io::Error> {
     let metrics = Arc::new(Metrics::default());
-    let identity = lease_identity();
+    let identity = super::election::lease_identity();
     let fence = opts.leader_election.as_ref().map(|(ns, name)| {
         // The margin covers the renewal request's own latency and clock rate drift.
         Arc::new(LeaseFence::new(
             ns,
             name,
             &identity,
-            Duration::from_secs(LEASE_FENCE_MARGIN_SECONDS),
+            Duration::from_secs(super::election::LEASE_FENCE_MARGIN_SECONDS),
         ))
     });
     let queue = Arc::new(queue::Queue::default());
@@ -391,7 +392,7 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
         .opts
         .leader_election
         .clone()
-        .map(|(ns, name)| elect(&runner, local.client().clone(), ns, name, identity));
+        .map(|(ns, name)| super::election::elect(&runner, local.client().clone(), ns, name, identity));
     // In fleet mode with leader election, workers take every cluster's work; the hub's is
     // dropped while this replica is not the leader (see `Runner::work`).
     let wait_for_leader = leader.clone().filter(|_| runner.share.is_none());
@@ -488,167 +489,11 @@ async fn run_worker(
 }
 
 /// Resolves once a stop is asked for.
-async fn stop_asked(rx: &mut tokio::sync::watch::Receiver<Option<Stop>>) {
+pub(super) async fn stop_asked(rx: &mut tokio::sync::watch::Receiver<Option<Stop>>) {
     while rx.borrow_and_update().is_none() {
         if rx.changed().await.is_err() {
             return;
         }
-    }
-}
-
-/// Seconds before the Lease's expiry at which this replica stops writing, counted from the
-/// moment its last successful renewal was sent.
-const LEASE_FENCE_MARGIN_SECONDS: u64 = 3;
-
-/// Unique per start, as client-go does (host_uuid): a restarted replica with the same Pod
-/// name must not take over a lease its previous self may still be writing under.
-fn lease_identity() -> String {
-    let nonce = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    identity_of(std::env::var("POD_NAME").ok(), std::process::id(), nonce)
-}
-
-/// [`lease_identity`] from the Pod's name (else the process id) and a nonce.
-fn identity_of(pod: Option<String>, pid: u32, nonce: u128) -> String {
-    format!(
-        "{}_{nonce:x}",
-        pod.unwrap_or_else(|| format!("gatewright-{pid}"))
-    )
-}
-
-/// Joins leader election on Lease `ns/name`. Returns a channel that is true while this
-/// process holds the lease. Setting it up (reading or creating the Lease) is a start-up
-/// step ([`startup`]): a transient failure (403 while RBAC propagates, the API server
-/// restarting) is retried with backoff while `/readyz` says why; a failure that cannot
-/// fix itself (an invalid Lease name) stops the controller. Gaining the lease re-plans
-/// everything; losing it, or the election task ending, stops the controller
-/// ([`Runner::stopped`]; a fresh start rebuilds the caches and rejoins). On shutdown
-/// the Lease is released.
-fn elect(
-    runner: &Arc<Runner>,
-    client: Client,
-    ns: String,
-    name: String,
-    identity: String,
-) -> tokio::sync::watch::Receiver<bool> {
-    let (holder_tx, holder_rx) = tokio::sync::watch::channel(false);
-    let step = format!("leader election on Lease {ns}/{name}");
-    runner.metrics.startup.begin(&step);
-    let me = runner.clone();
-    let handle = tokio::spawn(async move {
-        let mut stopping = me.stop.subscribe();
-        let manager = tokio::select! {
-            biased;
-            () = stop_asked(&mut stopping) => None,
-            m = lease_manager(&me, client, &step, &ns, &name, &identity) => m,
-        };
-        let Some(manager) = manager else {
-            return;
-        };
-        tracing::info!(lease = %format!("{ns}/{name}"), "waiting for the lease");
-        let (mut rx, task) = manager.watch().await;
-        let mut task = std::pin::pin!(task);
-        let mut was = false;
-        loop {
-            tokio::select! {
-                biased;
-                () = stop_asked(&mut stopping) => break,
-                res = &mut task => {
-                    if let Some(f) = &me.fence {
-                        f.close();
-                    }
-                    tracing::error!(?res, "leader election task ended; stopping");
-                    me.stop_with(Stop::Failed("leader election ended".into()));
-                    return;
-                }
-                r = rx.changed() => if r.is_err() { break },
-            }
-            let now = *rx.borrow_and_update();
-            me.metrics
-                .leader
-                .store(now, std::sync::atomic::Ordering::Relaxed);
-            holder_tx.send_replace(now);
-            if now && !was {
-                tracing::info!(%identity, "acquired the lease; writing from now on");
-                me.enqueue_all();
-            } else if was && !now {
-                tracing::error!(%identity, "lost the lease; stopping");
-                if let Some(f) = &me.fence {
-                    f.close();
-                }
-                me.stop_with(Stop::Failed("lost the Lease".into()));
-                break;
-            }
-            was = now;
-        }
-        // Stopping: dropping the receiver makes the manager release the Lease and end.
-        if let Some(f) = &me.fence {
-            f.close();
-        }
-        drop(rx);
-        let _ = task.await;
-        tracing::info!("left leader election");
-    });
-    if let Ok(mut d) = runner.drain.lock() {
-        d.push(handle);
-    }
-    holder_rx
-}
-
-/// Builds the lease manager (it reads the Lease, or creates it), retrying transient
-/// failures with capped, jittered backoff. `None`: a failure that cannot fix itself (the
-/// controller is stopped with it).
-async fn lease_manager(
-    runner: &Arc<Runner>,
-    client: Client,
-    step: &str,
-    ns: &str,
-    name: &str,
-    identity: &str,
-) -> Option<kube_lease_manager::LeaseManager> {
-    let mut attempt = 0u32;
-    loop {
-        let built = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), name)
-            .with_namespace(ns)
-            .with_identity(identity)
-            // One manager per replica, not the shared one: the crate's take-over of an
-            // orphaned Lease relies on a server-side apply conflicting between replicas.
-            .with_field_manager(format!("{}/{identity}", crate::identity::FIELD_MANAGER))
-            .with_duration(15)
-            .with_grace(5)
-            .build()
-            .await;
-        let err = match built {
-            Ok(m) => {
-                let failures = runner.metrics.startup.succeeded(step);
-                if failures > 0 {
-                    tracing::info!(%step, failures, "set up after failing; joined leader election");
-                }
-                return Some(m);
-            }
-            Err(e) => e,
-        };
-        let (reason, transient) = match &err {
-            kube_lease_manager::LeaseManagerError::KubeError(e) => {
-                (startup::failure_kind(e), startup::is_transient(e))
-            }
-            // Another replica created the Lease between our read and our create.
-            kube_lease_manager::LeaseManagerError::LeaseAlreadyExists(_) => ("Conflict", true),
-            _ => ("Other", true),
-        };
-        let message = format!("failed to set up {step}: {err}");
-        if !transient {
-            tracing::error!(%step, %reason, "{message}; this will not fix itself, stopping");
-            runner.stop_with(Stop::Failed(message));
-            return None;
-        }
-        attempt = attempt.saturating_add(1);
-        let delay = startup::delay(attempt, client::jitter());
-        if runner.metrics.startup.failed(step, reason, &message) {
-            tracing::warn!(%step, %reason, retry_in = ?delay, "{message}; retrying until it works");
-        }
-        tokio::time::sleep(delay).await;
     }
 }
 
@@ -700,13 +545,4 @@ mod tests {
         assert_eq!(failure_backoff(0, 0.5), failure_backoff(1, 0.5));
     }
 
-    #[test]
-    fn a_lease_identity_names_the_pod_else_the_process_and_differs_per_start() {
-        assert_eq!(identity_of(Some("gw-0".into()), 7, 255), "gw-0_ff");
-        assert_eq!(identity_of(None, 7, 255), "gatewright-7_ff");
-        assert_ne!(
-            identity_of(Some("gw-0".into()), 7, 1),
-            identity_of(Some("gw-0".into()), 7, 2)
-        );
-    }
 }
