@@ -170,7 +170,7 @@ pub(crate) fn plan_gateway_with(
         ..
     } = attach_routes(snap, key, gw, &mut eval, memo.as_deref_mut());
 
-    let params = infrastructure_values(snap, gw, blueprint.as_ref().ok());
+    let params = super::layers::infrastructure_values(snap, gw, blueprint.as_ref().ok());
     let (accepted_cond, blueprint) = accepted_condition(
         &eval,
         &params,
@@ -501,7 +501,7 @@ fn render_gateway(
             }
             None => {
                 let ctx = with_resources(base, None, &result.resources, &result.pending);
-                match render_addresses(prepared, &ctx) {
+                match super::addresses::render_addresses(prepared, &ctx) {
                     Ok(a) => out.addresses = a,
                     Err(e) if e.category == "UndefinedVariable" => {
                         out.address_wait =
@@ -511,7 +511,7 @@ fn render_gateway(
                 }
             }
         },
-        None => out.addresses = spec_addresses(gw),
+        None => out.addresses = super::addresses::spec_addresses(gw),
     }
     out.live_children = super::set::live_of(&result.children, input.live);
     out.children = Arc::new(result.children);
@@ -527,174 +527,4 @@ fn render_gateway(
     out.refused_addresses.sort();
     out.refused_addresses.dedup();
     out
-}
-
-/// The values layers of a Gateway, merged; `Err` names a bad `infrastructure.parametersRef`.
-fn infrastructure_values(
-    snap: &Snapshot,
-    gw: &gateway_api::apis::standard::gateways::Gateway,
-    prepared: Option<&Arc<Prepared>>,
-) -> Result<Value, String> {
-    let ns = gw.metadata.namespace.clone().unwrap_or_default();
-    let name = gw.metadata.name.clone().unwrap_or_default();
-    let class_name = &gw.spec.gateway_class_name;
-    let mut layers = Vec::new();
-    if let Some(prepared) = prepared {
-        layers.push(Layer {
-            source: format!("GatewayClassBlueprint {}", prepared.name),
-            default: prepared.spec.values.default.clone(),
-            override_: prepared.spec.values.override_.clone(),
-        });
-    }
-    // A `LocalPolicyTargetReference` matches on group, kind and name: a policy naming
-    // another group's `Gateway` applies to nothing. At each level one policy applies: the
-    // oldest of those targeting the object ([`super::policy`]; the others are Conflicted).
-    let global = snap.controller_namespace().to_owned();
-    if let Some(c) = super::policy::class_config_for(snap, &global, "GatewayClass", class_name) {
-        layers.push(layer(
-            "GatewayClassConfig",
-            &c.metadata,
-            c.spec.default.clone(),
-            c.spec.override_.clone(),
-        ));
-    }
-    if ns != global {
-        for (kind, target) in [
-            ("Namespace", ns.as_str()),
-            ("GatewayClass", class_name.as_str()),
-        ] {
-            if let Some(c) = super::policy::class_config_for(snap, &ns, kind, target) {
-                layers.push(layer(
-                    "GatewayClassConfig",
-                    &c.metadata,
-                    c.spec.default.clone(),
-                    c.spec.override_.clone(),
-                ));
-            }
-        }
-    }
-    let param_name = match gw
-        .spec
-        .infrastructure
-        .as_ref()
-        .and_then(|i| i.parameters_ref.as_ref())
-    {
-        Some(p) if p.group == crate::api::GROUP && p.kind == GATEWAY_CONFIG_KIND => {
-            if snap
-                .gateway_config(&Key::new(ns.clone(), p.name.clone()))
-                .is_none()
-            {
-                return Err(format!(
-                    "spec.infrastructure.parametersRef: GatewayConfig {ns}/{} not found",
-                    p.name
-                ));
-            }
-            Some(p.name.clone())
-        }
-        Some(p) => {
-            return Err(format!(
-                "spec.infrastructure.parametersRef must name a {}/{GATEWAY_CONFIG_KIND}, not {}/{}",
-                crate::api::GROUP,
-                p.group,
-                p.kind
-            ));
-        }
-        None => None,
-    };
-    for (kind, target) in [("Namespace", ns.as_str()), ("Gateway", name.as_str())] {
-        if let Some(c) =
-            super::policy::gateway_config_for(snap, &ns, kind, target, param_name.as_deref())
-        {
-            layers.push(layer(
-                "GatewayConfig",
-                &c.metadata,
-                c.spec.default.clone(),
-                c.spec.override_.clone(),
-            ));
-        }
-    }
-    Ok(merge_layers(&layers))
-}
-
-fn layer(
-    kind: &str,
-    meta: &kube::api::ObjectMeta,
-    default: Option<Value>,
-    override_: Option<Value>,
-) -> Layer {
-    Layer {
-        source: format!(
-            "{kind} {}/{}",
-            meta.namespace.as_deref().unwrap_or_default(),
-            meta.name.as_deref().unwrap_or_default()
-        ),
-        default,
-        override_,
-    }
-}
-
-fn render_addresses(
-    prepared: &Prepared,
-    ctx: &minijinja::Value,
-) -> Result<Vec<GatewayStatusAddresses>, RenderError> {
-    let text = prepared
-        .compiled
-        .render(TemplateSet::Status, STATUS_TEMPLATE, ctx)?;
-    let err = |m: String| {
-        RenderError::new(&prepared.name, STATUS_TEMPLATE, None, m).with_category("InvalidOutput")
-    };
-    let docs = parse_documents(&text)
-        .map_err(|e| err(format!("rendered output is not valid YAML: {e}")))?;
-    let Some(doc) = docs.first() else {
-        return Ok(Vec::new());
-    };
-    let list = match doc.get("addresses") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(a)) => a,
-        Some(_) => return Err(err("`addresses` must be a list of {type, value}".into())),
-    };
-    let mut out = Vec::new();
-    for a in list {
-        let value = a["value"].as_str().unwrap_or_default().trim().to_owned();
-        if value.is_empty() {
-            continue;
-        }
-        let kind = a["type"].as_str().unwrap_or("IPAddress").to_owned();
-        match kind.as_str() {
-            "IPAddress" if value.parse::<std::net::IpAddr>().is_err() => {
-                return Err(err(format!("address {value:?} is not an IP address")));
-            }
-            "Hostname" => hostnames::validate_hostname(&value)
-                .map_err(|e| err(format!("address {value:?}: {e}")))?,
-            _ => {}
-        }
-        out.push(GatewayStatusAddresses {
-            r#type: Some(kind),
-            value,
-        });
-    }
-    if out.len() > 16 {
-        return Err(err(format!(
-            "{} addresses, more than the 16 the API allows",
-            out.len()
-        )));
-    }
-    Ok(out)
-}
-
-fn spec_addresses(
-    gw: &gateway_api::apis::standard::gateways::Gateway,
-) -> Vec<GatewayStatusAddresses> {
-    gw.spec
-        .addresses
-        .iter()
-        .flatten()
-        .filter_map(|a| {
-            let v = a.value.clone().unwrap_or_default();
-            (!v.is_empty()).then(|| GatewayStatusAddresses {
-                r#type: Some(a.r#type.clone().unwrap_or_else(|| "IPAddress".into())),
-                value: v,
-            })
-        })
-        .collect()
 }

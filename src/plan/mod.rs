@@ -8,6 +8,7 @@
 //! Gateway's earlier plan rendered ([`memo`]); the result is the same. No client, no clock
 //! (times are arguments), no I/O.
 
+mod addresses;
 mod adopt;
 pub mod affected;
 pub mod claims;
@@ -16,6 +17,7 @@ mod context;
 pub mod drain;
 pub mod gateway;
 mod gateway_memo;
+mod layers;
 pub mod memo;
 pub mod narrowing;
 pub mod placement;
