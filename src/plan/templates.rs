@@ -319,16 +319,6 @@ fn render_objects(
     ctx: &minijinja::Value,
     out: &mut SetResult,
 ) -> Option<Vec<Value>> {
-    let prepared = input.prepared;
-    let renders_kind = input
-        .route_kind
-        .is_none_or(|k| entry.route_kinds().any(|r| r == k));
-    let at = Placement {
-        blueprint: &prepared.name,
-        template: name,
-        namespace: input.namespace,
-        cluster_scoped: &prepared.spec.cluster_scoped_kinds,
-    };
     // A placed template renders once per member it places in; any other once, for
     // the parent's own cluster.
     let targets = match &entry.placement {
@@ -339,90 +329,10 @@ fn render_objects(
             .collect(),
     };
     let mut objects: Vec<Value> = Vec::new();
-    let member_scoped = entry
-        .placement
-        .as_ref()
-        .is_some_and(|p| p.resources == crate::api::ResourcesScope::Member);
     for target in targets {
-        // `cluster` is in the base context (empty); a placed render sees its member, and,
-        // scoped to it, only its objects and the parent cluster's in `resources`.
-        let placed_ctx = target.map(|m| {
-            let placed = minijinja::context! {
-                cluster => super::placement::cluster_value(m),
-                ..ctx.clone()
-            };
-            if member_scoped {
-                minijinja::context! {
-                    resources => super::placement::resources_of(&out.resources, &m.name),
-                    ..placed
-                }
-            } else {
-                placed
-            }
-        });
+        let placed_ctx = target.map(|m| placed_context(entry, m, ctx, out));
         let ctx = placed_ctx.as_ref().unwrap_or(ctx);
-        // A keyed route template's objects, by the hash of its inputs (never a placed
-        // one): remembered as their JSON, neither rendered nor read from YAML again.
-        let key = input
-            .render_key
-            .filter(|_| target.is_none() && renders_kind && prepared.keys_route_render(name))
-            .map(|k| prepared.render_key((k, name)));
-        let parsed = match key.and_then(|k| prepared.remembered_render(k)) {
-            Some(objects) => Ok(objects),
-            None => {
-                let rendered = if renders_kind {
-                    prepared.compiled.render(input.set, name, ctx)
-                } else {
-                    Ok(String::new())
-                };
-                let text = match rendered {
-                    Ok(t) => t,
-                    Err(e) if !deps.is_empty() && e.category == "UndefinedVariable" => {
-                        out.held.push(Held {
-                            template: name.to_owned(),
-                            reason: format!(
-                                "waiting for what it reads from {}: {}",
-                                join(deps),
-                                e.message
-                            ),
-                        });
-                        out.unsettled.insert(name.to_owned());
-                        return None;
-                    }
-                    Err(e) => {
-                        out.errors.push(e);
-                        out.unsettled.insert(name.to_owned());
-                        return None;
-                    }
-                };
-                match key {
-                    // Its own key: the text is not hashed again to find its objects.
-                    Some(k) => crate::render::output::objects_from_render(&text, at)
-                        .inspect(|o| prepared.remember_render(k, o)),
-                    None => prepared.objects(&text, at),
-                }
-            }
-        };
-        let rendered = match parsed
-            .and_then(|o| check_scopes(&o, at, input.scopes).map(|unknown| (o, unknown)))
-        {
-            Ok((o, unknown)) => {
-                out.warnings.extend(unknown.iter().map(|gk| {
-                    format!(
-                        "blueprint {}: template {name}: the scope of kind {} ({}) is unknown (give its CustomResourceDefinition with -f); rendered as namespaced",
-                        prepared.name,
-                        gk.kind,
-                        if gk.group.is_empty() { "core" } else { &gk.group }
-                    )
-                }));
-                o
-            }
-            Err(e) => {
-                out.errors.push(e);
-                out.unsettled.insert(name.to_owned());
-                return None;
-            }
-        };
+        let rendered = render_once(input, entry, name, deps, target.is_none(), ctx, out)?;
         let start = objects.len();
         objects.extend(rendered);
         if let Some(member) = target {
@@ -432,6 +342,118 @@ fn render_objects(
         }
     }
     Some(objects)
+}
+
+/// The context of a placed template's render for member `m`: `cluster` is that member
+/// (empty in the base context), and with `resources: Member` the template reads only its
+/// objects and the parent cluster's in `resources`.
+fn placed_context(
+    entry: &crate::api::TemplateEntry,
+    m: &crate::snapshot::fleet::FleetMember,
+    ctx: &minijinja::Value,
+    out: &SetResult,
+) -> minijinja::Value {
+    let placed = minijinja::context! {
+        cluster => super::placement::cluster_value(m),
+        ..ctx.clone()
+    };
+    let member_scoped = entry
+        .placement
+        .as_ref()
+        .is_some_and(|p| p.resources == crate::api::ResourcesScope::Member);
+    if member_scoped {
+        minijinja::context! {
+            resources => super::placement::resources_of(&out.resources, &m.name),
+            ..placed
+        }
+    } else {
+        placed
+    }
+}
+
+/// One render of template `name` with `ctx` (for the parent's own cluster: `own`), its
+/// objects parsed, or remembered (a keyed route template's, by the hash of its inputs);
+/// then their kinds' scopes checked. `None`: it failed, or waits for what it reads from
+/// `deps` (said in `out`).
+fn render_once(
+    input: &SetInput<'_>,
+    entry: &crate::api::TemplateEntry,
+    name: &str,
+    deps: &BTreeSet<String>,
+    own: bool,
+    ctx: &minijinja::Value,
+    out: &mut SetResult,
+) -> Option<Vec<Value>> {
+    let prepared = input.prepared;
+    let renders_kind = input
+        .route_kind
+        .is_none_or(|k| entry.route_kinds().any(|r| r == k));
+    let at = Placement {
+        blueprint: &prepared.name,
+        template: name,
+        namespace: input.namespace,
+        cluster_scoped: &prepared.spec.cluster_scoped_kinds,
+    };
+    // A keyed route template's objects (never a placed one's): remembered as their JSON,
+    // neither rendered nor read from YAML again.
+    let key = input
+        .render_key
+        .filter(|_| own && renders_kind && prepared.keys_route_render(name))
+        .map(|k| prepared.render_key((k, name)));
+    let parsed = match key.and_then(|k| prepared.remembered_render(k)) {
+        Some(objects) => Ok(objects),
+        None => {
+            let rendered = if renders_kind {
+                prepared.compiled.render(input.set, name, ctx)
+            } else {
+                Ok(String::new())
+            };
+            let text = match rendered {
+                Ok(t) => t,
+                Err(e) if !deps.is_empty() && e.category == "UndefinedVariable" => {
+                    out.held.push(Held {
+                        template: name.to_owned(),
+                        reason: format!(
+                            "waiting for what it reads from {}: {}",
+                            join(deps),
+                            e.message
+                        ),
+                    });
+                    out.unsettled.insert(name.to_owned());
+                    return None;
+                }
+                Err(e) => {
+                    out.errors.push(e);
+                    out.unsettled.insert(name.to_owned());
+                    return None;
+                }
+            };
+            match key {
+                // Its own key: the text is not hashed again to find its objects.
+                Some(k) => crate::render::output::objects_from_render(&text, at)
+                    .inspect(|o| prepared.remember_render(k, o)),
+                None => prepared.objects(&text, at),
+            }
+        }
+    };
+    match parsed.and_then(|o| check_scopes(&o, at, input.scopes).map(|unknown| (o, unknown))) {
+        Ok((o, unknown)) => {
+            out.warnings.extend(unknown.iter().map(|gk| {
+                format!(
+                    "blueprint {}: template {name}: the scope of kind {} ({}) is unknown (give its CustomResourceDefinition with -f); rendered as namespaced",
+                    prepared.name,
+                    gk.kind,
+                    if gk.group.is_empty() { "core" } else { &gk.group }
+                )
+            }));
+            Some(o)
+        }
+        Err(e) => {
+            out.errors.push(e);
+            out.unsettled.insert(name.to_owned());
+            None
+        }
+    }
 }
 
 /// Decorates a rendered object as a child of this parent: the labels and owner reference
