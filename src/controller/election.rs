@@ -7,10 +7,36 @@ use std::sync::Arc;
 
 use kube::Client;
 
-use super::client;
+use super::client::{self, LeaseFence};
 use super::common::Stop;
-use super::runner::{Runner, stop_asked};
 use super::startup;
+use crate::telemetry::Metrics;
+
+/// What the election needs of the process it runs in ([`super::runner::Runner`]): its
+/// metrics, its stop signal, its write fence, and what gaining the lease does.
+pub(super) trait Elects: Send + Sync + 'static {
+    /// The metrics (the start-up step, whether this replica leads).
+    fn metrics(&self) -> &Arc<Metrics>;
+    /// The stop signal: set once the controller stops.
+    fn stop_signal(&self) -> &tokio::sync::watch::Sender<Option<Stop>>;
+    /// Writes are sent only while the Lease is fresh.
+    fn fence(&self) -> Option<&Arc<LeaseFence>>;
+    /// Stops the controller, saying why.
+    fn stop_with(&self, why: Stop);
+    /// Plans everything again (the lease was gained).
+    fn enqueue_all(&self);
+    /// A task a shutdown waits for.
+    fn keep_task(&self, task: tokio::task::JoinHandle<()>);
+}
+
+/// Resolves once a stop is asked for.
+pub(super) async fn stop_asked(rx: &mut tokio::sync::watch::Receiver<Option<Stop>>) {
+    while rx.borrow_and_update().is_none() {
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
 
 /// Seconds before the Lease's expiry at which this replica stops writing, counted from the
 /// moment its last successful renewal was sent.
@@ -41,8 +67,8 @@ fn identity_of(pod: Option<String>, pid: u32, nonce: u128) -> String {
 /// everything; losing it, or the election task ending, stops the controller
 /// ([`Runner::stopped`]; a fresh start rebuilds the caches and rejoins). On shutdown
 /// the Lease is released.
-pub(super) fn elect(
-    runner: &Arc<Runner>,
+pub(super) fn elect<R: Elects>(
+    runner: &Arc<R>,
     client: Client,
     ns: String,
     name: String,
@@ -50,10 +76,10 @@ pub(super) fn elect(
 ) -> tokio::sync::watch::Receiver<bool> {
     let (holder_tx, holder_rx) = tokio::sync::watch::channel(false);
     let step = format!("leader election on Lease {ns}/{name}");
-    runner.metrics.startup.begin(&step);
+    runner.metrics().startup.begin(&step);
     let me = runner.clone();
     let handle = tokio::spawn(async move {
-        let mut stopping = me.stop.subscribe();
+        let mut stopping = me.stop_signal().subscribe();
         let manager = tokio::select! {
             biased;
             () = stop_asked(&mut stopping) => None,
@@ -71,7 +97,7 @@ pub(super) fn elect(
                 biased;
                 () = stop_asked(&mut stopping) => break,
                 res = &mut task => {
-                    if let Some(f) = &me.fence {
+                    if let Some(f) = me.fence() {
                         f.close();
                     }
                     tracing::error!(?res, "leader election task ended; stopping");
@@ -81,7 +107,7 @@ pub(super) fn elect(
                 r = rx.changed() => if r.is_err() { break },
             }
             let now = *rx.borrow_and_update();
-            me.metrics
+            me.metrics()
                 .leader
                 .store(now, std::sync::atomic::Ordering::Relaxed);
             holder_tx.send_replace(now);
@@ -90,7 +116,7 @@ pub(super) fn elect(
                 me.enqueue_all();
             } else if was && !now {
                 tracing::error!(%identity, "lost the lease; stopping");
-                if let Some(f) = &me.fence {
+                if let Some(f) = me.fence() {
                     f.close();
                 }
                 me.stop_with(Stop::Failed("lost the Lease".into()));
@@ -99,24 +125,22 @@ pub(super) fn elect(
             was = now;
         }
         // Stopping: dropping the receiver makes the manager release the Lease and end.
-        if let Some(f) = &me.fence {
+        if let Some(f) = me.fence() {
             f.close();
         }
         drop(rx);
         let _ = task.await;
         tracing::info!("left leader election");
     });
-    if let Ok(mut d) = runner.drain.lock() {
-        d.push(handle);
-    }
+    runner.keep_task(handle);
     holder_rx
 }
 
 /// Builds the lease manager (it reads the Lease, or creates it), retrying transient
 /// failures with capped, jittered backoff. `None`: a failure that cannot fix itself (the
 /// controller is stopped with it).
-async fn lease_manager(
-    runner: &Arc<Runner>,
+async fn lease_manager<R: Elects>(
+    runner: &Arc<R>,
     client: Client,
     step: &str,
     ns: &str,
@@ -137,7 +161,7 @@ async fn lease_manager(
             .await;
         let err = match built {
             Ok(m) => {
-                let failures = runner.metrics.startup.succeeded(step);
+                let failures = runner.metrics().startup.succeeded(step);
                 if failures > 0 {
                     tracing::info!(%step, failures, "set up after failing; joined leader election");
                 }
@@ -161,7 +185,7 @@ async fn lease_manager(
         }
         attempt = attempt.saturating_add(1);
         let delay = startup::delay(attempt, client::jitter());
-        if runner.metrics.startup.failed(step, reason, &message) {
+        if runner.metrics().startup.failed(step, reason, &message) {
             tracing::warn!(%step, %reason, retry_in = ?delay, "{message}; retrying until it works");
         }
         tokio::time::sleep(delay).await;

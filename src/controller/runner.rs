@@ -18,6 +18,7 @@ use super::cluster::Cluster;
 use super::cluster::Reach as _;
 use super::common::{ClusterId, Error, Options, Stop, Task, Work};
 use super::fleet::Fleet;
+use super::election::stop_asked;
 use super::{queue, startup, watch};
 use crate::telemetry::Metrics;
 
@@ -25,7 +26,7 @@ use crate::telemetry::Metrics;
 /// serves.
 pub struct Runner {
     opts: Options,
-    pub(super) metrics: Arc<Metrics>,
+    metrics: Arc<Metrics>,
     queue: Arc<queue::Queue>,
     /// The cluster `gatewright run` is pointed at; in [`Runner::clusters`] too.
     local: Arc<Cluster>,
@@ -35,7 +36,7 @@ pub struct Runner {
     /// Failures in a row per task, for its backoff.
     failures: Mutex<HashMap<Task, u32>>,
     /// Writes are sent only while our Lease is fresh (with leader election).
-    pub(super) fence: Option<Arc<LeaseFence>>,
+    fence: Option<Arc<LeaseFence>>,
     /// This start's identity in Leases (and members' audit logs: their clients' user agent).
     identity: String,
     /// Fleet mode with leader election: the members shared among the replicas by Leases,
@@ -43,10 +44,10 @@ pub struct Runner {
     /// every replica keeps its share, leader or not).
     share: Option<(Arc<super::share::Share>, Client)>,
     /// Set once the controller stops: asked to, or because it cannot go on.
-    pub(super) stop: tokio::sync::watch::Sender<Option<Stop>>,
+    stop: tokio::sync::watch::Sender<Option<Stop>>,
     /// The tasks a shutdown waits for: the workers (their reconciles under way) and the
     /// election (releasing the Lease).
-    pub(super) drain: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    drain: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Runner {
@@ -146,7 +147,7 @@ impl Runner {
     }
 
     /// Marks the controller as stopping (the first reason wins).
-    pub(super) fn stop_with(&self, why: Stop) {
+    fn stop_with(&self, why: Stop) {
         self.stop.send_if_modified(|s| {
             if s.is_none() {
                 *s = Some(why);
@@ -282,6 +283,29 @@ fn failure_backoff(failures: u32, jitter: f64) -> Duration {
         None,
         jitter,
     )
+}
+
+impl super::election::Elects for Runner {
+    fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+    fn stop_signal(&self) -> &tokio::sync::watch::Sender<Option<Stop>> {
+        &self.stop
+    }
+    fn fence(&self) -> Option<&Arc<LeaseFence>> {
+        self.fence.as_ref()
+    }
+    fn stop_with(&self, why: Stop) {
+        Runner::stop_with(self, why);
+    }
+    fn enqueue_all(&self) {
+        Runner::enqueue_all(self);
+    }
+    fn keep_task(&self, task: tokio::task::JoinHandle<()>) {
+        if let Ok(mut d) = self.drain.lock() {
+            d.push(task);
+        }
+    }
 }
 
 impl super::inventory::Members for Runner {
@@ -488,14 +512,6 @@ async fn run_worker(
     }
 }
 
-/// Resolves once a stop is asked for.
-pub(super) async fn stop_asked(rx: &mut tokio::sync::watch::Receiver<Option<Stop>>) {
-    while rx.borrow_and_update().is_none() {
-        if rx.changed().await.is_err() {
-            return;
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::drain::drained;
-use super::set::{Held, SetResult};
+use super::set::{Held, SetResult, drained};
 use crate::api::Adopt;
 use crate::kinds::group_of;
 use crate::render::labels;

@@ -62,21 +62,7 @@ pub enum DrainStep {
     Delete,
 }
 
-/// Whether `live` holds what the drain `patch` sets: every field of the patch the same in
-/// `live`, where an empty list or null in the patch also matches a field `live` leaves out.
-#[must_use]
-pub fn drained(patch: &Value, live: &Value) -> bool {
-    match patch {
-        Value::Object(p) => p.iter().all(|(k, v)| match live.get(k) {
-            Some(l) => drained(v, l),
-            None => v.is_null() || v.as_array().is_some_and(Vec::is_empty),
-        }),
-        Value::Array(a) if a.is_empty() => {
-            live.is_null() || live.as_array().is_some_and(Vec::is_empty)
-        }
-        other => is_subset(other, live),
-    }
-}
+pub use super::set::drained;
 
 /// The next step for `live`, to be deleted after its drain (its readiness judged on the
 /// live, drained, version).
