@@ -126,63 +126,21 @@ pub(crate) fn render_set(
         };
         let uses = replacements.uses(&deps);
         let first_state = out.states.len();
-        let mut seen = Vec::new();
-        let mut complete = true;
-        let mut held_elsewhere = false;
-        for (i, (mut obj, slot)) in objects.into_iter().zip(slots).enumerate() {
-            decorate(&mut obj, &decoration, name, position, slot, &uses);
-            let key = ObjectKey::of(&obj);
-            match refused(input, name, &key, &mut out) {
-                Some(Refused::Twice) => continue,
-                Some(Refused::HeldElsewhere) => {
-                    complete = false;
-                    held_elsewhere = true;
-                    continue;
-                }
-                None => {}
-            }
-            let mut live_obj = live.get(&key).copied();
-            if let Some(a) = &entry.adopt {
-                super::adopt::keep_annotations(a, &mut obj, live_obj);
-            }
-            match readiness::judge(&prepared.compiled, entry, live_obj) {
-                Ok(mut r) => {
-                    // An adopted object's predecessor serves until it is ready.
-                    if let Some((old, r_old)) = super::adopt::serving(
-                        &prepared.compiled,
-                        entry,
-                        &adoptions,
-                        i,
-                        &r,
-                        &mut out,
-                    ) {
-                        live_obj = Some(old);
-                        r = r_old;
-                    }
-                    out.states.push(ChildState {
-                        template: name.clone(),
-                        key: key.clone(),
-                        readiness: r,
-                    });
-                }
-                Err(e) => out.errors.push(e),
-            }
-            match live_obj {
-                // What a member cluster's object reports reaches templates only within
-                // what its ClusterProfile allows.
-                Some(l) => seen.push(super::placement::within_member_addresses(
-                    l,
-                    input.fleet,
-                    &mut out.refused_addresses,
-                )),
-                None => complete = false,
-            }
-            out.children.push(DesiredChild {
-                template: name.clone(),
-                key,
-                object: obj,
-            });
-        }
+        let taking = Taking {
+            input,
+            entry,
+            name,
+            position,
+            uses: &uses,
+            decoration: &decoration,
+            live: &live,
+            adoptions: &adoptions,
+        };
+        let Taken {
+            seen,
+            complete,
+            held_elsewhere,
+        } = take_objects(&taking, objects, slots, &mut out);
         if held_elsewhere {
             // What it rendered is not all ours to write: keep its live objects, and let
             // dependents wait.
@@ -216,6 +174,99 @@ pub(crate) fn render_set(
     }
     replacements.finish(prepared, input, &mut out);
     out
+}
+
+/// One template's rendered objects, as [`take_objects`] takes them into the set.
+struct Taking<'t, 'i> {
+    input: &'t SetInput<'i>,
+    entry: &'t crate::api::TemplateEntry,
+    name: &'t String,
+    /// The template's place in the order.
+    position: usize,
+    /// The versions of the templates it reads.
+    uses: &'t [String],
+    decoration: &'t labels::Decoration<'t>,
+    /// The parent's live children by key.
+    live: &'t BTreeMap<ObjectKey, &'i Arc<Value>>,
+    /// The predecessors of its objects ([`super::adopt`]).
+    adoptions: &'t [super::adopt::Adoption],
+}
+
+/// What taking a template's objects gave.
+struct Taken {
+    /// The live objects of what it rendered (a predecessor's where it serves).
+    seen: Vec<Arc<Value>>,
+    /// Whether every object exists.
+    complete: bool,
+    /// Whether another parent holds one of them.
+    held_elsewhere: bool,
+}
+
+/// Takes each object a template rendered into the set: decorated as a child of the parent,
+/// refused when rendered twice or held by another parent, judged against its live object
+/// (or the predecessor serving in its place), and added to the children.
+fn take_objects(
+    t: &Taking<'_, '_>,
+    objects: Vec<Value>,
+    slots: Vec<Option<String>>,
+    out: &mut SetResult,
+) -> Taken {
+    let (prepared, entry, name) = (t.input.prepared, t.entry, t.name);
+    let mut taken = Taken {
+        seen: Vec::new(),
+        complete: true,
+        held_elsewhere: false,
+    };
+    for (i, (mut obj, slot)) in objects.into_iter().zip(slots).enumerate() {
+        decorate(&mut obj, t.decoration, name, t.position, slot, t.uses);
+        let key = ObjectKey::of(&obj);
+        match refused(t.input, name, &key, out) {
+            Some(Refused::Twice) => continue,
+            Some(Refused::HeldElsewhere) => {
+                taken.complete = false;
+                taken.held_elsewhere = true;
+                continue;
+            }
+            None => {}
+        }
+        let mut live_obj = t.live.get(&key).copied();
+        if let Some(a) = &entry.adopt {
+            super::adopt::keep_annotations(a, &mut obj, live_obj);
+        }
+        match readiness::judge(&prepared.compiled, entry, live_obj) {
+            Ok(mut r) => {
+                // An adopted object's predecessor serves until it is ready.
+                if let Some((old, r_old)) =
+                    super::adopt::serving(&prepared.compiled, entry, t.adoptions, i, &r, out)
+                {
+                    live_obj = Some(old);
+                    r = r_old;
+                }
+                out.states.push(ChildState {
+                    template: name.clone(),
+                    key: key.clone(),
+                    readiness: r,
+                });
+            }
+            Err(e) => out.errors.push(e),
+        }
+        match live_obj {
+            // What a member cluster's object reports reaches templates only within
+            // what its ClusterProfile allows.
+            Some(l) => taken.seen.push(super::placement::within_member_addresses(
+                l,
+                t.input.fleet,
+                &mut out.refused_addresses,
+            )),
+            None => taken.complete = false,
+        }
+        out.children.push(DesiredChild {
+            template: name.clone(),
+            key,
+            object: obj,
+        });
+    }
+    taken
 }
 
 /// Whether every object template `name` rendered keeps the tenancy boundary (see
