@@ -17,7 +17,7 @@ use crate::api::{
 };
 use crate::gateway::conditions::Cond;
 use crate::plan::revisions;
-use crate::plan::waves::{Elsewhere, FleetView, Health, ClassGateway, Note, Stands};
+use crate::plan::waves::{ClassGateway, Elsewhere, FleetView, Health, Note, Stands};
 use crate::snapshot::{Key, Snapshot};
 
 /// The label naming the blueprint a revision belongs to.

@@ -17,9 +17,9 @@ use super::client::{self, LeaseFence};
 use super::cluster::Cluster;
 use super::cluster::Reach as _;
 use super::common::{ClusterId, Error, Options, Stop, Task, Work};
-use super::fleet::Fleet;
 use super::election::stop_asked;
-use super::{queue, startup, watch};
+use super::fleet::Fleet;
+use super::{queue, watch};
 use crate::telemetry::Metrics;
 
 /// The running controller: the process's side (see the module docs) and the clusters it
@@ -412,11 +412,9 @@ pub async fn start(client: Client, opts: Options) -> Result<Arc<Runner>, std::io
     // Leader election is joined in the background, on the local cluster (the Lease and
     // the fence are its client's): its set-up retries (RBAC not seen yet, the API server
     // restarting) without holding up the watches, and the workers wait for the lease.
-    let leader = runner
-        .opts
-        .leader_election
-        .clone()
-        .map(|(ns, name)| super::election::elect(&runner, local.client().clone(), ns, name, identity));
+    let leader = runner.opts.leader_election.clone().map(|(ns, name)| {
+        super::election::elect(&runner, local.client().clone(), ns, name, identity)
+    });
     // In fleet mode with leader election, workers take every cluster's work; the hub's is
     // dropped while this replica is not the leader (see `Runner::work`).
     let wait_for_leader = leader.clone().filter(|_| runner.share.is_none());
@@ -512,7 +510,6 @@ async fn run_worker(
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::super::common::PolicyKind;
@@ -560,5 +557,4 @@ mod tests {
         // No failure counted yet is as the first.
         assert_eq!(failure_backoff(0, 0.5), failure_backoff(1, 0.5));
     }
-
 }

@@ -129,7 +129,11 @@ pub fn allowed(gw: &Gateway, namespace: &str, lookup: &dyn Lookup) -> Result<(),
         Some(GatewayAllowedListenersNamespacesFrom::Selector) => {
             ns.and_then(|n| n.selector.as_ref()).is_some_and(|sel| {
                 use super::LabelSelectorLike;
-                sel.matches(lookup.namespace_labels(namespace).unwrap_or(&BTreeMap::new()))
+                sel.matches(
+                    lookup
+                        .namespace_labels(namespace)
+                        .unwrap_or(&BTreeMap::new()),
+                )
             })
         }
     };

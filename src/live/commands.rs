@@ -402,7 +402,7 @@ pub async fn diff(
     };
     // A changed blueprint with a rolloutPolicy: what each Gateway renders once the rollout
     // reaches it, and which wave that is.
-    let waves = super::replacement::as_rolled_out(&mut snap, &blueprints);
+    let waves = super::rollout::as_rolled_out(&mut snap, &blueprints);
     let keys: Vec<Key> = touched
         .into_iter()
         .filter(|k| crate::plan::gateway::in_scope(&snap, k).is_ok())

@@ -11,18 +11,13 @@ use super::context::build_context;
 use super::gateway_memo::Rendered;
 use super::set::{ChildState, DesiredChild, Held, SetInput};
 use super::templates::{prune_list, render_set};
-use crate::api::GATEWAY_CONFIG_KIND;
 use crate::gateway::conditions::{Cond, reasons, types};
-use crate::gateway::hostnames;
 use crate::gateway::listeners::{ClassKinds, GatewayEval, evaluate_gateway_with};
 use crate::gateway::routes::{Parents, count_attached_routes};
 use crate::gateway::{CONTROLLER_NAME, ListenerEval};
 use crate::render::context::with_resources;
-use crate::render::engine::STATUS_TEMPLATE;
 use crate::render::labels::{GatewayDecoration, Owner};
-use crate::render::output::parse_documents;
 use crate::render::prepared::Prepared;
-use crate::render::values::{Layer, merge_layers};
 use crate::render::{RenderError, TemplateSet};
 use crate::snapshot::{GatewayEntry, Key, ObjectKey, RouteEntry, RouteKey, Snapshot};
 
@@ -171,13 +166,8 @@ pub(crate) fn plan_gateway_with(
     } = attach_routes(snap, key, gw, &mut eval, memo.as_deref_mut());
 
     let params = super::layers::infrastructure_values(snap, gw, blueprint.as_ref().ok());
-    let (accepted_cond, blueprint) = accepted_condition(
-        &eval,
-        &params,
-        blueprint,
-        revision.is_some(),
-        class_name,
-    );
+    let (accepted_cond, blueprint) =
+        accepted_condition(&eval, &params, blueprint, revision.is_some(), class_name);
     let accepted = accepted_cond.status.is_true();
 
     let gateway_json = memo

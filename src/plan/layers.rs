@@ -115,4 +115,3 @@ fn layer(
         override_,
     }
 }
-

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::set::{ReplacementPhase, Replacement};
+use super::set::{Replacement, ReplacementPhase};
 use super::status::rollout_cond;
 use crate::gateway::conditions::{Cond, reasons, types};
 

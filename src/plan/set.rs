@@ -214,6 +214,22 @@ pub fn is_subset(desired: &Value, live: &Value) -> bool {
     }
 }
 
+/// Whether `live` holds what a merge `patch` sets (a drain's, an adoption's release): every field of the patch the same in
+/// `live`, where an empty list or null in the patch also matches a field `live` leaves out.
+#[must_use]
+pub fn drained(patch: &Value, live: &Value) -> bool {
+    match patch {
+        Value::Object(p) => p.iter().all(|(k, v)| match live.get(k) {
+            Some(l) => drained(v, l),
+            None => v.is_null() || v.as_array().is_some_and(Vec::is_empty),
+        }),
+        Value::Array(a) if a.is_empty() => {
+            live.is_null() || live.as_array().is_some_and(Vec::is_empty)
+        }
+        other => is_subset(other, live),
+    }
+}
+
 #[cfg(test)]
 mod lenience_tests {
     use super::super::revisions::{Chosen, Why};
@@ -241,21 +257,5 @@ mod lenience_tests {
             let l = lenience(Some(&chosen("bp-1", why))).unwrap();
             assert!(l.contains("bp-1") && l.contains("bp-2"), "{l}");
         }
-    }
-}
-
-/// Whether `live` holds what a merge `patch` sets (a drain's, an adoption's release): every field of the patch the same in
-/// `live`, where an empty list or null in the patch also matches a field `live` leaves out.
-#[must_use]
-pub fn drained(patch: &Value, live: &Value) -> bool {
-    match patch {
-        Value::Object(p) => p.iter().all(|(k, v)| match live.get(k) {
-            Some(l) => drained(v, l),
-            None => v.is_null() || v.as_array().is_some_and(Vec::is_empty),
-        }),
-        Value::Array(a) if a.is_empty() => {
-            live.is_null() || live.as_array().is_some_and(Vec::is_empty)
-        }
-        other => is_subset(other, live),
     }
 }

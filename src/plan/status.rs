@@ -8,8 +8,6 @@
 //! served, an apply that failed: [`GatewayStatusPlan::after_apply`]) and, with its clock,
 //! which replacements are stuck.
 
-use std::collections::BTreeMap;
-
 use gateway_api::apis::standard::gateways::{
     GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
@@ -24,7 +22,7 @@ use super::route::RoutePlan;
 use super::set::{DesiredChild, Replacement};
 use crate::gateway::conditions::{Cond, merge_conditions, reasons, types};
 use crate::gateway::listeners::gateway_owned_types;
-use crate::gateway::{CONTROLLER_NAME, GATEWAY_API_GROUP, ListenerEval, ParentAttachment, Parents};
+use crate::gateway::{ListenerEval, Parents};
 use crate::render::RenderError;
 use crate::snapshot::{Key, ObjectKey, RouteKey, Snapshot};
 

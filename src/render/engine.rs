@@ -11,7 +11,10 @@ use std::collections::BTreeSet;
 use minijinja::value::Value;
 use minijinja::{AutoEscape, Environment, ErrorKind, UndefinedBehavior};
 
-#[allow(clippy::wildcard_imports, reason = "the filter library, registered by name below")]
+#[allow(
+    clippy::wildcard_imports,
+    reason = "the filter library, registered by name below"
+)]
 use super::filters::*;
 pub use super::filters::{MAX_GROUPS, MAX_INDENT, MAX_RANGE};
 use super::{RECURSION_LIMIT, RenderError};

@@ -4,8 +4,8 @@
 //! than render something unbounded or malformed.
 
 use base64::Engine as _;
-use minijinja::value::{Kwargs, Value};
 use minijinja::ErrorKind;
+use minijinja::value::{Kwargs, Value};
 use sha2::{Digest, Sha256};
 
 use super::labels::safe_name;
@@ -269,7 +269,11 @@ pub const MAX_RANGE: i128 = 100_000;
 
 /// `range([start,] stop[, step])` as minijinja's own, in checked arithmetic: minijinja's
 /// overflows (a panic in a build with overflow checks) for extreme bounds with a negative step.
-pub(super) fn range(lower: i64, upper: Option<i64>, step: Option<i64>) -> Result<Value, minijinja::Error> {
+pub(super) fn range(
+    lower: i64,
+    upper: Option<i64>,
+    step: Option<i64>,
+) -> Result<Value, minijinja::Error> {
     let (start, end) = match upper {
         Some(upper) => (i128::from(lower), i128::from(upper)),
         None => (0, i128::from(lower)),

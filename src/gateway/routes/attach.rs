@@ -252,7 +252,11 @@ fn namespace_allowed(
                 return false;
             };
             use crate::gateway::LabelSelectorLike;
-            sel.matches(lookup.namespace_labels(route_ns).unwrap_or(&BTreeMap::new()))
+            sel.matches(
+                lookup
+                    .namespace_labels(route_ns)
+                    .unwrap_or(&BTreeMap::new()),
+            )
         }
     }
 }

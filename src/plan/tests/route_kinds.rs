@@ -119,7 +119,8 @@ fn a_class_naming_a_blueprint_of_another_group_does_not_use_ours() {
         .unwrap()
     };
     w.snap.put_class(other("foreign", "example.com", None));
-    w.snap.put_class(other("namespaced", "gatewright.dev", Some("x")));
+    w.snap
+        .put_class(other("namespaced", "gatewright.dev", Some("x")));
     let using = crate::plan::class::classes_using_blueprint(&w.snap, "bp");
     assert!(using.contains(&"c".to_owned()), "{using:?}");
     assert!(!using.contains(&"foreign".to_owned()), "{using:?}");

@@ -10,7 +10,7 @@ use super::stamp::{created, version_label, versions_in_use};
 use super::step::RolloutStep;
 use crate::plan::readiness::{self, Readiness};
 use crate::plan::set::{
-    ChildState, DesiredChild, ReplacementPhase, Replacement, SetInput, SetResult, is_subset,
+    ChildState, DesiredChild, Replacement, ReplacementPhase, SetInput, SetResult, is_subset,
 };
 use crate::render::labels;
 use crate::snapshot::ObjectKey;

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::stamp::{created, version_label, versions_in_use};
 use crate::plan::readiness::{self, Readiness};
-use crate::plan::set::{ChildState, ReplacementPhase, Replacement, SetInput, SetResult};
+use crate::plan::set::{ChildState, Replacement, ReplacementPhase, SetInput, SetResult};
 use crate::render::labels;
 use crate::render::prepared::Prepared;
 use crate::snapshot::ObjectKey;

@@ -30,9 +30,9 @@ pub fn health(gw: &gateway_api::apis::standard::gateways::Gateway) -> Health {
             .iter()
             .find(|c| c.type_ == t && c.observed_generation == generation)
     };
-    if let Some(a) = find(types::ACCEPTED)
-        .filter(|c| c.status == "False" && c.reason == crate::gateway::conditions::reasons::REVISION_INVALID)
-    {
+    if let Some(a) = find(types::ACCEPTED).filter(|c| {
+        c.status == "False" && c.reason == crate::gateway::conditions::reasons::REVISION_INVALID
+    }) {
         return Health::Failed(a.message.clone());
     }
     match find(types::PROGRAMMED) {

@@ -26,7 +26,10 @@ pub(super) fn paused(
         if r.phase != RolloutPhase::Paused {
             r.phase = RolloutPhase::Paused;
             r.message = "paused (rolloutPolicy.paused)".into();
-            out.notes.push(Note::normal("RolloutPaused", format!("rollout of {target} paused"),));
+            out.notes.push(Note::normal(
+                "RolloutPaused",
+                format!("rollout of {target} paused"),
+            ));
         }
         return true;
     }
@@ -37,7 +40,10 @@ pub(super) fn paused(
         if let Some(w) = r.waves.last_mut() {
             w.started_at = Some(Time(now));
         }
-        out.notes.push(Note::normal("RolloutResumed", format!("rollout of {target} resumed"),));
+        out.notes.push(Note::normal(
+            "RolloutResumed",
+            format!("rollout of {target} resumed"),
+        ));
     }
     false
 }
@@ -69,7 +75,8 @@ pub(super) fn broken_gate(
     r.budget_wait = None;
     r.hold = Some(HoldReason::GateInvalid);
     if r.message != why {
-        out.notes.push(Note::warning("RolloutGateInvalid", why.clone()));
+        out.notes
+            .push(Note::warning("RolloutGateInvalid", why.clone()));
         r.message = why;
     }
     out.again = None;
@@ -108,14 +115,20 @@ pub(super) fn halt(
                 .filter(|m| m.revision.as_deref() == Some(r.revision.as_str()))
                 .map(|m| m.key.clone()),
         );
-        out.notes.push(Note::warning("RolledBack", format!(
+        out.notes.push(Note::warning(
+            "RolledBack",
+            format!(
                 "rollout of {} rolled back to {}: {why}",
                 r.revision,
                 r.from.as_deref().unwrap_or_default()
-            ),));
+            ),
+        ));
     } else {
         r.phase = RolloutPhase::Halted;
-        out.notes.push(Note::warning("RolloutHalted", format!("rollout of {} halted: {why}", r.revision),));
+        out.notes.push(Note::warning(
+            "RolloutHalted",
+            format!("rollout of {} halted: {why}", r.revision),
+        ));
     }
     out.again = None;
 }

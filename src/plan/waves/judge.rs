@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::budget::Held;
-use super::class_gateway::{Health, ClassGateway};
+use super::class_gateway::{ClassGateway, Health};
 use super::outcome::{Seen, Step, seconds_since};
 use crate::api::{Wave, WaveStatus};
 
@@ -204,7 +204,12 @@ fn waits(
 
 /// Whether the gate `expr` of wave `w` holds over `alive` (its Gateways it waits for, each
 /// `Programmed` on `target`).
-fn gate_holds(expr: &str, w: &WaveStatus, alive: &[&ClassGateway], target: &str) -> Result<bool, String> {
+fn gate_holds(
+    expr: &str,
+    w: &WaveStatus,
+    alive: &[&ClassGateway],
+    target: &str,
+) -> Result<bool, String> {
     let gateways: Vec<&serde_json::Value> =
         alive.iter().filter_map(|m| m.object.as_deref()).collect();
     let vars = serde_json::json!({

@@ -35,18 +35,18 @@ use k8s_openapi::jiff::Timestamp;
 use crate::api::{HoldReason, RolloutPhase, RolloutPolicy, RolloutStatus, WaveState, WaveStatus};
 
 mod budget;
+mod class_gateway;
 mod fleet;
 mod halt;
 mod judge;
-mod class_gateway;
 mod outcome;
 mod select;
 
 use budget::release;
+pub use class_gateway::{ClassGateway, Health, health, members, move_cost, renders_certificates};
 pub use fleet::stands;
 use halt::{broken_gate, halt, paused};
 use judge::{WaveVerdict, judge_wave};
-pub use class_gateway::{Health, ClassGateway, health, members, move_cost, renders_certificates};
 use outcome::Seen;
 pub use outcome::{Elsewhere, FleetView, Note, Stands, Step};
 pub use select::preview;
@@ -180,7 +180,10 @@ fn next_wave(
     if gateways.is_empty() {
         r.phase = RolloutPhase::Complete;
         r.message = format!("every Gateway renders {target}");
-        out.notes.push(Note::normal("RolloutComplete", format!("every Gateway renders {target}"),));
+        out.notes.push(Note::normal(
+            "RolloutComplete",
+            format!("every Gateway renders {target}"),
+        ));
         out.again = None;
         return Next::Stops;
     }
@@ -204,10 +207,13 @@ fn next_wave(
         }
     }
     let name = wave_name(policy, n);
-    out.notes.push(Note::normal("WaveStarted", format!(
+    out.notes.push(Note::normal(
+        "WaveStarted",
+        format!(
             "rollout of {target}: wave {name} moves {} Gateway(s)",
             gateways.len()
-        ),));
+        ),
+    ));
     let exempt = gateways
         .iter()
         .filter(|k| {

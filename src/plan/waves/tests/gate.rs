@@ -113,7 +113,11 @@ fn a_gate_that_never_holds_halts_at_the_deadline_and_one_that_fails_at_once() {
         "{}",
         st.message
     );
-    assert!(s.notes.iter().any(|n| n.warning && n.reason == "RolloutHalted"));
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.warning && n.reason == "RolloutHalted")
+    );
     // A field not there yet is false, not an error: it waits.
     let p = gated("gateways[0].status.nothing.here > 0");
     let st = step(
@@ -150,7 +154,11 @@ fn a_gate_that_does_not_compile_moves_nothing_until_it_is_mended() {
         "{}",
         st.message
     );
-    assert!(s.notes.iter().any(|n| n.warning && n.reason == "RolloutGateInvalid"));
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.warning && n.reason == "RolloutGateInvalid")
+    );
     // Named, not told by the message's wording.
     assert_eq!(st.hold, Some(HoldReason::GateInvalid));
     // Said once: the next step sends no second Event.

@@ -122,7 +122,9 @@ fn each_wave_and_what_holds_the_rollout_are_named() {
         .collect();
     let state = |st: &RolloutStatus, i: usize| st.waves[i].state;
     // The canary moved, not on the revision yet.
-    let st = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0)).status.unwrap();
+    let st = step(&p, "bp-2", Some("bp-1"), None, &ms, t(0))
+        .status
+        .unwrap();
     assert_eq!(state(&st, 0), Some(WaveState::Waiting));
     assert_eq!(st.hold, None);
     // Ready: passed (recorded), the next wave starts and waits for its Gateways.
@@ -146,7 +148,10 @@ fn each_wave_and_what_holds_the_rollout_are_named() {
     let st = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(12))
         .status
         .unwrap();
-    assert_eq!((st.phase, st.hold), (RolloutPhase::Paused, Some(HoldReason::Paused)));
+    assert_eq!(
+        (st.phase, st.hold),
+        (RolloutPhase::Paused, Some(HoldReason::Paused))
+    );
     p.paused = false;
     let st = step(&p, "bp-2", Some("bp-1"), Some(&st), &ms, t(13))
         .status
@@ -177,7 +182,11 @@ fn a_revision_that_does_not_render_halts_in_the_first_wave_or_rolls_back() {
     let halted = s.status.unwrap();
     assert_eq!(halted.phase, RolloutPhase::Halted);
     assert!(halted.message.contains("template gateway: bad"));
-    assert!(s.notes.iter().any(|n| n.warning && n.reason == "RolloutHalted"));
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.warning && n.reason == "RolloutHalted")
+    );
     // Stays halted; b never moves.
     let s = step(&p, "bp-2", Some("bp-1"), Some(&halted), &ms, t(100));
     assert!(s.moved.is_empty());
