@@ -57,6 +57,12 @@ mod shared;
 #[path = "scale/rollout.rs"]
 mod rollout;
 
+#[path = "scale/attached.rs"]
+mod attached;
+
+#[path = "scale/load.rs"]
+mod load;
+
 #[path = "scale/proc.rs"]
 mod proc;
 use proc::Proc;
@@ -495,13 +501,9 @@ async fn blueprint_settled(client: &Client, n: usize) -> String {
     }
 }
 
-/// Installs the shipped class the benchmark uses.
-async fn install_class(client: &Client) {
-    let dir = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/gatewayclasses/",
-        "istio-certmanager-externaldns"
-    );
+/// Installs a shipped class (`gatewayclasses/<class>`).
+async fn install_class(client: &Client, class: &str) {
+    let dir = format!("{}/gatewayclasses/{class}", env!("CARGO_MANIFEST_DIR"));
     let text = format!(
         "{}\n---\n{}",
         std::fs::read_to_string(format!("{dir}/gatewayclass.yaml")).unwrap(),
@@ -538,7 +540,17 @@ async fn main() {
     let base_port = 20000 + (std::process::id() % 20000) as u16;
 
     // 1. Class, namespaces.
-    install_class(&client).await;
+    let shape = std::env::var("SCALE_SHAPE").unwrap_or_default();
+    if shape == "attached" || shape == "load" {
+        install_class(&client, attached::TRAEFIK).await;
+        if shape == "attached" {
+            attached::run(&client, &bin, base_port).await;
+        } else {
+            load::run(&client, &bin, base_port).await;
+        }
+        return;
+    }
+    install_class(&client, CLASS).await;
     if std::env::var("SCALE_SHAPE").as_deref() == Ok("shared") {
         shared::run(&client, &bin, conc, changes, base_port).await;
         return;

@@ -25,6 +25,18 @@
 #                                         # revision that does not render: Gateways ever not
 #                                         # Programmed (saved as benches/results/rollout-N<N>-<date>.txt;
 #                                         # SCALE_ROLLOUT_RUNS=1,10,50,100,budget,broken picks runs)
+#   scripts/bench-scale.sh attached 1000 # the public Gateway API benchmark's attached-routes
+#                                         # scenario: one Gateway (one HTTP listener, the
+#                                         # Traefik class), N HTTPRoutes each with its Service
+#                                         # created as fast as 4 clients can: time from the
+#                                         # last create to attachedRoutes = N (add-all), from
+#                                         # the last delete to 0 (remove-all), Gateway status
+#                                         # writes (saved as benches/results/attached-N<N>-<date>.txt)
+#   scripts/bench-scale.sh load 5000      # its route-scale scenario: N routes over 50
+#                                         # namespaces, a route churned every second and a
+#                                         # backend every 2 s for SCALE_LOAD_SECONDS (120):
+#                                         # controller CPU (% of a core) and RSS, steady
+#                                         # (saved as benches/results/load-N<N>-<date>.txt)
 #   SCALE_IDLE_OBJECTS=2000 scripts/bench-scale.sh 100
 #                                         # also: idle RSS with 2,000 unrelated 100 KiB
 #                                         # Secrets and 2,000 Services in the cluster
@@ -38,7 +50,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 shape=scale
-if [ "${1:-}" = shared ] || [ "${1:-}" = rollout ]; then
+if [ "${1:-}" = shared ] || [ "${1:-}" = rollout ] || [ "${1:-}" = attached ] || [ "${1:-}" = load ]; then
   shape="$1"
   shift
   n="${1:-1000}"
@@ -70,8 +82,8 @@ export KUBECONFIG
 mkdir -p benches/results
 if [ "$shape" = shared ]; then
   out="benches/results/shared-R${n}-$(date -u +%Y%m%dT%H%M%SZ).txt"
-elif [ "$shape" = rollout ]; then
-  out="benches/results/rollout-N${n}-$(date -u +%Y%m%dT%H%M%SZ).txt"
+elif [ "$shape" = rollout ] || [ "$shape" = attached ] || [ "$shape" = load ]; then
+  out="benches/results/${shape}-N${n}-$(date -u +%Y%m%dT%H%M%SZ).txt"
 else
   out="benches/results/scale-N${n}-$(date -u +%Y%m%dT%H%M%SZ).txt"
 fi

@@ -22,6 +22,8 @@ pub(crate) struct GatewayMemory {
     pub(crate) runs_and_writes: (u64, u64),
     /// When its status was last written (see `settle::PROGRESS_HOLD`).
     pub(crate) status_written_at: Option<Instant>,
+    /// The route counts its plans asked for last (see `settle::counts_wait`).
+    pub(crate) counts_seen: Option<super::settle::CountsSeen>,
     /// A blueprint's: a pass to count its Gateways is queued (see
     /// `revisions::on_gateway_reported`).
     pub(crate) count_pass_due: bool,

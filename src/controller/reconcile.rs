@@ -155,6 +155,13 @@ impl Cluster {
         if p.plan.gateway.accepted && part == Part::All {
             self.ensure_finalizer(key, &p.gateway).await?;
         }
+        // The route counts first: one write, not behind the routes' copies and statuses.
+        let (counted, counts_wait) = if part == Part::All {
+            self.write_route_counts(key, &p.gateway, &p.plan.status.gateway)
+                .await?
+        } else {
+            (None, None)
+        };
         // New versions of make-before-break children wait until what they render settles.
         let unsettled = self.unsettled(key, &p);
         // A change that removes what a drained child advertises goes first and alone
@@ -203,7 +210,7 @@ impl Cluster {
         }
         // A change that only reports progress may wait (see `settle::PROGRESS_HOLD`).
         let status_wait = self
-            .write_gateway_status(key, &p.gateway, &outcome.status)
+            .write_gateway_status(key, counted.as_ref().unwrap_or(&p.gateway), &outcome.status)
             .await?;
         // A rollout of its blueprint under way reads how the Gateway stands.
         super::revisions::on_gateway_reported(self, key);
@@ -216,12 +223,17 @@ impl Cluster {
             .await;
         let next = requeue_after(&applied, prune_left, outcome.rollout_requeue)?;
         self.say_narrowing(key, &narrowing.words);
-        Ok(
-            [next, unsettled.wake, status_wait, narrowing.wake, draining]
-                .into_iter()
-                .flatten()
-                .min(),
-        )
+        Ok([
+            next,
+            unsettled.wake,
+            status_wait,
+            counts_wait,
+            narrowing.wake,
+            draining,
+        ]
+        .into_iter()
+        .flatten()
+        .min())
     }
 
     /// Whether a planned Gateway is to wait before anything is written (`Some`: when to

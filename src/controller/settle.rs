@@ -45,6 +45,60 @@ pub const PROGRESS_HOLD_BUSY: Duration = Duration::from_secs(30);
 /// Queued items per worker above which the controller counts as busy.
 pub const BUSY_PER_WORKER: u64 = 2;
 
+/// How long a Gateway's route counts (`attachedRoutes` per listener) must stay the same
+/// before a changed count is written, while routes arrive in a burst (a GitOps sync, a
+/// team's batch): the count reaches its final value once, shortly after the last route,
+/// without waiting for the route copies and route statuses of that burst (see
+/// [`counts_wait`]).
+pub const COUNTS_QUIET: Duration = Duration::from_millis(250);
+
+/// The route counts a Gateway's plans asked for last, and since when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CountsSeen {
+    /// `attachedRoutes` per listener, in listener order.
+    pub counts: Vec<i32>,
+    /// When the plans first asked for these.
+    pub since: Instant,
+}
+
+/// When planned route counts that differ from the written ones are to be written
+/// (`None`: now), given what the plans asked for before (`seen`, updated here) and the
+/// Gateway's last status write: at once when they change after a quiet spell and no status
+/// was written for [`PROGRESS_HOLD`] (one route added to a settled Gateway); otherwise once
+/// two plans at least [`COUNTS_QUIET`] apart asked for the same counts, and at least every
+/// [`PROGRESS_HOLD`] (a steady trickle of routes still moves the count on). (Plans of a
+/// busy Gateway may be further apart than the quiet time: a change seen after a long pass
+/// is no quiet spell when the last write is recent.)
+pub(crate) fn counts_wait(
+    seen: &mut Option<CountsSeen>,
+    counts: &[i32],
+    last_write: Option<Instant>,
+    now: Instant,
+) -> Option<Duration> {
+    let left = |since: Instant, hold: Duration| {
+        hold.checked_sub(now.saturating_duration_since(since))
+            .filter(|d| !d.is_zero())
+    };
+    let moved_after_quiet = match seen {
+        Some(s) if s.counts == counts => None,
+        Some(s) => Some(left(s.since, COUNTS_QUIET).is_none()),
+        None => Some(true),
+    };
+    if let Some(quiet_before) = moved_after_quiet {
+        *seen = Some(CountsSeen {
+            counts: counts.to_vec(),
+            since: now,
+        });
+        if quiet_before && last_write.is_none_or(|w| left(w, PROGRESS_HOLD).is_none()) {
+            return None;
+        }
+    }
+    let since = seen.as_ref().map_or(now, |s| s.since);
+    let quiet = left(since, COUNTS_QUIET)?;
+    let most = left(last_write?, PROGRESS_HOLD)?;
+    Some(quiet.min(most))
+}
+
 /// What [`Cluster::unsettled`] holds back, and when to plan again.
 #[derive(Debug, Default)]
 pub(crate) struct Unsettled {
@@ -175,6 +229,53 @@ impl Cluster {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn route_counts_are_written_once_a_burst_is_over_and_at_once_after_a_quiet_spell() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut seen = None;
+        // A settled Gateway, its status written long ago: one route arrives, written now.
+        assert_eq!(counts_wait(&mut seen, &[1], Some(t0), at(10_000)), None);
+        let written = at(10_000);
+        // A burst: every pass sees another count; held until it stays the same.
+        assert_eq!(
+            counts_wait(&mut seen, &[2], Some(written), at(10_050)),
+            Some(COUNTS_QUIET)
+        );
+        assert_eq!(
+            counts_wait(&mut seen, &[40], Some(written), at(10_100)),
+            Some(COUNTS_QUIET)
+        );
+        assert_eq!(
+            counts_wait(&mut seen, &[40], Some(written), at(10_300)),
+            Some(Duration::from_millis(50)),
+            "the same for 200 ms only"
+        );
+        assert_eq!(
+            counts_wait(&mut seen, &[40], Some(written), at(10_350)),
+            None,
+            "the same for 250 ms: written"
+        );
+        // A trickle that never stays the same for 250 ms is still written every 5 s.
+        let written = at(10_350);
+        let mut t = 10_400;
+        let mut n = 41;
+        let mut writes = 0;
+        let mut last = written;
+        while t < 21_000 {
+            if counts_wait(&mut seen, &[n], Some(last), at(t)).is_none() {
+                writes += 1;
+                last = at(t);
+            }
+            t += 100;
+            n += 1;
+        }
+        assert_eq!(
+            writes, 2,
+            "one write per PROGRESS_HOLD while counts keep moving"
+        );
+    }
 
     fn ask<'a>(version: &'a str, live: bool, key: &'a ObjectKey) -> Ask<'a> {
         Ask {

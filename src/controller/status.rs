@@ -106,18 +106,105 @@ impl Cluster {
             .await
             .map_err(|e| Error::kube("write the Gateway status", e))?;
         self.status_written(key, started);
-        // The snapshot holds what we wrote at once (unless a watch event brought a newer
-        // version meanwhile): the next pass, often right behind (a child became ready),
-        // compares with it, not with the version before our write, whose echo is still on
-        // its way (and would make it write again, or take progress for a transition).
         written.metadata.managed_fields = None;
-        if let Ok(mut s) = self.snapshot.write()
-            && s.gateway(key)
-                .is_some_and(|e| e.typed.metadata.resource_version == gw.metadata.resource_version)
-        {
-            s.put_gateway(written);
-        }
+        self.keep_written_gateway(key, gw, &written);
         Ok(None)
+    }
+
+    /// Writes the planned route counts (`attachedRoutes` per listener) ahead of the rest
+    /// of a pass, when they are all that differs from the written ones for this purpose:
+    /// a Gateway's count is one status write and does not wait behind its routes' copies
+    /// and statuses (a thousand routes arriving together). Only into a status that has
+    /// these listeners already (a first status is the full write's), and as
+    /// [`super::settle::counts_wait`] allows: the Gateway as written (`Some`), or when to
+    /// look again while a burst of routes goes on.
+    pub(super) async fn write_route_counts(
+        &self,
+        key: &Key,
+        gw: &Gateway,
+        status: &GatewayStatusPlan,
+    ) -> Result<(Option<Gateway>, Option<Duration>), Error> {
+        let current =
+            serde_json::to_value(gw.status.clone().unwrap_or_default()).unwrap_or(Value::Null);
+        let Some(listeners) = current["listeners"].as_array() else {
+            return Ok((None, None));
+        };
+        let counts: Vec<i32> = status
+            .listeners
+            .iter()
+            .map(|(l, _)| l.attached_routes)
+            .collect();
+        let written: Vec<(&str, i64)> = listeners
+            .iter()
+            .map(|l| {
+                (
+                    l["name"].as_str().unwrap_or_default(),
+                    l["attachedRoutes"].as_i64().unwrap_or(-1),
+                )
+            })
+            .collect();
+        let same_listeners = written.len() == counts.len()
+            && status
+                .listeners
+                .iter()
+                .zip(&written)
+                .all(|((l, _), (name, _))| l.name == *name);
+        let changed = counts
+            .iter()
+            .zip(&written)
+            .any(|(c, (_, w))| i64::from(*c) != *w);
+        if !same_listeners || !changed {
+            return Ok((None, None));
+        }
+        let started = std::time::Instant::now();
+        let last_write = self.memory.read(key, |m| m.status_written_at).flatten();
+        let wait = self
+            .memory
+            .with(key, |m| {
+                super::settle::counts_wait(&mut m.counts_seen, &counts, last_write, started)
+            })
+            .flatten();
+        if wait.is_some() {
+            return Ok((None, wait));
+        }
+        let mut desired = current.clone();
+        if let Some(ls) = desired["listeners"].as_array_mut() {
+            for (l, c) in ls.iter_mut().zip(&counts) {
+                l["attachedRoutes"] = json!(c);
+            }
+        }
+        self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(gateway = %key, ?counts, "writing the Gateway's route counts");
+        let own = own_status_key("Gateway", &key.namespace, &key.name);
+        self.own_status.expect(own, &norm_status(&desired));
+        let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
+        let mut written = api
+            .patch_status(
+                &key.name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "status": { "listeners": desired["listeners"] } })),
+            )
+            .await
+            .map_err(|e| Error::kube("write the Gateway's route counts", e))?;
+        self.status_written(key, started);
+        written.metadata.managed_fields = None;
+        self.keep_written_gateway(key, gw, &written);
+        Ok((Some(written), None))
+    }
+
+    /// Puts the Gateway as a status write returned it into the snapshot (unless a watch
+    /// event brought a newer version meanwhile): the next pass, often right behind (a
+    /// child became ready), compares with it, not with the version before the write, whose
+    /// echo is still on its way (and would make it write again, or take progress for a
+    /// transition).
+    fn keep_written_gateway(&self, key: &Key, before: &Gateway, written: &Gateway) {
+        if let Ok(mut s) = self.snapshot.write()
+            && s.gateway(key).is_some_and(|e| {
+                e.typed.metadata.resource_version == before.metadata.resource_version
+            })
+        {
+            s.put_gateway(written.clone());
+        }
     }
 
     /// Writes a ListenerSet's planned status when it differs from what the set holds
