@@ -63,6 +63,9 @@ mod attached;
 #[path = "scale/load.rs"]
 mod load;
 
+#[path = "scale/probe.rs"]
+mod probe;
+
 #[path = "scale/proc.rs"]
 mod proc;
 use proc::Proc;
@@ -195,7 +198,14 @@ async fn print_reconciles(p: &Proc) {
     };
     // kind -> (count, seconds)
     let mut by: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    let (mut plans, mut plan_secs) = (0.0f64, 0.0f64);
     for line in text.lines() {
+        if let Some(v) = line.strip_prefix("gatewright_plan_duration_seconds_sum ") {
+            plan_secs = v.trim().parse().unwrap_or(0.0);
+        }
+        if let Some(v) = line.strip_prefix("gatewright_plan_duration_seconds_count ") {
+            plans = v.trim().parse().unwrap_or(0.0);
+        }
         let (sum, rest) = if let Some(r) =
             line.strip_prefix("gatewright_reconcile_duration_seconds_sum{")
         {
@@ -230,7 +240,15 @@ async fn print_reconciles(p: &Proc) {
             )
         })
         .collect();
-    println!("  controller reconciles to converge: {}", line.join(", "));
+    println!(
+        "  controller reconciles to converge: {}; of which planning (under the snapshot lock): {plans:.0} plans, mean {:.1} ms",
+        line.join(", "),
+        if plans > 0.0 {
+            plan_secs / plans * 1000.0
+        } else {
+            0.0
+        }
+    );
 }
 
 fn print_writes(title: &str, w: &BTreeMap<(String, String), u64>) {
@@ -541,12 +559,12 @@ async fn main() {
 
     // 1. Class, namespaces.
     let shape = std::env::var("SCALE_SHAPE").unwrap_or_default();
-    if shape == "attached" || shape == "load" {
+    if matches!(shape.as_str(), "attached" | "load" | "probe") {
         install_class(&client, attached::TRAEFIK).await;
-        if shape == "attached" {
-            attached::run(&client, &bin, base_port).await;
-        } else {
-            load::run(&client, &bin, base_port).await;
+        match shape.as_str() {
+            "attached" => attached::run(&client, &bin, base_port).await,
+            "load" => load::run(&client, &bin, base_port).await,
+            _ => probe::run(&client, &bin, base_port).await,
         }
         return;
     }

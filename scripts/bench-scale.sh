@@ -37,6 +37,10 @@
 #                                         # backend every 2 s for SCALE_LOAD_SECONDS (120):
 #                                         # controller CPU (% of a core) and RSS, steady
 #                                         # (saved as benches/results/load-N<N>-<date>.txt)
+#   scripts/bench-scale.sh probe 3000     # its route-propagation scenario, gatewright's share:
+#                                         # N routes applied one at a time, each with its own
+#                                         # hostname: apply -> gatewright's copy seen by a
+#                                         # watch, p50/p99 (saved as benches/results/probe-N<N>-<date>.txt)
 #   SCALE_IDLE_OBJECTS=2000 scripts/bench-scale.sh 100
 #                                         # also: idle RSS with 2,000 unrelated 100 KiB
 #                                         # Secrets and 2,000 Services in the cluster
@@ -50,7 +54,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 shape=scale
-if [ "${1:-}" = shared ] || [ "${1:-}" = rollout ] || [ "${1:-}" = attached ] || [ "${1:-}" = load ]; then
+if [ "${1:-}" = shared ] || [ "${1:-}" = rollout ] || [ "${1:-}" = attached ] || [ "${1:-}" = load ] || [ "${1:-}" = probe ]; then
   shape="$1"
   shift
   n="${1:-1000}"
@@ -82,7 +86,7 @@ export KUBECONFIG
 mkdir -p benches/results
 if [ "$shape" = shared ]; then
   out="benches/results/shared-R${n}-$(date -u +%Y%m%dT%H%M%SZ).txt"
-elif [ "$shape" = rollout ] || [ "$shape" = attached ] || [ "$shape" = load ]; then
+elif [ "$shape" = rollout ] || [ "$shape" = attached ] || [ "$shape" = load ] || [ "$shape" = probe ]; then
   out="benches/results/${shape}-N${n}-$(date -u +%Y%m%dT%H%M%SZ).txt"
 else
   out="benches/results/scale-N${n}-$(date -u +%Y%m%dT%H%M%SZ).txt"

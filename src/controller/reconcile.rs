@@ -32,6 +32,13 @@ use crate::snapshot::{Key, ObjectKey};
 /// writes): a Gateway with many routes is not one request after the other.
 const REQUESTS_IN_FLIGHT: usize = 8;
 
+/// Route children one pass writes at most (with their routes' statuses): when a thousand
+/// routes arrive together, the rest waits for the next pass, planned at once, so that a
+/// pass stays short and what starts every pass (the Gateway's route counts, a change to
+/// the Gateway's own children) is not behind all of them. The Gateway's own children are
+/// never held back.
+const ROUTE_WRITES_PER_PASS: usize = 128;
+
 /// What applying the children found.
 #[derive(Default)]
 struct Applied {
@@ -46,15 +53,19 @@ struct Applied {
     pending_kinds: bool,
     /// Whether an apply sent a change that a plan reads back (see [`replans`]).
     changed: bool,
-    /// Routes with a change to their children held back (a narrowing goes first): their
-    /// status is not written yet, so no one reads the change as taken.
+    /// Routes with a change to their children held back (a narrowing goes first, or the
+    /// pass wrote [`ROUTE_WRITES_PER_PASS`] already): their status is not written yet, so
+    /// no one reads the change as taken.
     routes_waiting: BTreeSet<crate::snapshot::RouteKey>,
+    /// Route children left for the next pass ([`ROUTE_WRITES_PER_PASS`]).
+    deferred: bool,
 }
 
 impl Applied {
-    /// Whether every child went through, so pruning is safe.
+    /// Whether every child went through, so pruning is safe (a route child left for the
+    /// next pass may replace one that pruning would delete).
     fn settled(&self) -> bool {
-        self.errors.is_empty() && self.missing.is_empty() && !self.pending_kinds
+        self.errors.is_empty() && self.missing.is_empty() && !self.pending_kinds && !self.deferred
     }
 }
 
@@ -422,6 +433,33 @@ impl Cluster {
                 KindState::Served { .. } => todo.push((c, live, owner)),
             }
         }
+        // A pass writes the route children of at most so many routes' worth of writes; the
+        // other route plans wait whole for the next pass.
+        let mut writes = 0usize;
+        let mut deferred_routes = BTreeSet::new();
+        for (c, live, owner) in &todo {
+            let Some(i) = owner else { continue };
+            if deferred_routes.contains(i) {
+                continue;
+            }
+            let obj = instead.get(&c.key).unwrap_or(&c.object);
+            if live.as_deref().is_some_and(|l| is_subset(obj, l)) {
+                continue;
+            }
+            if writes >= ROUTE_WRITES_PER_PASS {
+                deferred_routes.insert(*i);
+            } else {
+                writes += 1;
+            }
+        }
+        if !deferred_routes.is_empty() {
+            todo.retain(|(_, _, owner)| owner.is_none_or(|i| !deferred_routes.contains(&i)));
+            for &i in &deferred_routes {
+                out.routes_waiting.insert(p.plan.routes[i].route.clone());
+            }
+            held_routes.extend(deferred_routes);
+            out.deferred = true;
+        }
         // Route templates another route template reads (`resources.<name>`).
         let read: BTreeSet<&str> = p
             .plan
@@ -661,6 +699,10 @@ fn requeue_after(
     }
     if applied.pending_kinds {
         return Ok(Some(Duration::from_millis(500)));
+    }
+    if applied.deferred {
+        // Route children left for the next pass: at once.
+        return Ok(Some(Duration::from_millis(1)));
     }
     if prune_left {
         // The deletions wake this Gateway through the child watch; this is a backstop.

@@ -36,7 +36,7 @@ pub struct Prepared {
     gateway_entries: BTreeMap<String, TemplateEntry>,
     /// The route templates by name.
     route_entries: BTreeMap<String, TemplateEntry>,
-    parsed: std::sync::Mutex<std::collections::HashMap<u64, Box<str>>>,
+    parsed: std::sync::Mutex<ParsedOutputs>,
     /// The route templates whose text is a function of the route and of the Gateway's
     /// part of the context route templates read (see [`super::remembered`]).
     keyed_route_templates: BTreeSet<String>,
@@ -49,6 +49,42 @@ pub struct Prepared {
 /// They are kept as JSON text, parsed again on a hit (several times faster than the
 /// YAML, and a fraction of the memory a parsed object holds).
 const PARSED_CACHE_ENTRIES: usize = 4096;
+
+/// The most text the parsed outputs of one blueprint hold: a Gateway template that lists
+/// every hostname (a DNSEndpoint) renders a new text of a few hundred kilobytes for each
+/// route added, and counting entries alone let 3,000 of them hold 600 MB.
+const PARSED_CACHE_BYTES: usize = 16 << 20;
+
+/// An output larger than this is not remembered: a text that large changes with the
+/// routes, and would push out many small ones.
+const PARSED_CACHE_LARGEST: usize = PARSED_CACHE_BYTES / 16;
+
+/// See [`PARSED_CACHE_ENTRIES`].
+#[derive(Debug, Default)]
+struct ParsedOutputs {
+    texts: std::collections::HashMap<u64, Box<str>>,
+    bytes: usize,
+}
+
+impl ParsedOutputs {
+    /// Remembers `json` for `key`, within [`PARSED_CACHE_ENTRIES`] and
+    /// [`PARSED_CACHE_BYTES`] (forgetting everything when full: re-plans of unchanged
+    /// parents fill it again with what they read).
+    fn put(&mut self, key: u64, json: String) {
+        if json.len() > PARSED_CACHE_LARGEST {
+            return;
+        }
+        if self.texts.len() >= PARSED_CACHE_ENTRIES || self.bytes + json.len() > PARSED_CACHE_BYTES
+        {
+            self.texts.clear();
+            self.bytes = 0;
+        }
+        self.bytes += json.len();
+        if let Some(old) = self.texts.insert(key, json.into_boxed_str()) {
+            self.bytes -= old.len();
+        }
+    }
+}
 
 impl Prepared {
     /// Whether any template is replaced make-before-break.
@@ -159,7 +195,7 @@ impl Prepared {
             gateway_reads,
             gateway_entries,
             route_entries,
-            parsed: std::sync::Mutex::new(std::collections::HashMap::new()),
+            parsed: std::sync::Mutex::new(ParsedOutputs::default()),
             keyed_route_templates,
             renders: super::remembered::Renders::default(),
         })
@@ -240,7 +276,8 @@ impl Prepared {
         (at.template, at.namespace, text).hash(&mut h);
         let key = h.finish();
         let hit = self.parsed.lock().ok().and_then(|c| {
-            c.get(&key)
+            c.texts
+                .get(&key)
                 .and_then(|json| serde_json::from_str::<Vec<serde_json::Value>>(json).ok())
         });
         if let Some(objects) = hit {
@@ -248,10 +285,7 @@ impl Prepared {
         }
         let objects = crate::render::output::objects_from_render(text, at)?;
         if let (Ok(json), Ok(mut c)) = (serde_json::to_string(&objects), self.parsed.lock()) {
-            if c.len() >= PARSED_CACHE_ENTRIES {
-                c.clear();
-            }
-            c.insert(key, json.into_boxed_str());
+            c.put(key, json);
         }
         Ok(objects)
     }
@@ -492,4 +526,26 @@ pub fn scope_errors(
                 })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod parsed_outputs_tests {
+    use super::*;
+
+    #[test]
+    fn parsed_outputs_stay_within_their_bytes() {
+        let mut c = ParsedOutputs::default();
+        let big = "x".repeat(PARSED_CACHE_LARGEST / 2);
+        for k in 0..200 {
+            c.put(k, big.clone());
+            assert!(c.bytes <= PARSED_CACHE_BYTES, "{} bytes after {k}", c.bytes);
+            assert_eq!(c.bytes, c.texts.values().map(|t| t.len()).sum::<usize>());
+        }
+        c.put(1000, "y".repeat(PARSED_CACHE_LARGEST + 1));
+        assert!(!c.texts.contains_key(&1000), "too large to remember");
+        c.put(7, "small".into());
+        c.put(7, "small again".into());
+        assert_eq!(c.texts.get(&7).map(|t| t.len()), Some(11));
+        assert_eq!(c.bytes, c.texts.values().map(|t| t.len()).sum::<usize>());
+    }
 }

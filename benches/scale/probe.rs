@@ -1,0 +1,122 @@
+//! The route-propagation shape (`scripts/bench-scale.sh probe N`), gatewright's share of
+//! the public Gateway API benchmark's probe scenario (gateway-api-bench, `tests/probe`):
+//! N HTTPRoutes (default 3,000) applied one at a time to one Gateway of the shipped
+//! Traefik class, each with its own hostname, a rule to its Service and `/` to a Service
+//! that does not exist; for each, the time from the apply until a watch sees gatewright's
+//! copy of it (what Traefik then serves). The dataplane's share (Traefik reading the copy
+//! and answering 200) is not measured here. Figures only, never asserted.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+
+use super::attached::{TRAEFIK, namespace, service, svc_ar};
+use super::{Proc, View, apply, env_usize, gw_ar, ms, pct, rt_ar, simulator};
+
+const NS: &str = "probe";
+const GATEWAY: &str = "probe";
+
+fn gateway() -> Value {
+    json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": GATEWAY, "namespace": NS},
+        "spec": {"gatewayClassName": TRAEFIK, "listeners": [
+            {"name": "http", "port": 80, "protocol": "HTTP",
+             "allowedRoutes": {"namespaces": {"from": "Same"}}}]}})
+}
+
+fn route(r: usize) -> Value {
+    json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": format!("probe-{r}"), "namespace": NS},
+        "spec": {"parentRefs": [{"name": GATEWAY}], "hostnames": [format!("probe-{r}.example.com")],
+                 "rules": [
+                    {"matches": [{"path": {"type": "PathPrefix", "value": "/ready"}}],
+                     "backendRefs": [{"name": "backend", "port": 80}]},
+                    {"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                     "backendRefs": [{"name": "missing", "port": 80}]}]}})
+}
+
+pub(super) async fn run(client: &Client, bin: &str, port: u16) {
+    let n = env_usize("SCALE_ROUTES", 3000);
+    println!(
+        "probe: one Gateway (one HTTP listener, class {TRAEFIK}), N = {n} HTTPRoutes applied one at a time, each with its own hostname; apply -> gatewright's copy seen by a watch"
+    );
+    namespace(client, NS).await;
+    apply(
+        client,
+        &svc_ar(),
+        Some(NS),
+        &service(NS, "backend"),
+        "scale",
+    )
+    .await;
+    let copies = View::follow(
+        client,
+        &rt_ar(),
+        watcher::Config::default().labels("app.kubernetes.io/managed-by=gatewright"),
+        |_, _, _| {},
+    );
+    let paused = Arc::new(AtomicBool::new(false));
+    simulator(client, paused.clone());
+    let p = Proc::start(bin, port);
+    p.wait_ready().await;
+    apply(client, &gw_ar(), Some(NS), &gateway(), "scale").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let cpu0 = p.cpu();
+    let start = Instant::now();
+    let mut lat = Vec::with_capacity(n);
+    let mut by_thousand = Vec::new();
+    for r in 0..n {
+        let t = Instant::now();
+        apply(client, &rt_ar(), Some(NS), &route(r), "scale").await;
+        let copy = format!("{NS}/probe-{r}-{GATEWAY}-traefik");
+        loop {
+            if let Some((_, at)) = copies.get(&copy) {
+                lat.push(at.saturating_duration_since(t));
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "route probe-{r}: no copy within 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        if (r + 1) % 1000 == 0 {
+            let mut last: Vec<Duration> = lat[r + 1 - 1000..].to_vec();
+            by_thousand.push(format!(
+                "{}-{}: p50/p99 {}/{}",
+                r + 1 - 1000,
+                r + 1,
+                ms(pct(&mut last, 0.5)),
+                ms(pct(&mut last, 0.99))
+            ));
+        }
+    }
+    let cpu = p.cpu() - cpu0;
+    let secs = start.elapsed().as_secs_f64();
+    let (rss, _) = p.rss();
+    let all = format!("{}/{}", ms(pct(&mut lat, 0.5)), ms(pct(&mut lat, 0.99)));
+    println!(
+        "  apply -> copy, every route: p50/p99 {all}; max {}",
+        ms(pct(&mut lat, 1.0))
+    );
+    println!("  by thousand: {}", by_thousand.join("; "));
+    println!(
+        "  {n} routes in {secs:.0} s; controller CPU {cpu:.2} s ({:.1} ms per route); RSS {rss:.1} MiB",
+        cpu * 1000.0 / n.max(1) as f64
+    );
+    println!(
+        "  best published (apply -> first 200 through the dataplane, both shares): agentgateway 10-30 ms, Istio 120-300 ms"
+    );
+    super::print_reconciles(&p).await;
+    p.stop();
+    paused.store(true, std::sync::atomic::Ordering::Relaxed);
+    println!();
+    println!(
+        "  SUMMARY N={n} copy_p50_p99={all} cpu_per_route={:.1}ms rss={rss:.1}MiB",
+        cpu * 1000.0 / n.max(1) as f64
+    );
+}
