@@ -55,6 +55,11 @@ pub struct GatewayContext {
     /// Every listener's key, port and hostname, as the tenancy boundary checks read them,
     /// made once ([`GatewayContext::boundary`]).
     parent_listeners: std::sync::OnceLock<crate::gateway::boundary::ParentListeners>,
+    /// Where the `gateway` template value reports a read of its `status` (the
+    /// blueprint's, [`crate::render::prepared::Prepared::reads_gateway_status`]).
+    pub(crate) status_watch: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// The Gateway without its status, made once ([`GatewayContext::gateway_for_routes`]).
+    without_status: std::sync::OnceLock<Arc<Value>>,
 }
 
 /// The costly parts of a Gateway's template context as template values (see
@@ -75,10 +80,12 @@ impl GatewayContext {
         // What `TemplateContext::to_value` makes, part by part, so that the parts an
         // earlier plan converted are reused.
         self.base.get_or_init(|| {
-            let gateway = self
-                .converted
-                .gateway
-                .get_or_init(|| crate::render::view::JsonView::value(Arc::clone(&self.gateway)));
+            let gateway = self.converted.gateway.get_or_init(|| {
+                crate::render::view::JsonView::watched(
+                    Arc::clone(&self.gateway),
+                    self.status_watch.clone(),
+                )
+            });
             let (listeners, hostnames) = self.converted.vars.get_or_init(|| {
                 (
                     V::from(Serde(&*self.listeners)),
@@ -120,7 +127,27 @@ impl GatewayContext {
             decoration: GatewayDecoration::default(),
             route_render_key: std::sync::OnceLock::new(),
             parent_listeners: std::sync::OnceLock::new(),
+            status_watch: None,
+            without_status: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The Gateway as far as route plans depend on it: without its status (which changes
+    /// with every route that attaches) until a template of `prepared` reads the status.
+    pub(crate) fn gateway_for_routes(
+        &self,
+        prepared: &crate::render::prepared::Prepared,
+    ) -> Arc<Value> {
+        if prepared.reads_gateway_status() {
+            return Arc::clone(&self.gateway);
+        }
+        Arc::clone(self.without_status.get_or_init(|| {
+            let mut g = (*self.gateway).clone();
+            if let Some(m) = g.as_object_mut() {
+                m.remove("status");
+            }
+            Arc::new(g)
+        }))
     }
 
     /// Sets [`Self::route_render_key`] to `key`, made by an earlier plan of an equal
@@ -140,7 +167,7 @@ impl GatewayContext {
         *self.route_render_key.get_or_init(|| {
             let reads = prepared.route_reads.as_ref()?;
             let mut h = prepared.render_hasher();
-            hash_json(&mut h, 0, &*self.gateway)?;
+            hash_json(&mut h, 0, &*self.gateway_for_routes(prepared))?;
             if reads.contains("class") {
                 hash_json(&mut h, 1, &self.class)?;
             }

@@ -182,12 +182,13 @@ pub(crate) fn plan_gateway_with(
         vars,
         params.ok(),
     );
+    context.status_watch = blueprint.as_ref().map(|p| p.gateway_status_watch());
     if let Some(m) = memo.as_deref_mut() {
         if !vars_kept {
             m.attach
                 .remember_vars(&context.listeners, &context.hostnames);
         }
-        context.converted = m.attach.converted(vars_kept);
+        context.converted = m.attach.converted(vars_kept, context.status_watch.as_ref());
     }
     context.decoration = GatewayDecoration::new(&gateway_json, &uid);
     context.route_entries = accepted_routes.into_iter().cloned().collect();

@@ -270,7 +270,7 @@ pub(crate) struct Attachments {
     counts: Option<Vec<i32>>,
     gateway: Option<(Arc<GatewayEntry>, Arc<Value>)>,
     /// `gateway` and `vars` as template values, when a plan converted them.
-    gateway_value: Option<minijinja::Value>,
+    gateway_value: Option<(usize, minijinja::Value)>,
     vars_values: Option<(minijinja::Value, minijinja::Value)>,
 }
 
@@ -295,6 +295,11 @@ pub(crate) struct Attached<'s> {
     /// The routes attached to each listener, counted by the last plan, when every
     /// attachment is what it was then.
     pub counts: Option<Vec<i32>>,
+}
+
+/// What identifies a `status_watch` (see [`Attachments::converted`]).
+fn watch_address(w: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>) -> usize {
+    w.map_or(0, |w| std::sync::Arc::as_ptr(w) as usize)
 }
 
 impl Attachments {
@@ -330,9 +335,17 @@ impl Attachments {
     /// The parts of the template context this plan shares with the last one, converted
     /// then: the Gateway (when [`Attachments::gateway`] gave the same), the listeners
     /// and hostnames (when `vars_kept`: [`attach`] gave the last plan's).
-    pub(crate) fn converted(&self, vars_kept: bool) -> Converted {
+    /// The Gateway's value is the last plan's only when it reports its `status` reads to
+    /// the same `status_watch` (the same blueprint).
+    pub(crate) fn converted(
+        &self,
+        vars_kept: bool,
+        status_watch: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    ) -> Converted {
         let c = Converted::default();
-        if let Some(v) = &self.gateway_value {
+        if let Some((watch, v)) = &self.gateway_value
+            && *watch == watch_address(status_watch)
+        {
             let _ = c.gateway.set(v.clone());
         }
         if let Some(v) = self.vars_values.as_ref().filter(|_| vars_kept) {
@@ -343,9 +356,13 @@ impl Attachments {
 
     /// Keeps what this plan converted of its template context (see
     /// [`Attachments::converted`]).
-    pub(crate) fn keep_converted(&mut self, c: &Converted) {
+    pub(crate) fn keep_converted(
+        &mut self,
+        c: &Converted,
+        status_watch: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    ) {
         if let Some(v) = c.gateway.get() {
-            self.gateway_value = Some(v.clone());
+            self.gateway_value = Some((watch_address(status_watch), v.clone()));
         }
         if let Some(v) = c.vars.get() {
             self.vars_values = Some(v.clone());

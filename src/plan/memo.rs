@@ -90,7 +90,7 @@ impl RouteContext {
         let ctx = &gw.context;
         Some(Self {
             gateway_uid: gw.uid.clone(),
-            gateway: Arc::clone(&ctx.gateway),
+            gateway: ctx.gateway_for_routes(prepared),
             class: reads.contains("class").then(|| ctx.class.clone()),
             values: reads.contains("values").then(|| ctx.values.clone()),
             listeners: reads

@@ -190,7 +190,10 @@ fn plan_inner(
     let routes = match memo {
         Some(m) => {
             let routes = m.route_plans(snap, &gateway);
-            m.gateway.attach.keep_converted(&gateway.context.converted);
+            m.gateway.attach.keep_converted(
+                &gateway.context.converted,
+                gateway.context.status_watch.as_ref(),
+            );
             routes
         }
         None => gateway

@@ -42,6 +42,9 @@ pub struct Prepared {
     keyed_route_templates: BTreeSet<String>,
     /// Their rendered texts by the hash of their inputs.
     renders: super::remembered::Renders,
+    /// Set once a template of this blueprint read a Gateway's `status` (see
+    /// [`Prepared::reads_gateway_status`]).
+    gateway_status_read: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Parsed outputs remembered per blueprint (rendered text -> objects): re-plans of an
@@ -198,6 +201,7 @@ impl Prepared {
             parsed: std::sync::Mutex::new(ParsedOutputs::default()),
             keyed_route_templates,
             renders: super::remembered::Renders::default(),
+            gateway_status_read: std::sync::Arc::default(),
         })
     }
 
@@ -218,6 +222,24 @@ impl Prepared {
     #[must_use]
     pub fn render_key(&self, parts: impl std::hash::Hash) -> u64 {
         self.renders.key(parts)
+    }
+
+    /// Whether a template of this blueprint read a Gateway's `status` since it was
+    /// prepared. Until one does, a route plan does not depend on the Gateway's status
+    /// (which changes with every route that attaches): the route memo and remembered
+    /// renders leave it out. The first read is seen during that render, so the plans made
+    /// in that pass are made again in the next one, with the status.
+    #[must_use]
+    pub fn reads_gateway_status(&self) -> bool {
+        self.gateway_status_read
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// What a Gateway's template value reports its `status` reads to (see
+    /// [`Prepared::reads_gateway_status`]).
+    #[must_use]
+    pub fn gateway_status_watch(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        std::sync::Arc::clone(&self.gateway_status_read)
     }
 
     /// A hasher of this blueprint's keyed kind, to hash values part by part.

@@ -14,6 +14,8 @@ use minijinja::value::{Enumerator, Object, ObjectRepr};
 pub struct JsonView {
     root: Arc<serde_json::Value>,
     path: Box<[Step]>,
+    /// Set when a template reads the root's `status` (see [`JsonView::watched`]).
+    status_read: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// One step from a view's root to its node.
@@ -28,11 +30,24 @@ impl JsonView {
     /// anything else.
     #[must_use]
     pub fn value(root: Arc<serde_json::Value>) -> Value {
+        Self::watched(root, None)
+    }
+
+    /// [`JsonView::value`] that sets `status_read` when a template reads the root's
+    /// `status` (by name, or by going through every field: `tojson`, `items`): what the
+    /// planner needs to know to leave a Gateway's status out of what its route plans
+    /// depend on.
+    #[must_use]
+    pub fn watched(
+        root: Arc<serde_json::Value>,
+        status_read: Option<Arc<std::sync::atomic::AtomicBool>>,
+    ) -> Value {
         match &*root {
             serde_json::Value::Object(_) | serde_json::Value::Array(_) => {
                 Value::from_object(Self {
                     root,
                     path: Box::default(),
+                    status_read,
                 })
             }
             leaf => Value::from(minijinja::value::Serde(leaf)),
@@ -57,6 +72,7 @@ impl JsonView {
                 Value::from_object(Self {
                     root: Arc::clone(&self.root),
                     path: path.into_boxed_slice(),
+                    status_read: None,
                 })
             }
             leaf => Value::from(minijinja::value::Serde(leaf)),
@@ -76,6 +92,11 @@ impl Object for JsonView {
         match self.node() {
             serde_json::Value::Object(m) => {
                 let k = key.as_str()?;
+                if k == "status"
+                    && let Some(read) = &self.status_read
+                {
+                    read.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 let child = m.get(k)?;
                 Some(self.child(Step::Key(k.into()), child))
             }
@@ -89,6 +110,9 @@ impl Object for JsonView {
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
+        if let Some(read) = &self.status_read {
+            read.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         match self.node() {
             serde_json::Value::Object(m) => {
                 Enumerator::Values(m.keys().map(|k| Value::from(k.as_str())).collect())

@@ -112,3 +112,61 @@ fn what_a_macro_of_the_template_reads_counts() {
     let prepared = plan_gateway(&w.snap, &gw).unwrap().blueprint.unwrap();
     assert!(!prepared.keys_route_render("m"));
 }
+
+/// Gives Gateway `infra/<name>` a status whose listener `http` counts `n` routes.
+fn with_count(world: &mut World, name: &str, n: i64) {
+    let mut gw = world
+        .snap
+        .gateway(&Key::new("infra", name))
+        .unwrap()
+        .typed
+        .clone();
+    gw.status = serde_json::from_value(json!({"listeners": [
+        {"name": "http", "attachedRoutes": n, "supportedKinds": [], "conditions": []}]}))
+    .unwrap();
+    world.snap.put_gateway(gw);
+}
+
+#[test]
+fn route_plans_depend_on_the_gateways_status_only_once_a_template_reads_it() {
+    const COPY: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ route.metadata.name ~ \"-copy\" }}\ndata:\n  gateway: {{ gateway.metadata.name }}\n";
+    const COUNTS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ route.metadata.name ~ \"-copy\" }}\ndata:\n  counted: \"{{ gateway.status.listeners[0].attachedRoutes if gateway.status else 0 }}\"\n";
+    for (template, reads) in [(COPY, false), (COUNTS, true)] {
+        let mut w = World::new();
+        w.blueprint(&[("cm", GW_TEMPLATE)], &[("copy", template)], None);
+        let gw = w.gateway("g", "c", &[("http", None)]);
+        for r in ["r1", "r2", "r3"] {
+            w.route(r, &[&format!("{r}.example.com")], &["g"]);
+        }
+        let mut memo = crate::plan::PlanMemo::default();
+        let first = crate::plan::plan_with(&w.snap, &gw, &mut memo).unwrap();
+        assert_eq!(memo.last.reused, 0);
+        let count_of = |p: &crate::plan::Plan| -> Vec<Value> {
+            p.routes
+                .iter()
+                .map(|r| r.children[0].object["data"]["counted"].clone())
+                .collect()
+        };
+        // Only the Gateway's status changes (its route counts written).
+        for n in 1..=3 {
+            with_count(&mut w, "g", n);
+            let p = crate::plan::plan_with(&w.snap, &gw, &mut memo).unwrap();
+            let fresh = crate::plan::plan(&w.snap, &gw).unwrap();
+            assert_eq!(
+                count_of(&p),
+                count_of(&fresh),
+                "the memo's plan is a fresh one"
+            );
+            if reads {
+                assert_eq!(
+                    memo.last.reused, 0,
+                    "a template reads the status: made again"
+                );
+                assert_eq!(count_of(&p)[0], json!(n.to_string()));
+            } else {
+                assert_eq!(memo.last.reused, 3, "no template reads the status: reused");
+            }
+        }
+        drop(first);
+    }
+}
