@@ -179,11 +179,14 @@ pub(super) fn parse(text: &str) -> Value {
 /// A live child as the snapshot keeps it: its minified JSON text, and what the indexes
 /// and the write path read without parsing it. A parsed `serde_json::Value` of a
 /// Kubernetes object takes 8 to 20 times its text (every map is a B-tree node of 11
-/// slots), and a fleet's children are most of what the controller holds; a plan parses
-/// the few it reads (see "Memory" in docs/architecture.md).
+/// slots), so the parsed form is made only when a plan first reads this version, and
+/// then kept beside the text (shared, `Arc`) for every later plan (see "Memory" in
+/// docs/architecture.md).
 #[derive(Debug)]
 pub(super) struct ChildEntry {
     pub(super) text: Box<str>,
+    /// The text parsed, once a plan read it.
+    parsed: std::sync::OnceLock<Arc<Value>>,
     pub(super) parent_uid: Option<String>,
     pub(super) gateway_uid: Option<String>,
     pub(super) resource_version: Option<String>,
@@ -209,6 +212,7 @@ impl ChildEntry {
             text: serde_json::to_string(obj)
                 .unwrap_or_default()
                 .into_boxed_str(),
+            parsed: std::sync::OnceLock::new(),
             parent_uid: s(labels::parent_uid(obj)),
             gateway_uid: s(labels::gateway_uid(obj)),
             resource_version: s(obj["metadata"]["resourceVersion"].as_str()),
@@ -217,8 +221,9 @@ impl ChildEntry {
         }
     }
 
-    /// The object, parsed (it was serialized from a `Value`, so it parses).
+    /// The object, parsed (it was serialized from a `Value`, so it parses) when first
+    /// read, then shared.
     pub(super) fn object(&self) -> Arc<Value> {
-        Arc::new(parse(&self.text))
+        Arc::clone(self.parsed.get_or_init(|| Arc::new(parse(&self.text))))
     }
 }
