@@ -88,6 +88,25 @@ impl GatewayPlan {
             && self.held.is_empty()
             && self.states.iter().all(|s| s.readiness.is_ready())
     }
+
+    /// Whether its plans read live children parsed once and kept in the snapshot
+    /// ([`Snapshot::children_of_kept`]): a Gateway with as many accepted routes as
+    /// [`KEEP_PARSED_MIN_ROUTES`], whose route plans the controller remembers, and with
+    /// them its children parsed. Below, a plan parses them anew, and nothing is kept.
+    #[must_use]
+    pub fn keeps_parsed(&self) -> bool {
+        keeps_parsed(self.context.route_entries.len())
+    }
+}
+
+/// The fewest accepted routes a Gateway has for its live children to be kept parsed in
+/// the snapshot: the same as the controller's fewest for remembering its route plans
+/// (`controller::MEMO_MIN_ROUTES`), since those plans hold the children parsed anyway.
+pub const KEEP_PARSED_MIN_ROUTES: usize = 16;
+
+/// See [`GatewayPlan::keeps_parsed`].
+fn keeps_parsed(accepted_routes: usize) -> bool {
+    accepted_routes >= KEEP_PARSED_MIN_ROUTES
 }
 
 pub use crate::snapshot::offline_uid;
@@ -194,8 +213,12 @@ pub(crate) fn plan_gateway_with(
     context.route_entries = accepted_routes.into_iter().cloned().collect();
     let attached_entries = attached.into_iter().cloned().collect();
     // The live children, parsed (or as the memo parsed them, when they are the same).
-    let live =
-        super::gateway_memo::LiveChildren::read(snap, &uid, memo.as_deref().map(|m| &m.live));
+    let live = super::gateway_memo::LiveChildren::read(
+        snap,
+        &uid,
+        keeps_parsed(context.route_entries.len()),
+        memo.as_deref().map(|m| &m.live),
+    );
 
     let mut plan = GatewayPlan {
         key: key.clone(),

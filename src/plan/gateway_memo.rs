@@ -65,8 +65,9 @@ pub(crate) struct LiveChildren {
 
 impl LiveChildren {
     /// The live children of `uid`: those `before` holds when their stamps are the same,
-    /// else parsed from the snapshot.
-    pub(crate) fn read(snap: &Snapshot, uid: &str, before: Option<&Self>) -> Self {
+    /// else parsed from the snapshot (and kept there when `keep`: see
+    /// [`super::gateway::GatewayPlan::keeps_parsed`]).
+    pub(crate) fn read(snap: &Snapshot, uid: &str, keep: bool, before: Option<&Self>) -> Self {
         if let Some(b) = before
             && snap.children_stamp(uid) == b.stamp
         {
@@ -74,7 +75,11 @@ impl LiveChildren {
         }
         Self {
             stamp: snap.children_stamp(uid),
-            objects: snap.children_of(uid).collect(),
+            objects: if keep {
+                snap.children_of_kept(uid).collect()
+            } else {
+                snap.children_of(uid).collect()
+            },
         }
     }
 }

@@ -76,7 +76,11 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
         };
     };
     let uid = entry.uid.clone();
-    let live: Vec<Arc<Value>> = snap.children_of_under(&uid, &gw.uid).collect();
+    let live: Vec<Arc<Value>> = if gw.keeps_parsed() {
+        snap.children_of_under_kept(&uid, &gw.uid).collect()
+    } else {
+        snap.children_of_under(&uid, &gw.uid).collect()
+    };
     let mut plan = RoutePlan {
         route: route.clone(),
         uid: uid.clone(),

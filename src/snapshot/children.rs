@@ -155,6 +155,14 @@ impl Snapshot {
     pub fn children_of<'a>(&'a self, parent_uid: &str) -> impl Iterator<Item = Arc<Value>> + 'a {
         self.entries_of(parent_uid).map(ChildEntry::object)
     }
+    /// [`Snapshot::children_of`], each parsed once per version and kept (see
+    /// `ChildEntry`): for a parent whose plans are remembered, which hold them parsed.
+    pub fn children_of_kept<'a>(
+        &'a self,
+        parent_uid: &str,
+    ) -> impl Iterator<Item = Arc<Value>> + 'a {
+        self.entries_of(parent_uid).map(ChildEntry::object_kept)
+    }
     /// The entries of the live children labelled with this parent uid.
     fn entries_of<'a>(&'a self, parent_uid: &str) -> impl Iterator<Item = &'a ChildEntry> + 'a {
         self.children_by_parent
@@ -188,6 +196,16 @@ impl Snapshot {
     ) -> impl Iterator<Item = Arc<Value>> + 'a {
         self.entries_under(parent_uid, gateway_uid)
             .map(ChildEntry::object)
+    }
+    /// [`Snapshot::children_of_under`], each parsed once per version and kept (see
+    /// [`Snapshot::children_of_kept`]).
+    pub fn children_of_under_kept<'a>(
+        &'a self,
+        parent_uid: &str,
+        gateway_uid: &'a str,
+    ) -> impl Iterator<Item = Arc<Value>> + 'a {
+        self.entries_under(parent_uid, gateway_uid)
+            .map(ChildEntry::object_kept)
     }
     /// Live children labelled with this Gateway uid (its own and its routes'), parsed.
     pub fn children_by_gateway<'a>(

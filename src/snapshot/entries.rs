@@ -180,10 +180,14 @@ pub(super) fn parse(text: &str) -> Value {
 /// and the write path read without parsing it. A parsed `serde_json::Value` of a
 /// Kubernetes object takes 8 to 20 times its text (every map is a B-tree node of 11
 /// slots), and a fleet's children are most of what the controller holds; a plan parses
-/// the few it reads (see "Memory" in docs/architecture.md).
+/// the few it reads. The children of a Gateway with many routes are parsed once per
+/// version and kept beside the text (shared, `Arc`): the plans the controller remembers
+/// for such a Gateway hold them parsed anyway (see "Memory" in docs/architecture.md).
 #[derive(Debug)]
 pub(super) struct ChildEntry {
     pub(super) text: Box<str>,
+    /// The text parsed, once a plan that keeps it read it ([`ChildEntry::object_kept`]).
+    parsed: std::sync::OnceLock<Arc<Value>>,
     pub(super) parent_uid: Option<String>,
     pub(super) gateway_uid: Option<String>,
     pub(super) resource_version: Option<String>,
@@ -209,6 +213,7 @@ impl ChildEntry {
             text: serde_json::to_string(obj)
                 .unwrap_or_default()
                 .into_boxed_str(),
+            parsed: std::sync::OnceLock::new(),
             parent_uid: s(labels::parent_uid(obj)),
             gateway_uid: s(labels::gateway_uid(obj)),
             resource_version: s(obj["metadata"]["resourceVersion"].as_str()),
@@ -217,8 +222,16 @@ impl ChildEntry {
         }
     }
 
-    /// The object, parsed (it was serialized from a `Value`, so it parses).
+    /// The object, parsed (it was serialized from a `Value`, so it parses): the kept
+    /// parse when there is one, else parsed anew.
     pub(super) fn object(&self) -> Arc<Value> {
-        Arc::new(parse(&self.text))
+        self.parsed
+            .get()
+            .map_or_else(|| Arc::new(parse(&self.text)), Arc::clone)
+    }
+
+    /// The object, parsed once and kept for every later read of this version.
+    pub(super) fn object_kept(&self) -> Arc<Value> {
+        Arc::clone(self.parsed.get_or_init(|| Arc::new(parse(&self.text))))
     }
 }

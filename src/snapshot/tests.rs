@@ -242,3 +242,24 @@ fn only_the_echo_of_a_quiet_own_write_is_quiet() {
     // No resourceVersion (an offline object): never an echo.
     assert!(!s.is_quiet_echo(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "a"}})));
 }
+
+#[test]
+fn a_kept_parse_is_shared_until_the_child_changes() {
+    let mut s = Snapshot::default();
+    let child = |v: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "a", "resourceVersion": v, "labels": {"gatewright.dev/parent-uid": "p", "gatewright.dev/gateway-uid": "g"}}});
+    s.put_child(child("1"));
+    // Read without keeping: parsed anew each time.
+    let a = s.children_of("p").next().unwrap();
+    assert!(!Arc::ptr_eq(&a, &s.children_of("p").next().unwrap()));
+    // Kept: every later read of this version shares it.
+    let kept = s.children_of_under_kept("p", "g").next().unwrap();
+    assert_eq!(kept, a);
+    assert!(Arc::ptr_eq(&kept, &s.children_of_kept("p").next().unwrap()));
+    assert!(Arc::ptr_eq(&kept, &s.children_of("p").next().unwrap()));
+    assert!(Arc::ptr_eq(&kept, &s.child(&ObjectKey::of(&a)).unwrap()));
+    // A new version is parsed again.
+    s.put_child(child("2"));
+    let now = s.children_of_kept("p").next().unwrap();
+    assert_eq!(now["metadata"]["resourceVersion"], "2");
+    assert!(!Arc::ptr_eq(&kept, &now));
+}

@@ -124,3 +124,11 @@ fn the_plan_orders_gateway_children_before_route_children() {
         "a.example.com,b.example.com"
     );
 }
+
+#[test]
+fn children_are_kept_parsed_where_the_controller_remembers_route_plans() {
+    assert_eq!(
+        super::super::gateway::KEEP_PARSED_MIN_ROUTES,
+        crate::controller::MEMO_MIN_ROUTES
+    );
+}
