@@ -72,6 +72,15 @@ pub(crate) struct Converted {
     pub vars: std::sync::OnceLock<(minijinja::Value, minijinja::Value)>,
 }
 
+/// `gateway` without its `status`.
+pub(crate) fn without_status(gateway: &Value) -> Value {
+    let mut g = gateway.clone();
+    if let Some(m) = g.as_object_mut() {
+        m.remove("status");
+    }
+    g
+}
+
 impl GatewayContext {
     /// The template context every template of the Gateway sees (without `resources`),
     /// built once, when a template first renders.
@@ -141,13 +150,17 @@ impl GatewayContext {
         if prepared.reads_gateway_status() {
             return Arc::clone(&self.gateway);
         }
-        Arc::clone(self.without_status.get_or_init(|| {
-            let mut g = (*self.gateway).clone();
-            if let Some(m) = g.as_object_mut() {
-                m.remove("status");
-            }
-            Arc::new(g)
-        }))
+        Arc::clone(
+            self.without_status
+                .get_or_init(|| Arc::new(without_status(&self.gateway))),
+        )
+    }
+
+    /// Gives [`Self::gateway_for_routes`] the memo's Gateway without its status (the same
+    /// `Arc` as the last plan's while only the status changed: route contexts compare by
+    /// address).
+    pub(crate) fn seed_without_status(&self, gateway: Arc<Value>) {
+        let _ = self.without_status.set(gateway);
     }
 
     /// Sets [`Self::route_render_key`] to `key`, made by an earlier plan of an equal

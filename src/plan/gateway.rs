@@ -208,6 +208,9 @@ pub(crate) fn plan_gateway_with(
                 .remember_vars(&context.listeners, &context.hostnames);
         }
         context.converted = m.attach.converted(vars_kept, context.status_watch.as_ref());
+        if let Some(g) = m.attach.without_status() {
+            context.seed_without_status(g);
+        }
     }
     context.decoration = GatewayDecoration::new(&gateway_json, &uid);
     context.route_entries = accepted_routes.into_iter().cloned().collect();

@@ -274,6 +274,9 @@ pub(crate) struct Attachments {
     /// counted from the attachments.
     counts: Option<Vec<i32>>,
     gateway: Option<(Arc<GatewayEntry>, Arc<Value>)>,
+    /// The Gateway without its status, the same `Arc` while only the status changes
+    /// (see [`super::context::GatewayContext::gateway_for_routes`]).
+    without_status: Option<Arc<Value>>,
     /// `gateway` and `vars` as template values, when a plan converted them.
     gateway_value: Option<(usize, minijinja::Value)>,
     vars_values: Option<(minijinja::Value, minijinja::Value)>,
@@ -316,9 +319,18 @@ impl Attachments {
                 let json = Arc::new(entry.json());
                 self.gateway = Some((Arc::clone(entry), Arc::clone(&json)));
                 self.gateway_value = None;
+                let without = super::context::without_status(&json);
+                if self.without_status.as_deref() != Some(&without) {
+                    self.without_status = Some(Arc::new(without));
+                }
                 json
             }
         }
+    }
+
+    /// The Gateway [`Attachments::gateway`] gave last, without its status.
+    pub(crate) fn without_status(&self) -> Option<Arc<Value>> {
+        self.without_status.clone()
     }
 
     /// Remembers the listeners and hostnames made of the attachments [`attach`] returned.
