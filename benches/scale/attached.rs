@@ -28,12 +28,14 @@ const GATEWAY_NS: &str = "bench-gateway";
 const GATEWAY: &str = "bench";
 const ROUTES_NS: &str = "mesh";
 
-fn gateway() -> Value {
+/// A Gateway `ns/name` of the Traefik class with one HTTP listener admitting routes
+/// `from` (`All`, `Same`).
+pub(super) fn traefik_gateway(ns: &str, name: &str, from: &str) -> Value {
     json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-        "metadata": {"name": GATEWAY, "namespace": GATEWAY_NS},
+        "metadata": {"name": name, "namespace": ns},
         "spec": {"gatewayClassName": TRAEFIK, "listeners": [
             {"name": "http", "port": 80, "protocol": "HTTP",
-             "allowedRoutes": {"namespaces": {"from": "All"}}}]}})
+             "allowedRoutes": {"namespaces": {"from": from}}}]}})
 }
 
 pub(super) fn service(ns: &str, name: &str) -> Value {
@@ -141,7 +143,14 @@ pub(super) async fn run(client: &Client, bin: &str, port: u16) {
     let p = Proc::start(bin, port);
     let ready = p.wait_ready().await;
     println!("  controller ready (caches listed) after {ready:.1?}");
-    apply(client, &gw_ar(), Some(GATEWAY_NS), &gateway(), "scale").await;
+    apply(
+        client,
+        &gw_ar(),
+        Some(GATEWAY_NS),
+        &traefik_gateway(GATEWAY_NS, GATEWAY, "All"),
+        "scale",
+    )
+    .await;
     let key = format!("{GATEWAY_NS}/{GATEWAY}");
     let t = Instant::now();
     let d = until(&gws, &key, t, "the Gateway's listener status", |g| {

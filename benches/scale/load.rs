@@ -16,21 +16,13 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::watcher;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::attached::{TRAEFIK, namespace, route, service, svc_ar};
+use super::attached::{TRAEFIK, namespace, route, service, svc_ar, traefik_gateway};
 use super::{Proc, STUCK, View, api, apply, env_usize, gw_ar, ms, par, pct, rt_ar, simulator};
 
 const GATEWAY_NS: &str = "load-gateway";
 const GATEWAY: &str = "load";
-
-fn gateway() -> Value {
-    json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-        "metadata": {"name": GATEWAY, "namespace": GATEWAY_NS},
-        "spec": {"gatewayClassName": TRAEFIK, "listeners": [
-            {"name": "http", "port": 80, "protocol": "HTTP",
-             "allowedRoutes": {"namespaces": {"from": "All"}}}]}})
-}
 
 pub(super) async fn run(client: &Client, bin: &str, port: u16) {
     let n = env_usize("SCALE_ROUTES", 5000);
@@ -56,7 +48,14 @@ pub(super) async fn run(client: &Client, bin: &str, port: u16) {
     simulator(client, paused.clone());
     let p = Proc::start(bin, port);
     p.wait_ready().await;
-    apply(client, &gw_ar(), Some(GATEWAY_NS), &gateway(), "scale").await;
+    apply(
+        client,
+        &gw_ar(),
+        Some(GATEWAY_NS),
+        &traefik_gateway(GATEWAY_NS, GATEWAY, "All"),
+        "scale",
+    )
+    .await;
     let name_of = move |r: usize| (format!("load-{}", r / per), format!("app-{r}"));
     let t = Instant::now();
     {

@@ -14,19 +14,11 @@ use kube::Client;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
-use super::attached::{TRAEFIK, namespace, service, svc_ar};
+use super::attached::{TRAEFIK, namespace, service, svc_ar, traefik_gateway};
 use super::{Proc, View, apply, env_usize, gw_ar, ms, pct, rt_ar, simulator};
 
 const NS: &str = "probe";
 const GATEWAY: &str = "probe";
-
-fn gateway() -> Value {
-    json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-        "metadata": {"name": GATEWAY, "namespace": NS},
-        "spec": {"gatewayClassName": TRAEFIK, "listeners": [
-            {"name": "http", "port": 80, "protocol": "HTTP",
-             "allowedRoutes": {"namespaces": {"from": "Same"}}}]}})
-}
 
 fn route(r: usize) -> Value {
     json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
@@ -63,7 +55,14 @@ pub(super) async fn run(client: &Client, bin: &str, port: u16) {
     simulator(client, paused.clone());
     let p = Proc::start(bin, port);
     p.wait_ready().await;
-    apply(client, &gw_ar(), Some(NS), &gateway(), "scale").await;
+    apply(
+        client,
+        &gw_ar(),
+        Some(NS),
+        &traefik_gateway(NS, GATEWAY, "Same"),
+        "scale",
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let cpu0 = p.cpu();
     let start = Instant::now();
