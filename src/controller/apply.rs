@@ -27,6 +27,29 @@ fn refused(s: &kube::core::Status) -> bool {
         || (s.code == 500 && s.message.contains("failed to create typed patch object"))
 }
 
+/// The route plans (indexes) a pass leaves for the next one: once the route children to
+/// write (`(object, live, owner route)`, `None` for the Gateway's own, which are never
+/// held) reach `budget` writes, every other route plan with a write waits whole.
+pub(super) fn beyond_budget<'a>(
+    children: impl Iterator<Item = (&'a Value, Option<&'a Value>, Option<usize>)>,
+    budget: usize,
+) -> std::collections::BTreeSet<usize> {
+    let mut writes = 0usize;
+    let mut deferred = std::collections::BTreeSet::new();
+    for (obj, live, owner) in children {
+        let Some(i) = owner else { continue };
+        if deferred.contains(&i) || live.is_some_and(|l| is_subset(obj, l)) {
+            continue;
+        }
+        if writes >= budget {
+            deferred.insert(i);
+        } else {
+            writes += 1;
+        }
+    }
+    deferred
+}
+
 impl Cluster {
     /// The API of a served child kind.
     pub(crate) fn child_api(
@@ -314,5 +337,42 @@ mod tests {
             "list length differs"
         );
         assert!(!is_subset(&json!({"spec": {"c": 1}}), &l), "missing field");
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::beyond_budget;
+    use serde_json::json;
+
+    #[test]
+    fn a_pass_writes_whole_route_plans_up_to_its_budget_and_never_holds_the_gateways() {
+        let new = json!({"spec": {"x": 1}});
+        let same = json!({"spec": {"x": 1}, "status": {}});
+        let old = json!({"spec": {"x": 0}});
+        // (object, live, owner): the Gateway's two, then routes 0..4 with one child each,
+        // route 1 already holding what it renders, route 3 with two children.
+        let children = [
+            (&new, None, None),
+            (&new, Some(&old), None),
+            (&new, None, Some(0)),
+            (&new, Some(&same), Some(1)),
+            (&new, Some(&old), Some(2)),
+            (&new, None, Some(3)),
+            (&new, None, Some(3)),
+            (&new, None, Some(4)),
+        ];
+        let held = |budget| beyond_budget(children.iter().copied(), budget);
+        assert!(held(10).is_empty());
+        assert_eq!(
+            held(2),
+            [3, 4].into(),
+            "routes 0 and 2 write; 1 has nothing to write"
+        );
+        assert_eq!(
+            held(0),
+            [0, 2, 3, 4].into(),
+            "the Gateway's own are never held"
+        );
     }
 }

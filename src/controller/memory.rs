@@ -23,7 +23,7 @@ pub(crate) struct GatewayMemory {
     /// When its status was last written (see `settle::PROGRESS_HOLD`).
     pub(crate) status_written_at: Option<Instant>,
     /// The route counts its plans asked for last (see `settle::counts_wait`).
-    pub(crate) counts_seen: Option<super::settle::CountsSeen>,
+    pub(crate) counts_seen: Option<CountsSeen>,
     /// A blueprint's: a pass to count its Gateways is queued (see
     /// `revisions::on_gateway_reported`).
     pub(crate) count_pass_due: bool,
@@ -40,6 +40,16 @@ pub(crate) struct GatewayMemory {
     /// What the last narrowing said the other children wait for (logged once per change,
     /// not on every pass of a drain).
     pub(crate) narrowing_said: String,
+}
+
+/// The route counts a Gateway's plans asked for last, and since when (see
+/// `settle::counts_wait`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CountsSeen {
+    /// `attachedRoutes` per listener, in listener order.
+    pub counts: Vec<i32>,
+    /// When the plans first asked for these.
+    pub since: Instant,
 }
 
 /// Every Gateway's [`GatewayMemory`].

@@ -433,25 +433,16 @@ impl Cluster {
                 KindState::Served { .. } => todo.push((c, live, owner)),
             }
         }
-        // A pass writes the route children of at most so many routes' worth of writes; the
-        // other route plans wait whole for the next pass.
-        let mut writes = 0usize;
-        let mut deferred_routes = BTreeSet::new();
-        for (c, live, owner) in &todo {
-            let Some(i) = owner else { continue };
-            if deferred_routes.contains(i) {
-                continue;
-            }
-            let obj = instead.get(&c.key).unwrap_or(&c.object);
-            if live.as_deref().is_some_and(|l| is_subset(obj, l)) {
-                continue;
-            }
-            if writes >= ROUTE_WRITES_PER_PASS {
-                deferred_routes.insert(*i);
-            } else {
-                writes += 1;
-            }
-        }
+        let deferred_routes = super::apply::beyond_budget(
+            todo.iter().map(|(c, live, owner)| {
+                (
+                    instead.get(&c.key).unwrap_or(&c.object),
+                    live.as_deref(),
+                    *owner,
+                )
+            }),
+            ROUTE_WRITES_PER_PASS,
+        );
         if !deferred_routes.is_empty() {
             todo.retain(|(_, _, owner)| owner.is_none_or(|i| !deferred_routes.contains(&i)));
             for &i in &deferred_routes {

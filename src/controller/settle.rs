@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use super::cluster::Cluster;
-use super::memory::{Asked, AskedVersions};
+use super::memory::{Asked, AskedVersions, CountsSeen};
 use super::planned::Planned;
 use crate::render::TemplateSet;
 use crate::render::labels;
@@ -51,15 +51,6 @@ pub const BUSY_PER_WORKER: u64 = 2;
 /// without waiting for the route copies and route statuses of that burst (see
 /// [`counts_wait`]).
 pub const COUNTS_QUIET: Duration = Duration::from_millis(250);
-
-/// The route counts a Gateway's plans asked for last, and since when.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CountsSeen {
-    /// `attachedRoutes` per listener, in listener order.
-    pub counts: Vec<i32>,
-    /// When the plans first asked for these.
-    pub since: Instant,
-}
 
 /// When planned route counts that differ from the written ones are to be written
 /// (`None`: now), given what the plans asked for before (`seen`, updated here) and the
