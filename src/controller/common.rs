@@ -22,8 +22,9 @@ pub const NEW_GATEWAY_SETTLE: Duration = Duration::from_secs(1);
 
 /// The fewest routes a Gateway has for its route plans to be remembered between plans
 /// (see [`crate::plan::memo`]): below, planning them again costs less than the memory
-/// of keeping them for every Gateway of a fleet.
-pub const MEMO_MIN_ROUTES: usize = 16;
+/// of keeping them for every Gateway of a fleet. The planner keeps such a Gateway's live
+/// children parsed from the same number on, since these plans hold them parsed anyway.
+pub const MEMO_MIN_ROUTES: usize = crate::plan::gateway::KEEP_PARSED_MIN_ROUTES;
 
 /// Errors of one reconcile.
 #[derive(Debug, thiserror::Error)]

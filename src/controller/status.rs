@@ -107,7 +107,7 @@ impl Cluster {
             .map_err(|e| Error::kube("write the Gateway status", e))?;
         self.status_written(key, started);
         written.metadata.managed_fields = None;
-        self.keep_written_gateway(key, gw, &written);
+        self.keep_written_gateway(key, gw, written);
         Ok(None)
     }
 
@@ -124,50 +124,43 @@ impl Cluster {
         gw: &Gateway,
         status: &GatewayStatusPlan,
     ) -> Result<(Option<Gateway>, Option<Duration>), Error> {
-        let current =
-            serde_json::to_value(gw.status.clone().unwrap_or_default()).unwrap_or(Value::Null);
-        let Some(listeners) = current["listeners"].as_array() else {
+        // Compared on the typed status: every pass asks, few write.
+        let Some(written) = gw.status.as_ref().and_then(|s| s.listeners.as_ref()) else {
             return Ok((None, None));
         };
+        let same_listeners = written.len() == status.listeners.len()
+            && status
+                .listeners
+                .iter()
+                .zip(written)
+                .all(|((l, _), w)| l.name == w.name);
+        if !same_listeners
+            || status
+                .listeners
+                .iter()
+                .zip(written)
+                .all(|((l, _), w)| l.attached_routes == w.attached_routes)
+        {
+            return Ok((None, None));
+        }
         let counts: Vec<i32> = status
             .listeners
             .iter()
             .map(|(l, _)| l.attached_routes)
             .collect();
-        let written: Vec<(&str, i64)> = listeners
-            .iter()
-            .map(|l| {
-                (
-                    l["name"].as_str().unwrap_or_default(),
-                    l["attachedRoutes"].as_i64().unwrap_or(-1),
-                )
-            })
-            .collect();
-        let same_listeners = written.len() == counts.len()
-            && status
-                .listeners
-                .iter()
-                .zip(&written)
-                .all(|((l, _), (name, _))| l.name == *name);
-        let changed = counts
-            .iter()
-            .zip(&written)
-            .any(|(c, (_, w))| i64::from(*c) != *w);
-        if !same_listeners || !changed {
-            return Ok((None, None));
-        }
         let started = std::time::Instant::now();
-        let last_write = self.memory.read(key, |m| m.status_written_at).flatten();
         let wait = self
             .memory
             .with(key, |m| {
+                let last_write = m.status_written_at;
                 super::settle::counts_wait(&mut m.counts_seen, &counts, last_write, started)
             })
             .flatten();
         if wait.is_some() {
             return Ok((None, wait));
         }
-        let mut desired = current.clone();
+        let mut desired =
+            serde_json::to_value(gw.status.clone().unwrap_or_default()).unwrap_or(Value::Null);
         if let Some(ls) = desired["listeners"].as_array_mut() {
             for (l, c) in ls.iter_mut().zip(&counts) {
                 l["attachedRoutes"] = json!(c);
@@ -188,7 +181,7 @@ impl Cluster {
             .map_err(|e| Error::kube("write the Gateway's route counts", e))?;
         self.status_written(key, started);
         written.metadata.managed_fields = None;
-        self.keep_written_gateway(key, gw, &written);
+        self.keep_written_gateway(key, gw, written.clone());
         Ok((Some(written), None))
     }
 
@@ -197,13 +190,13 @@ impl Cluster {
     /// child became ready), compares with it, not with the version before the write, whose
     /// echo is still on its way (and would make it write again, or take progress for a
     /// transition).
-    fn keep_written_gateway(&self, key: &Key, before: &Gateway, written: &Gateway) {
+    fn keep_written_gateway(&self, key: &Key, before: &Gateway, written: Gateway) {
         if let Ok(mut s) = self.snapshot.write()
             && s.gateway(key).is_some_and(|e| {
                 e.typed.metadata.resource_version == before.metadata.resource_version
             })
         {
-            s.put_gateway(written.clone());
+            s.put_gateway(written);
         }
     }
 
