@@ -38,6 +38,40 @@ pub(super) fn traefik_gateway(ns: &str, name: &str, from: &str) -> Value {
              "allowedRoutes": {"namespaces": {"from": from}}}]}})
 }
 
+/// Starts the readiness simulator and the controller, and once it is ready creates the
+/// Traefik Gateway `ns/name` admitting routes `from`; the controller and the simulator's
+/// pause switch.
+pub(super) async fn start_with_gateway(
+    client: &Client,
+    bin: &str,
+    port: u16,
+    (ns, name, from): (&str, &str, &str),
+) -> (Proc, Arc<AtomicBool>) {
+    let paused = Arc::new(AtomicBool::new(false));
+    simulator(client, paused.clone());
+    let p = Proc::start(bin, port);
+    p.wait_ready().await;
+    apply(
+        client,
+        &gw_ar(),
+        Some(ns),
+        &traefik_gateway(ns, name, from),
+        "scale",
+    )
+    .await;
+    (p, paused)
+}
+
+/// A view of the objects gatewright made (its route copies, for the routes' resource).
+pub(super) fn copies(client: &Client) -> View {
+    View::follow(
+        client,
+        &rt_ar(),
+        watcher::Config::default().labels(super::MANAGED),
+        |_, _, _| {},
+    )
+}
+
 pub(super) fn service(ns: &str, name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
@@ -115,7 +149,10 @@ fn count_updates(client: &Client, ns: &str, name: &str) -> Arc<AtomicUsize> {
 
 /// The Gateway status writes of a phase: the API server's count of `gateways/status`
 /// writes less the simulator's (the child Gateway's downstream status).
-fn gateway_status_writes(w: &std::collections::BTreeMap<(String, String), u64>, sim: usize) -> u64 {
+pub(super) fn gateway_status_writes(
+    w: &std::collections::BTreeMap<(String, String), u64>,
+    sim: usize,
+) -> u64 {
     w.iter()
         .filter(|((_, r), _)| r == "gateways/status")
         .map(|(_, n)| *n)

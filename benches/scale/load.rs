@@ -9,8 +9,6 @@
 //! core) and its resident memory (mean and largest of samples each second), and how long
 //! a churned route took to reach its copy. Figures only, never asserted.
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use kube::Client;
@@ -18,8 +16,8 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::json;
 
-use super::attached::{TRAEFIK, namespace, route, service, svc_ar, traefik_gateway};
-use super::{Proc, STUCK, View, api, apply, env_usize, gw_ar, ms, par, pct, rt_ar, simulator};
+use super::attached::{TRAEFIK, copies, namespace, route, service, start_with_gateway, svc_ar};
+use super::{STUCK, View, api, apply, env_usize, gw_ar, ms, par, pct, rt_ar};
 
 const GATEWAY_NS: &str = "load-gateway";
 const GATEWAY: &str = "load";
@@ -38,24 +36,8 @@ pub(super) async fn run(client: &Client, bin: &str, port: u16) {
         namespace(client, &format!("load-{i}")).await;
     }
     let gws = View::follow(client, &gw_ar(), watcher::Config::default(), |_, _, _| {});
-    let routes = View::follow(
-        client,
-        &rt_ar(),
-        watcher::Config::default().labels("app.kubernetes.io/managed-by=gatewright"),
-        |_, _, _| {},
-    );
-    let paused = Arc::new(AtomicBool::new(false));
-    simulator(client, paused.clone());
-    let p = Proc::start(bin, port);
-    p.wait_ready().await;
-    apply(
-        client,
-        &gw_ar(),
-        Some(GATEWAY_NS),
-        &traefik_gateway(GATEWAY_NS, GATEWAY, "All"),
-        "scale",
-    )
-    .await;
+    let routes = copies(client);
+    let (p, paused) = start_with_gateway(client, bin, port, (GATEWAY_NS, GATEWAY, "All")).await;
     let name_of = move |r: usize| (format!("load-{}", r / per), format!("app-{r}"));
     let t = Instant::now();
     {

@@ -6,16 +6,13 @@
 //! copy of it (what Traefik then serves). The dataplane's share (Traefik reading the copy
 //! and answering 200) is not measured here. Figures only, never asserted.
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 
-use super::attached::{TRAEFIK, namespace, service, svc_ar, traefik_gateway};
-use super::{Proc, View, apply, env_usize, gw_ar, ms, pct, rt_ar, simulator};
+use super::attached::{TRAEFIK, copies, namespace, service, start_with_gateway, svc_ar};
+use super::{apply, env_usize, ms, pct, rt_ar};
 
 const NS: &str = "probe";
 const GATEWAY: &str = "probe";
@@ -45,24 +42,8 @@ pub(super) async fn run(client: &Client, bin: &str, port: u16) {
         "scale",
     )
     .await;
-    let copies = View::follow(
-        client,
-        &rt_ar(),
-        watcher::Config::default().labels("app.kubernetes.io/managed-by=gatewright"),
-        |_, _, _| {},
-    );
-    let paused = Arc::new(AtomicBool::new(false));
-    simulator(client, paused.clone());
-    let p = Proc::start(bin, port);
-    p.wait_ready().await;
-    apply(
-        client,
-        &gw_ar(),
-        Some(NS),
-        &traefik_gateway(NS, GATEWAY, "Same"),
-        "scale",
-    )
-    .await;
+    let copies = copies(client);
+    let (p, paused) = start_with_gateway(client, bin, port, (NS, GATEWAY, "Same")).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let cpu0 = p.cpu();
     let start = Instant::now();

@@ -242,12 +242,7 @@ pub(super) async fn run(client: &Client, bin: &str, _conc: usize, changes: usize
     let after = apiserver_counts(client).await;
     let writes = writes_between(&before, &after);
     let sim_gateway = super::SIM_GATEWAY_STATUS_WRITES.load(Ordering::Relaxed) - sim0;
-    let gateway_status_writes = writes
-        .iter()
-        .filter(|((_, r), _)| r == "gateways/status")
-        .map(|(_, n)| *n)
-        .sum::<u64>()
-        .saturating_sub(sim_gateway as u64);
+    let gateway_status_writes = super::attached::gateway_status_writes(&writes, sim_gateway);
     let route_status_writes: u64 = writes
         .iter()
         .filter(|((_, r), _)| r == "httproutes/status")
