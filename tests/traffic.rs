@@ -29,7 +29,11 @@
 //! killed and away 3 s, every request is still answered (Traefik keeps its last
 //! configuration), and a weight change reaches the dataplane once it is back; (h) a canary
 //! driven by the real Flagger gives the canary its share at each of Flagger's weights, and
-//! the primary every request after the promotion (tests/traffic/flagger.rs).
+//! the primary every request after the promotion (tests/traffic/flagger.rs); (i) a client
+//! sending requests back to back while the route is re-applied every 200 ms for 20 rounds,
+//! alternating its backend's port and a response header filter (the public Gateway API
+//! benchmark's route-change scenario), gets a 200 for every request and the last round's
+//! answer at the end (tests/traffic/routechange.rs, a test of its own).
 //!
 //! Needs tests/cluster/downstream with Traefik (the default; `DOWNSTREAM_TRAEFIK=0` turns it
 //! off): on the harness's cluster the test runs `tests/cluster/downstream up` itself (a no-op
@@ -51,6 +55,8 @@
 mod common;
 #[path = "traffic/flagger.rs"]
 mod flagger;
+#[path = "traffic/routechange.rs"]
+mod routechange;
 #[path = "traffic/tenancy.rs"]
 mod tenancy;
 
@@ -259,6 +265,13 @@ impl Backends {
     /// Starts the echo backend `name` on the namespace's address `.<10 + index>`, port
     /// [`BACKEND_PORT`]; returns that address once it listens.
     fn start(&mut self, name: &str, index: u8) -> Ipv4Addr {
+        let addr = self.address(index);
+        self.serve(name, addr, BACKEND_PORT);
+        addr
+    }
+
+    /// Adds the namespace's address `.<10 + index>` and returns it.
+    fn address(&self, index: u8) -> Ipv4Addr {
         let [a, b, c] = self.prefix;
         let addr = Ipv4Addr::new(a, b, c, 10 + index);
         ip(&[
@@ -270,11 +283,17 @@ impl Backends {
             "dev",
             &self.ns_if,
         ]);
+        addr
+    }
+
+    /// Starts the echo backend `name` on `addr` (one of [`Backends::address`]), `port`, and
+    /// waits until it listens.
+    fn serve(&mut self, name: &str, addr: Ipv4Addr, port: u16) {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/traffic/echo.py");
         let mut child = Command::new("ip")
             .args(["netns", "exec", &self.name, "python3", script, name])
             .arg(addr.to_string())
-            .arg(BACKEND_PORT.to_string())
+            .arg(port.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -284,8 +303,7 @@ impl Backends {
             .read_line(&mut line)
             .unwrap();
         self.children.push(child);
-        assert_eq!(line.trim(), "ready", "echo backend {name} on {addr}");
-        addr
+        assert_eq!(line.trim(), "ready", "echo backend {name} on {addr}:{port}");
     }
 }
 
