@@ -361,8 +361,8 @@ async fn route_changes_under_traffic() {
     eprintln!(
         "routechange (i): gatewright's copy: {} versions seen by a watch, the last round's {} \
          after its apply; the dataplane: {} changes of state seen by the client for {ROUNDS} \
-         rounds ({ROUND_HEADER}@time since the changes began: {}), the last round served {} after \
-         its apply; route ready {ready_after:.1?} after the start",
+         rounds (odd rounds look alike; {ROUND_HEADER}@time since the changes began: {}), the \
+         last round served {} after its apply; route ready {ready_after:.1?} after the start",
         versions.len(),
         after(copied_last),
         load.changes.len().saturating_sub(1),
