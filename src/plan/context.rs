@@ -58,7 +58,8 @@ pub struct GatewayContext {
     /// Where the `gateway` template value reports a read of its `status` (the
     /// blueprint's, [`crate::render::prepared::Prepared::reads_gateway_status`]).
     pub(crate) status_watch: Option<Arc<std::sync::atomic::AtomicBool>>,
-    /// The Gateway without its status, made once ([`GatewayContext::gateway_for_routes`]).
+    /// The Gateway without what a status write changes, made once
+    /// ([`GatewayContext::gateway_for_routes`]).
     without_status: std::sync::OnceLock<Arc<Value>>,
 }
 
@@ -72,11 +73,17 @@ pub(crate) struct Converted {
     pub vars: std::sync::OnceLock<(minijinja::Value, minijinja::Value)>,
 }
 
-/// `gateway` without its `status`.
+/// `gateway` as no write of its status changes it: without its `status` and its
+/// metadata's [`STATUS_WRITE_METADATA`](crate::render::view::STATUS_WRITE_METADATA).
 pub(crate) fn without_status(gateway: &Value) -> Value {
     let mut g = gateway.clone();
     if let Some(m) = g.as_object_mut() {
         m.remove("status");
+        if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
+            for k in crate::render::view::STATUS_WRITE_METADATA {
+                meta.remove(k);
+            }
+        }
     }
     g
 }
@@ -141,8 +148,9 @@ impl GatewayContext {
         }
     }
 
-    /// The Gateway as far as route plans depend on it: without its status (which changes
-    /// with every route that attaches) until a template of `prepared` reads the status.
+    /// The Gateway as far as route plans depend on it: without its status and the
+    /// metadata a status write changes (all of which change with every route that
+    /// attaches: its count is written) until a template of `prepared` reads them.
     pub(crate) fn gateway_for_routes(
         &self,
         prepared: &crate::render::prepared::Prepared,

@@ -224,10 +224,10 @@ impl Prepared {
         self.renders.key(parts)
     }
 
-    /// Whether a template of this blueprint read a Gateway's `status` since it was
-    /// prepared. Until one does, a route plan does not depend on the Gateway's status
-    /// (which changes with every route that attaches): the route memo and remembered
-    /// renders leave it out. The first read is seen during that render, so the plans made
+    /// Whether a template of this blueprint read a Gateway's `status` (or the metadata a
+    /// status write changes: `resourceVersion`, `managedFields`) since it was prepared.
+    /// Until one does, a route plan does not depend on them (they change with every
+    /// route that attaches): the route memo and remembered renders leave them out. The first read is seen during that render, so the plans made
     /// in that pass are made again in the next one, with the status.
     #[must_use]
     pub fn reads_gateway_status(&self) -> bool {

@@ -14,9 +14,37 @@ use minijinja::value::{Enumerator, Object, ObjectRepr};
 pub struct JsonView {
     root: Arc<serde_json::Value>,
     path: Box<[Step]>,
-    /// Set when a template reads the root's `status` (see [`JsonView::watched`]).
-    status_read: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// Set when a template reads what a write of the root's status changes (see
+    /// [`JsonView::watched`]).
+    status_read: Option<Watch>,
 }
+
+/// Where a watched view stands: the root (its `status` is watched) or the root's
+/// `metadata` (its `resourceVersion` and `managedFields` are).
+#[derive(Debug, Clone)]
+enum Watch {
+    Root(Arc<std::sync::atomic::AtomicBool>),
+    Metadata(Arc<std::sync::atomic::AtomicBool>),
+}
+
+impl Watch {
+    /// Whether reading `key` of the watched node is a read of what a status write changes.
+    fn watches(&self, key: &str) -> bool {
+        match self {
+            Self::Root(_) => key == "status",
+            Self::Metadata(_) => STATUS_WRITE_METADATA.contains(&key),
+        }
+    }
+
+    fn flag(&self) -> &std::sync::atomic::AtomicBool {
+        match self {
+            Self::Root(f) | Self::Metadata(f) => f,
+        }
+    }
+}
+
+/// The fields of `metadata` every write of an object changes, its status's included.
+pub const STATUS_WRITE_METADATA: [&str; 2] = ["resourceVersion", "managedFields"];
 
 /// One step from a view's root to its node.
 #[derive(Debug, Clone)]
@@ -33,10 +61,11 @@ impl JsonView {
         Self::watched(root, None)
     }
 
-    /// [`JsonView::value`] that sets `status_read` when a template reads the root's
-    /// `status` (by name, or by going through every field: `tojson`, `items`): what the
-    /// planner needs to know to leave a Gateway's status out of what its route plans
-    /// depend on.
+    /// [`JsonView::value`] that sets `status_read` when a template reads what a write of
+    /// the root's status changes: its `status`, or its `metadata`'s
+    /// [`STATUS_WRITE_METADATA`] (by name, or by going through every field: `tojson`,
+    /// `items`): what the planner needs to know to leave those out of what a Gateway's
+    /// route plans depend on.
     #[must_use]
     pub fn watched(
         root: Arc<serde_json::Value>,
@@ -47,7 +76,7 @@ impl JsonView {
                 Value::from_object(Self {
                     root,
                     path: Box::default(),
-                    status_read,
+                    status_read: status_read.map(Watch::Root),
                 })
             }
             leaf => Value::from(minijinja::value::Serde(leaf)),
@@ -68,11 +97,17 @@ impl JsonView {
             serde_json::Value::Object(_) | serde_json::Value::Array(_) => {
                 let mut path = Vec::with_capacity(self.path.len() + 1);
                 path.extend_from_slice(&self.path);
+                let status_read = match (&self.status_read, &step) {
+                    (Some(Watch::Root(f)), Step::Key(k)) if &**k == "metadata" => {
+                        Some(Watch::Metadata(Arc::clone(f)))
+                    }
+                    _ => None,
+                };
                 path.push(step);
                 Value::from_object(Self {
                     root: Arc::clone(&self.root),
                     path: path.into_boxed_slice(),
-                    status_read: None,
+                    status_read,
                 })
             }
             leaf => Value::from(minijinja::value::Serde(leaf)),
@@ -92,10 +127,10 @@ impl Object for JsonView {
         match self.node() {
             serde_json::Value::Object(m) => {
                 let k = key.as_str()?;
-                if k == "status"
-                    && let Some(read) = &self.status_read
+                if let Some(watch) = &self.status_read
+                    && watch.watches(k)
                 {
-                    read.store(true, std::sync::atomic::Ordering::Relaxed);
+                    watch.flag().store(true, std::sync::atomic::Ordering::Relaxed);
                 }
                 let child = m.get(k)?;
                 Some(self.child(Step::Key(k.into()), child))
@@ -110,8 +145,8 @@ impl Object for JsonView {
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
-        if let Some(read) = &self.status_read {
-            read.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(watch) = &self.status_read {
+            watch.flag().store(true, std::sync::atomic::Ordering::Relaxed);
         }
         match self.node() {
             serde_json::Value::Object(m) => {

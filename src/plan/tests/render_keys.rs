@@ -124,14 +124,24 @@ fn with_count(world: &mut World, name: &str, n: i64) {
     gw.status = serde_json::from_value(json!({"listeners": [
         {"name": "http", "attachedRoutes": n, "supportedKinds": [], "conditions": []}]}))
     .unwrap();
+    // What the API server changes with the status write.
+    gw.metadata.resource_version = Some(format!("{}", 100 + n));
+    gw.metadata.managed_fields = Some(
+        serde_json::from_value(json!([{"manager": "gatewright", "operation": "Apply",
+            "subresource": "status", "time": format!("2026-12-07T10:00:{n:02}Z"),
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}]))
+        .unwrap(),
+    );
     world.snap.put_gateway(gw);
 }
 
 #[test]
 fn route_plans_depend_on_the_gateways_status_only_once_a_template_reads_it() {
-    const COPY: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ route.metadata.name ~ \"-copy\" }}\ndata:\n  gateway: {{ gateway.metadata.name }}\n";
+    const COPY: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ route.metadata.name ~ \"-copy\" }}\ndata:\n  gateway: {{ gateway.metadata.name }}\n  namespace: {{ gateway.metadata.namespace }}\n";
     const COUNTS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ route.metadata.name ~ \"-copy\" }}\ndata:\n  counted: \"{{ gateway.status.listeners[0].attachedRoutes if gateway.status else 0 }}\"\n";
-    for (template, reads) in [(COPY, false), (COUNTS, true)] {
+    // The version a status write gives the Gateway: read, so the plans are made again.
+    const VERSION: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ route.metadata.name ~ \"-copy\" }}\ndata:\n  counted: \"{{ gateway.metadata.resourceVersion | int - 100 if gateway.metadata.resourceVersion else 0 }}\"\n";
+    for (template, reads) in [(COPY, false), (COUNTS, true), (VERSION, true)] {
         let mut w = World::new();
         w.blueprint(&[("cm", GW_TEMPLATE)], &[("copy", template)], None);
         let gw = w.gateway("g", "c", &[("http", None)]);
@@ -147,7 +157,8 @@ fn route_plans_depend_on_the_gateways_status_only_once_a_template_reads_it() {
                 .map(|r| r.children[0].object["data"]["counted"].clone())
                 .collect()
         };
-        // Only the Gateway's status changes (its route counts written).
+        // Only the Gateway's status changes (its route counts written), and with it its
+        // resourceVersion and managedFields.
         for n in 1..=3 {
             with_count(&mut w, "g", n);
             let p = crate::plan::plan_with(&w.snap, &gw, &mut memo).unwrap();
