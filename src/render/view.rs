@@ -130,7 +130,9 @@ impl Object for JsonView {
                 if let Some(watch) = &self.status_read
                     && watch.watches(k)
                 {
-                    watch.flag().store(true, std::sync::atomic::Ordering::Relaxed);
+                    watch
+                        .flag()
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
                 }
                 let child = m.get(k)?;
                 Some(self.child(Step::Key(k.into()), child))
@@ -146,7 +148,9 @@ impl Object for JsonView {
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
         if let Some(watch) = &self.status_read {
-            watch.flag().store(true, std::sync::atomic::Ordering::Relaxed);
+            watch
+                .flag()
+                .store(true, std::sync::atomic::Ordering::Relaxed);
         }
         match self.node() {
             serde_json::Value::Object(m) => {
