@@ -9,11 +9,34 @@ pub type Counts = BTreeMap<(String, String), f64>;
 
 /// `apiserver_request_total` summed by (verb, resource[/subresource]).
 pub async fn apiserver_counts(client: &Client) -> Counts {
+    sums(&metrics(client).await, "apiserver_request_total")
+}
+
+/// The API server's own time serving requests, in seconds, summed by (verb,
+/// resource[/subresource]): `apiserver_request_duration_seconds_sum` (from the request's
+/// arrival to its answer; watches excluded by the API server).
+#[allow(
+    dead_code,
+    reason = "the fleet bench shares this file and reads counts only"
+)]
+pub async fn apiserver_seconds(client: &Client) -> Counts {
+    sums(
+        &metrics(client).await,
+        "apiserver_request_duration_seconds_sum",
+    )
+}
+
+async fn metrics(client: &Client) -> String {
     let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = client.request_text(req).await.unwrap();
+    client.request_text(req).await.unwrap()
+}
+
+/// The samples of `metric` in `text`, summed by (verb, resource[/subresource]).
+fn sums(text: &str, metric: &str) -> Counts {
     let mut out = Counts::new();
+    let prefix = format!("{metric}{{");
     for line in text.lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+        let Some(rest) = line.strip_prefix(prefix.as_str()) else {
             continue;
         };
         let Some((labels, value)) = rest.rsplit_once("} ") else {

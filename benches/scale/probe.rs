@@ -12,6 +12,7 @@ use kube::Client;
 use serde_json::{Value, json};
 
 use super::attached::{TRAEFIK, copies, namespace, service, start_with_gateway, svc_ar};
+use super::counts::{apiserver_counts, apiserver_seconds, is_write};
 use super::{apply, env_usize, ms, pct, rt_ar};
 
 const NS: &str = "probe";
@@ -46,6 +47,10 @@ pub(super) async fn run(client: &Client, bin: &str, port: u16) {
     let (p, paused) = start_with_gateway(client, bin, port, (NS, GATEWAY, "Same")).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let cpu0 = p.cpu();
+    let (count0, secs0) = (
+        apiserver_counts(client).await,
+        apiserver_seconds(client).await,
+    );
     let start = Instant::now();
     let mut lat = Vec::with_capacity(n);
     let mut by_thousand = Vec::new();
@@ -77,6 +82,10 @@ pub(super) async fn run(client: &Client, bin: &str, port: u16) {
     }
     let cpu = p.cpu() - cpu0;
     let secs = start.elapsed().as_secs_f64();
+    let (count1, secs1) = (
+        apiserver_counts(client).await,
+        apiserver_seconds(client).await,
+    );
     let (rss, _) = p.rss();
     let all = format!("{}/{}", ms(pct(&mut lat, 0.5)), ms(pct(&mut lat, 0.99)));
     println!(
@@ -91,6 +100,24 @@ pub(super) async fn run(client: &Client, bin: &str, port: u16) {
     println!(
         "  best published (apply -> first 200 through the dataplane, both shares): agentgateway 10-30 ms, Istio 120-300 ms"
     );
+    println!(
+        "  the API server's own time for the writes of the phase (the bench's HTTPRoute applies included), per route and per request:"
+    );
+    let routes = lat.len().max(1) as f64;
+    for (k, n) in &count1 {
+        let n = n - count0.get(k).copied().unwrap_or(0.0);
+        if !is_write(&k.0) || k.1.starts_with("leases") || n < 1.0 {
+            continue;
+        }
+        let t = secs1.get(k).copied().unwrap_or(0.0) - secs0.get(k).copied().unwrap_or(0.0);
+        println!(
+            "    {} {}: {n:.0} requests, {:.1} ms per route, mean {:.1} ms",
+            k.0,
+            k.1,
+            t * 1000.0 / routes,
+            t * 1000.0 / n
+        );
+    }
     super::print_reconciles(&p).await;
     p.stop();
     paused.store(true, std::sync::atomic::Ordering::Relaxed);
