@@ -284,11 +284,38 @@ impl Prepared {
         }
     }
 
-    /// The checked objects of a rendered text, parsed once per distinct (template, text).
+    /// The checked objects of a rendered text, parsed once per distinct (template,
+    /// document): a text of several documents (a template's `for` loop: one DNSEndpoint
+    /// per group of names) is looked up document by document, so a change of one
+    /// document parses that one alone. A text whose documents do not all parse on their
+    /// own is parsed whole, for its error to name the line of the whole text.
     ///
     /// # Errors
     /// See [`crate::render::output::objects_from_render`].
     pub fn objects(
+        &self,
+        text: &str,
+        at: crate::render::output::Placement<'_>,
+    ) -> Result<Vec<serde_json::Value>, RenderError> {
+        let documents = split_documents(text);
+        if documents.len() < 2 || text.len() > crate::render::output::MAX_RENDERED_BYTES {
+            return self.document_objects(text, at);
+        }
+        let mut out = Vec::new();
+        for d in documents {
+            match self.document_objects(d, at) {
+                Ok(o) => out.extend(o),
+                Err(_) => return crate::render::output::objects_from_render(text, at),
+            }
+        }
+        if out.len() > crate::render::output::MAX_OBJECTS_PER_TEMPLATE {
+            return crate::render::output::objects_from_render(text, at);
+        }
+        Ok(out)
+    }
+
+    /// [`Prepared::objects`] of one text, remembered whole.
+    fn document_objects(
         &self,
         text: &str,
         at: crate::render::output::Placement<'_>,
@@ -320,6 +347,29 @@ impl Prepared {
             _ => &self.gateway_graph,
         }
     }
+}
+
+/// `text` cut before each line that is a bare document start (`---` alone at the start
+/// of a line: in YAML always a document marker, even where a block scalar was open), the
+/// pieces blank or holding only comments left out; anchors do not cross documents, so
+/// each piece parses as it would in the whole text.
+fn split_documents(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        if at > start && line.trim_end() == "---" {
+            out.push(&text[start..at]);
+            start = at;
+        }
+        at += line.len();
+    }
+    out.push(&text[start..]);
+    out.retain(|d| {
+        d.lines()
+            .any(|l| !matches!(l.trim(), "" | "---") && !l.trim_start().starts_with('#'))
+    });
+    out
 }
 
 /// See [`Prepared::route_reads`].
@@ -553,6 +603,61 @@ pub fn scope_errors(
 #[cfg(test)]
 mod parsed_outputs_tests {
     use super::*;
+
+    #[test]
+    fn documents_are_cut_at_bare_document_starts() {
+        let text =
+            "# a comment\n\n---\na: 1\n---\nb: |\n  x\n  ---\n--- # not bare\nc: 3\n---   \n\n";
+        assert_eq!(
+            split_documents(text),
+            [
+                "---\na: 1\n",
+                "---\nb: |\n  x\n  ---\n--- # not bare\nc: 3\n"
+            ]
+        );
+        assert_eq!(split_documents("a: 1\n"), ["a: 1\n"]);
+        assert!(split_documents("\n---\n").is_empty());
+    }
+
+    #[test]
+    fn a_text_of_documents_parses_as_a_whole_and_document_by_document() {
+        let spec: crate::api::GatewayClassBlueprintSpec =
+            serde_saphyr::from_str("gatewayTemplates:\n- name: t\n  template: \"\"\n").unwrap();
+        let p = Prepared::new("bp", &spec).unwrap();
+        let at = crate::render::output::Placement {
+            blueprint: "bp",
+            template: "t",
+            namespace: "ns",
+            cluster_scoped: &[],
+        };
+        let doc = |name: &str, n: usize| {
+            format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{n: \"{n}\"}}\n"
+            )
+        };
+        let whole = |t: &str| crate::render::output::objects_from_render(t, at).unwrap();
+        let first = format!("{}{}{}", doc("a", 1), doc("b", 1), doc("c", 1));
+        assert_eq!(p.objects(&first, at).unwrap(), whole(&first));
+        // One document changed: the others come from what was parsed before.
+        let second = format!("{}{}{}", doc("a", 1), doc("b", 2), doc("c", 1));
+        let remembered = p.parsed.lock().unwrap().texts.len();
+        assert_eq!(p.objects(&second, at).unwrap(), whole(&second));
+        assert_eq!(p.parsed.lock().unwrap().texts.len(), remembered + 1);
+        // A document that does not parse on its own: the whole text's error, its line.
+        let broken = format!(
+            "{}{}---\napiVersion: v1\nkind: [\n",
+            doc("a", 1),
+            doc("b", 2)
+        );
+        let err = p.objects(&broken, at).unwrap_err();
+        let expected = crate::render::output::objects_from_render(&broken, at).unwrap_err();
+        assert_eq!(err.message, expected.message);
+        // More objects than a template may render, counted over every document.
+        let many: String = (0..=crate::render::output::MAX_OBJECTS_PER_TEMPLATE)
+            .map(|i| doc(&format!("m{i}"), i))
+            .collect();
+        assert!(p.objects(&many, at).is_err());
+    }
 
     #[test]
     fn parsed_outputs_stay_within_their_bytes() {
