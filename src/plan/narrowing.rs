@@ -2,6 +2,10 @@
 //! removes something it advertises (a hostname gone from a route: its DNS record) goes
 //! first and alone; the Gateway's other children are neither changed nor deleted until
 //! that version is ready and has settled ([`super::drain`] decides each child's step).
+//! Other drained children whose change removes nothing they advertise go with it (a
+//! template's records in groups: the group that takes over names another hands over, or
+//! is emptied of, must not wait for that one's drain, or the names would have no record
+//! meanwhile).
 //! Children no longer rendered whose template drains are drained before they are pruned,
 //! as at teardown. [`narrowing`] gathers one pass's steps; `controller/narrow.rs` records
 //! and announces them, and drains or deletes.
@@ -38,8 +42,8 @@ pub struct Narrowing {
     /// Objects applied instead of the rendered ones (the start of a narrowing recorded,
     /// or carried along).
     pub apply_instead: HashMap<ObjectKey, Value>,
-    /// Children not changed in this pass (every live child but the narrowing ones, while
-    /// one holds).
+    /// Children not changed in this pass (every live child but the narrowing ones and the
+    /// drained ones whose change removes nothing they advertise, while one holds).
     pub hold: BTreeSet<ObjectKey>,
     /// Whether the others wait (no prune either, but of the children draining).
     pub holds: bool,
@@ -100,6 +104,10 @@ pub fn narrowing(
     };
     let gateway_children = plan.gateway.children.len();
     let mut narrowing_keys = BTreeSet::new();
+    // Drained children whose change removes nothing they advertise: never held (another
+    // group of the same records taking over the names one hands over, or a record added
+    // while another leaves).
+    let mut widening_keys = BTreeSet::new();
     // The route children come after the Gateway's: none to look at when no route
     // template drains (a shared Gateway has one per route).
     let children = if prepared.route_drains() {
@@ -141,7 +149,9 @@ pub fn narrowing(
                     .unwrap_or(now);
                 out.marks.push((c.key.clone(), live.clone(), at));
             }
-            NarrowStep::Idle => {}
+            NarrowStep::Idle => {
+                widening_keys.insert(c.key.clone());
+            }
         }
         if step.holds() {
             narrowing_keys.insert(c.key.clone());
@@ -181,7 +191,11 @@ pub fn narrowing(
         out.hold = plan
             .children()
             .zip(live)
-            .filter(|(c, live)| live.is_some() && !narrowing_keys.contains(&c.key))
+            .filter(|(c, live)| {
+                live.is_some()
+                    && !narrowing_keys.contains(&c.key)
+                    && !widening_keys.contains(&c.key)
+            })
             .map(|(c, _)| c.key.clone())
             .collect();
     }

@@ -159,3 +159,48 @@ fn a_narrowed_version_once_ready_is_marked_and_the_others_wait_for_the_settle() 
         start.to_string()
     );
 }
+
+#[test]
+fn a_group_taking_over_the_names_another_narrows_away_is_not_held() {
+    // One drained template, its hostnames in two groups (lists, as a DNSEndpoint's
+    // endpoints): `b...` names in `-cm`, the others in `-cm2`.
+    const GROUPS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ gateway.metadata.name ~ \"-cm\" }}\ndata:\n  hosts: {{ hostnames.union | select(\"startingwith\", \"b\") | list }}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ gateway.metadata.name ~ \"-cm2\" }}\ndata:\n  hosts: {{ hostnames.union | reject(\"startingwith\", \"b\") | list }}\n";
+    let mut w = World::new();
+    let bp: GatewayClassBlueprint = serde_json::from_value(json!({
+        "apiVersion": "gatewright.dev/v1alpha1", "kind": "GatewayClassBlueprint",
+        "metadata": {"name": "bp"},
+        "spec": {
+            "gatewayTemplates": [
+                {"name": "cm", "template": GROUPS,
+                 "drain": {"patch": {"data": {"hosts": []}}, "settleSeconds": 30}},
+                {"name": "other", "template": OTHER},
+            ],
+            "routeTemplates": [{"name": "copy", "template": ROUTE_TEMPLATE}],
+        },
+    }))
+    .unwrap();
+    w.snap.put_blueprint(bp);
+    let key = w.gateway("gw", "c", &[("http", Some("*.example.com"))]);
+    w.route("a", &["a.example.com"], &["gw"]);
+    w.route("b", &["b.example.com"], &["gw"]);
+    w.make_live(&key);
+    assert_eq!(
+        w.snap.child(&cm("infra", "gw-cm")).unwrap()["data"]["hosts"],
+        json!(["b.example.com"])
+    );
+    // Route b's name moves from the first group to the second.
+    w.route("b", &["c.example.com"], &["gw"]);
+    let n = pass(&w, &key, "2026-01-01T00:00:00Z".parse().unwrap());
+    let (first, second) = (cm("infra", "gw-cm"), cm("infra", "gw-cm2"));
+    assert_eq!(n.started, [first.to_string()]);
+    assert!(n.holds);
+    assert!(
+        !n.hold.contains(&first) && !n.hold.contains(&second),
+        "{:?}",
+        n.hold
+    );
+    // Everything else waits as before.
+    assert!(n.hold.contains(&cm("infra", "gw-other")), "{:?}", n.hold);
+    assert!(n.hold.contains(&cm("app", "a-copy")), "{:?}", n.hold);
+    assert!(n.hold.contains(&cm("app", "b-copy")), "{:?}", n.hold);
+}
