@@ -2109,3 +2109,88 @@ fn the_traefik_gateway_listens_on_the_entrypoints_ports() {
         [("http".to_owned(), 80), ("https".to_owned(), 443)]
     );
 }
+
+/// The Traefik class's DNSEndpoints once its example converged, with `extra` (YAML
+/// documents) beside the example: name -> the dnsNames it lists.
+fn traefik_dns(extra: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let class = "traefik-certmanager-externaldns";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("extra.yaml"), extra).unwrap();
+    let mut live: Vec<Value> = Vec::new();
+    let mut previous = None;
+    for _ in 0..10 {
+        let (out, _) = render_with_live(class, dir.path(), &live);
+        let ours: Vec<Value> = out
+            .iter()
+            .filter(|d| d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gatewright")
+            .cloned()
+            .collect();
+        let dns: std::collections::BTreeMap<String, Vec<String>> = ours
+            .iter()
+            .filter(|d| d["kind"] == "DNSEndpoint")
+            .map(|d| {
+                let names = d["spec"]["endpoints"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e["dnsName"].as_str().unwrap().to_owned())
+                    .collect();
+                (d["metadata"]["name"].as_str().unwrap().to_owned(), names)
+            })
+            .collect();
+        if !dns.is_empty() && previous.as_ref() == Some(&dns) {
+            return dns;
+        }
+        previous = Some(dns);
+        live = ours.iter().map(gatewright::simulate::as_ready).collect();
+    }
+    panic!("{class}: the DNSEndpoints never settled");
+}
+
+/// `n` routes of 16 hostnames each (the most a route holds) on the example's Gateway,
+/// `first` the index of the first hostname.
+fn many_hostnames(routes: usize, first: usize) -> String {
+    (0..routes)
+        .map(|r| {
+            let hosts: Vec<String> = (0..16)
+                .map(|h| format!("h{}.example.com", first + r * 16 + h))
+                .collect();
+            format!(
+                "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: many-{r}, namespace: shop}}\nspec:\n  parentRefs: [{{name: public, namespace: infra}}]\n  hostnames: {hosts:?}\n  rules: [{{backendRefs: [{{name: many, port: 80}}]}}]\n"
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_traefik_class_lists_dns_names_in_groups_of_at_most_100() {
+    // The example alone: one DNSEndpoint, under the name it always had.
+    let small = traefik_dns("");
+    assert_eq!(small.keys().collect::<Vec<_>>(), ["public-dns"]);
+    // 16 routes of 16 names beside the example's: more than 256 names, in 4 groups (the
+    // fewest, a power of two, with at most 100 names each), every name in exactly one.
+    let big = traefik_dns(&many_hostnames(16, 0));
+    assert_eq!(big.len(), 4, "{:?}", big.keys().collect::<Vec<_>>());
+    assert!(
+        big.contains_key("public-dns"),
+        "the first group keeps the name"
+    );
+    assert!(big.values().all(|names| names.len() <= 100));
+    let mut all: Vec<&String> = big.values().flatten().collect();
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "a name in two groups");
+    assert!(small["public-dns"].iter().all(|h| all.contains(&h)));
+    assert_eq!(n, small["public-dns"].len() + 256);
+    // One more route with one name: one group changes, by that name alone; the others
+    // are the same objects, names and all.
+    let one = "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: one-more, namespace: shop}\nspec:\n  parentRefs: [{name: public, namespace: infra}]\n  hostnames: [one-more.example.com]\n  rules: [{backendRefs: [{name: many, port: 80}]}]\n";
+    let more = traefik_dns(&(many_hostnames(16, 0) + one));
+    let changed: Vec<&String> = big.keys().filter(|k| more[*k] != big[*k]).collect();
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    let mut grown = more[changed[0]].clone();
+    grown.retain(|h| h != "one-more.example.com");
+    assert_eq!(&grown, &big[changed[0]]);
+    assert_eq!(more.len(), 4);
+}
