@@ -2052,24 +2052,38 @@ fn placement_is_refused_where_it_cannot_apply() {
     );
 }
 
-/// The Traefik gateway's listeners as the class renders them for its example, once the
-/// certificate is issued, with `extra` (YAML documents) beside the example: (name, port).
-fn traefik_listeners(extra: &str) -> Vec<(String, u64)> {
+/// Renders the Traefik class's example with `extra` (YAML documents) beside it, the
+/// children made ready between rounds, until `done` finds what it looks for in our
+/// children of a round.
+fn traefik_rounds<T>(extra: &str, done: impl Fn(&[Value]) -> Option<T>) -> T {
     let class = "traefik-certmanager-externaldns";
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("extra.yaml"), extra).unwrap();
     let mut live: Vec<Value> = Vec::new();
-    for _ in 0..8 {
+    for _ in 0..10 {
         let (out, _) = render_with_live(class, dir.path(), &live);
         let ours: Vec<Value> = out
             .iter()
             .filter(|d| d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gatewright")
             .cloned()
             .collect();
-        if let Some(g) = ours.iter().find(|d| d["kind"] == "Gateway") {
-            assert_eq!(g["metadata"]["name"], "public-traefik");
-            assert_eq!(g["spec"]["gatewayClassName"], "traefik");
-            return g["spec"]["listeners"]
+        if let Some(found) = done(&ours) {
+            return found;
+        }
+        live = ours.iter().map(gatewright::simulate::as_ready).collect();
+    }
+    panic!("{class}: what the test waits for never rendered");
+}
+
+/// The Traefik gateway's listeners as the class renders them for its example, once the
+/// certificate is issued, with `extra` (YAML documents) beside the example: (name, port).
+fn traefik_listeners(extra: &str) -> Vec<(String, u64)> {
+    traefik_rounds(extra, |ours| {
+        let g = ours.iter().find(|d| d["kind"] == "Gateway")?;
+        assert_eq!(g["metadata"]["name"], "public-traefik");
+        assert_eq!(g["spec"]["gatewayClassName"], "traefik");
+        Some(
+            g["spec"]["listeners"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -2079,11 +2093,9 @@ fn traefik_listeners(extra: &str) -> Vec<(String, u64)> {
                         l["port"].as_u64().unwrap(),
                     )
                 })
-                .collect();
-        }
-        live = ours.iter().map(gatewright::simulate::as_ready).collect();
-    }
-    panic!("{class}: the Traefik gateway never rendered");
+                .collect(),
+        )
+    })
 }
 
 #[test]
@@ -2113,18 +2125,8 @@ fn the_traefik_gateway_listens_on_the_entrypoints_ports() {
 /// The Traefik class's DNSEndpoints once its example converged, with `extra` (YAML
 /// documents) beside the example: name -> the dnsNames it lists.
 fn traefik_dns(extra: &str) -> std::collections::BTreeMap<String, Vec<String>> {
-    let class = "traefik-certmanager-externaldns";
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("extra.yaml"), extra).unwrap();
-    let mut live: Vec<Value> = Vec::new();
-    let mut previous = None;
-    for _ in 0..10 {
-        let (out, _) = render_with_live(class, dir.path(), &live);
-        let ours: Vec<Value> = out
-            .iter()
-            .filter(|d| d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gatewright")
-            .cloned()
-            .collect();
+    let previous = std::cell::RefCell::new(None);
+    traefik_rounds(extra, |ours| {
         let dns: std::collections::BTreeMap<String, Vec<String>> = ours
             .iter()
             .filter(|d| d["kind"] == "DNSEndpoint")
@@ -2138,13 +2140,10 @@ fn traefik_dns(extra: &str) -> std::collections::BTreeMap<String, Vec<String>> {
                 (d["metadata"]["name"].as_str().unwrap().to_owned(), names)
             })
             .collect();
-        if !dns.is_empty() && previous.as_ref() == Some(&dns) {
-            return dns;
-        }
-        previous = Some(dns);
-        live = ours.iter().map(gatewright::simulate::as_ready).collect();
-    }
-    panic!("{class}: the DNSEndpoints never settled");
+        let settled = !dns.is_empty() && previous.borrow().as_ref() == Some(&dns);
+        previous.replace(Some(dns.clone()));
+        settled.then_some(dns)
+    })
 }
 
 /// `n` routes of 16 hostnames each (the most a route holds) on the example's Gateway,

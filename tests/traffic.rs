@@ -901,6 +901,36 @@ fn class_config_yaml(class: &str, ns: &str, d: &Downstream) -> String {
     )
 }
 
+/// Starts the controller (its namespace `controller_ns`) and installs the shipped Traefik
+/// class under a name of its own (`prefix-...`), configured for the downstream `d` by a
+/// GatewayClassConfig in `config_ns`; the controller and the class's name.
+async fn start_with_traefik_class(
+    client: &Client,
+    d: &Downstream,
+    (controller_ns, config_ns): (&str, &str),
+    prefix: &str,
+) -> (Arc<gatewright::controller::Runner>, String) {
+    let ctl = gatewright::controller::start(
+        client.clone(),
+        gatewright::controller::Options {
+            controller_namespace: controller_ns.to_owned(),
+            resync: Duration::from_secs(3600),
+            workers: gatewright::controller::default_workers(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let class = unique_name(prefix);
+    apply_yaml(
+        client,
+        &common::shipped_class_yaml("traefik-certmanager-externaldns", &class),
+    )
+    .await;
+    apply_yaml(client, &class_config_yaml(&class, config_ns, d)).await;
+    (ctl, class)
+}
+
 /// Deletes the Gateway `ns/gw` and waits until it is gone (its children with it), then the
 /// class `class`: its GatewayClassConfig in `ns`, GatewayClass and blueprint.
 async fn remove_gateway_and_class(client: &Client, ns: &str, gw: &str, class: &str) {
@@ -963,24 +993,7 @@ async fn traffic_through_traefik() {
     // child Gateway's class is the one Traefik runs here, the parent's ports 80 and 443 go
     // to the ports of Traefik's entrypoints, and the issuer is the real cert-manager's CA
     // issuer.
-    let ctl = gatewright::controller::start(
-        client.clone(),
-        gatewright::controller::Options {
-            controller_namespace: ns.to_owned(),
-            resync: Duration::from_secs(3600),
-            workers: gatewright::controller::default_workers(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-    let class = unique_name("traffic");
-    apply_yaml(
-        &client,
-        &common::shipped_class_yaml("traefik-certmanager-externaldns", &class),
-    )
-    .await;
-    apply_yaml(&client, &class_config_yaml(&class, ns, &d)).await;
+    let (ctl, class) = start_with_traefik_class(&client, &d, (ns, ns), "traffic").await;
 
     let gw = unique_name("gw");
     let web = format!("{}.{zone}", unique_name("web"));

@@ -35,8 +35,8 @@ use kube::runtime::watcher;
 use serde_json::Value;
 
 use super::{
-    Backends, SERIAL, T, admin, apply_yaml, class_config_yaml, common, cond, downstream, dynamic,
-    http, remove_gateway_and_class, unique_name, wait_for,
+    Backends, SERIAL, T, admin, apply_yaml, common, cond, downstream, dynamic, http,
+    remove_gateway_and_class, start_with_traefik_class, unique_name, wait_for,
 };
 
 /// Route changes after the initial route.
@@ -163,25 +163,9 @@ async fn route_changes_under_traffic() {
     let svc = format!("{run}-backend");
     apply_yaml(&client, &backend_yaml(ns, &svc, addr)).await;
 
-    let ctl = gatewright::controller::start(
-        client.clone(),
-        gatewright::controller::Options {
-            controller_namespace: d.namespace.clone(),
-            resync: Duration::from_secs(3600),
-            workers: gatewright::controller::default_workers(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
     // The class's config in the Gateway's namespace, targeting the class.
-    let class = unique_name("routechange");
-    apply_yaml(
-        &client,
-        &common::shipped_class_yaml("traefik-certmanager-externaldns", &class),
-    )
-    .await;
-    apply_yaml(&client, &class_config_yaml(&class, ns, &d)).await;
+    let (ctl, class) =
+        start_with_traefik_class(&client, &d, (&d.namespace, ns), "routechange").await;
     let gw = unique_name("gw");
     let route = "route";
     let host = format!("{run}.{zone}");

@@ -25,8 +25,8 @@ use std::time::Instant;
 use kube::api::{DeleteParams, DynamicObject, PostParams};
 
 use super::{
-    Backends, SERIAL, T, admin, apply_yaml, backend_yaml, class_config_yaml, common, downstream,
-    dynamic, http, unique_name, wait_for,
+    Backends, SERIAL, T, admin, apply_yaml, backend_yaml, common, downstream, dynamic, http,
+    start_with_traefik_class, unique_name, wait_for,
 };
 
 /// Requests sent to each restricted (hostname, path).
@@ -99,24 +99,7 @@ async fn tenancy_through_traefik() {
         apply_yaml(&client, &backend_yaml(ns, &svc(role), addr)).await;
     }
 
-    let ctl = gatewright::controller::start(
-        client.clone(),
-        gatewright::controller::Options {
-            controller_namespace: infra.to_owned(),
-            resync: std::time::Duration::from_secs(3600),
-            workers: gatewright::controller::default_workers(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-    let class = unique_name("tenancy");
-    apply_yaml(
-        &client,
-        &common::shipped_class_yaml("traefik-certmanager-externaldns", &class),
-    )
-    .await;
-    apply_yaml(&client, &class_config_yaml(&class, infra, &d)).await;
+    let (ctl, class) = start_with_traefik_class(&client, &d, (infra, infra), "tenancy").await;
 
     let gw = unique_name("shared");
     let admin_host = format!("admin-{run}.{zone}");
