@@ -261,7 +261,9 @@ impl GatewayMemo {
 /// The route attachments of a Gateway's last plan, and the template variables made of
 /// them: a route's attachment is kept while its entry in the snapshot is the same and
 /// so is what attachment reads of the rest (the Gateway's evaluation, its spec, what the
-/// snapshot answers as a `Lookup`: [`Snapshot::references_stamp`]). When every
+/// snapshot answers as a `Lookup`: [`Snapshot::references_stamp`]); one attached again
+/// (a Service came or went) that is equal to the last keeps its `Arc`, so what compares
+/// attachments compares addresses. When every
 /// attachment is what it was, so are the routes each listener counts and the listeners
 /// and hostnames made of them. The Gateway parsed is kept while its entry is the same.
 #[derive(Debug, Default)]
@@ -415,17 +417,19 @@ pub(crate) fn attach<'s>(
         };
     };
     let references = snap.references_stamp();
-    let same_basis = memo
-        .basis
-        .as_ref()
-        .is_some_and(|b| b.references == references && b.spec == gw.spec && b.eval == *eval);
+    // The same Gateway evaluation and spec; and what the snapshot answers the same too.
+    let (same_eval, same_basis) = memo.basis.as_ref().map_or((false, false), |b| {
+        let same_eval = b.spec == gw.spec && b.eval == *eval;
+        (same_eval, same_eval && b.references == references)
+    });
     if !same_basis {
         memo.basis = Some(AttachBasis {
             eval: eval.clone(),
             spec: gw.spec.clone(),
             references,
         });
-        memo.routes.clear();
+    }
+    if !same_eval {
         memo.vars = None;
         memo.counts = None;
         memo.vars_values = None;
@@ -433,8 +437,9 @@ pub(crate) fn attach<'s>(
     let before = std::mem::take(&mut memo.routes);
     memo.routes.reserve(before.len());
     let mut before = before.into_iter().peekable();
-    // Whether every route's attachment is what it was, and no route came or went.
-    let mut same = same_basis;
+    // Whether every route's attachment is what it was, and no route came or went (then
+    // the listeners and hostnames made of them are too, under the same evaluation).
+    let mut same = same_eval;
     // Both in route key order: one walk.
     for (rkey, route) in snap.routes_referencing(key) {
         // The last plan's attachment of this very entry is the same route's: found
@@ -453,15 +458,22 @@ pub(crate) fn attach<'s>(
             },
         };
         // The key the memo keeps: the last plan's, when it had the route.
+        // Attached again when its entry or the basis moved; an attachment equal to the last
+        // keeps its `Arc` (what the route memo and the controller compare by address).
         let (kept_key, a) = match kept {
-            Some((k, e, a)) if Arc::ptr_eq(&e, route) => (k, a),
+            Some((k, e, a)) if same_basis && Arc::ptr_eq(&e, route) => (k, a),
             kept => {
                 let a = attach_route(&route.view, gw, eval, snap);
-                same = same && kept.as_ref().is_some_and(|(_, _, k)| **k == a);
-                (
-                    kept.map_or_else(|| rkey.clone(), |(k, _, _)| k),
-                    Arc::new(a),
-                )
+                match kept {
+                    Some((k, _, old)) if *old == a => (k, old),
+                    kept => {
+                        same = false;
+                        (
+                            kept.map_or_else(|| rkey.clone(), |(k, _, _)| k),
+                            Arc::new(a),
+                        )
+                    }
+                }
             }
         };
         if !a.is_empty() {
