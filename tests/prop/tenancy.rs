@@ -114,15 +114,17 @@ fn check_plan(whole: &Plan) -> Result<usize, String> {
             for r in copy["spec"]["parentRefs"].as_array().into_iter().flatten() {
                 let name = r["name"].as_str().unwrap_or_default();
                 let rns = r["namespace"].as_str().unwrap_or(ns);
-                let Some(child) = gateways.iter().find(|g| {
-                    str_of(g, &["metadata", "name"]) == Some(name)
-                        && str_of(g, &["metadata", "namespace"]) == Some(rns)
-                }) else {
-                    return Err(format!(
-                        "{}: a copy attaches to {rns}/{name}, no Gateway of this plan: {copy}",
-                        rp.route.name
-                    ));
-                };
+                // A Gateway the plan did not render (its template failed, or waits) is
+                // judged as the planner's boundary judges it: as if it had the parent's
+                // listeners (the copy's sectionName names a parent listener).
+                let child = gateways
+                    .iter()
+                    .copied()
+                    .find(|g| {
+                        str_of(g, &["metadata", "name"]) == Some(name)
+                            && str_of(g, &["metadata", "namespace"]) == Some(rns)
+                    })
+                    .unwrap_or(spec);
                 for l in child["spec"]["listeners"].as_array().into_iter().flatten() {
                     let lname = l["name"].as_str().unwrap_or_default();
                     if r["sectionName"].as_str().is_some_and(|s| s != lname)
