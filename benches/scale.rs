@@ -555,7 +555,10 @@ async fn main() {
         return;
     };
     let client = Client::try_default().await.unwrap();
-    let base_port = 20000 + (std::process::id() % 20000) as u16;
+    // Below Linux's ephemeral range (32768-60999): a client connection's local port is
+    // never one of these (a collision left the controller unable to listen, the bench
+    // waiting for it).
+    let base_port = 12000 + (std::process::id() % 20000) as u16;
 
     // 1. Class, namespaces.
     let shape = std::env::var("SCALE_SHAPE").unwrap_or_default();

@@ -18,10 +18,7 @@ impl Proc {
     /// [`Self::start`] with more arguments to `gatewright run`.
     pub fn start_with(bin: &str, port: u16, extra: &[&str]) -> Self {
         let metrics_addr = format!("127.0.0.1:{port}");
-        let log = std::fs::File::create(
-            std::env::temp_dir().join(format!("scale-controller-{port}.log")),
-        )
-        .unwrap();
+        let log = std::fs::File::create(log_path(&port.to_string())).unwrap();
         let child = std::process::Command::new(bin)
             .args([
                 "run",
@@ -60,6 +57,16 @@ impl Proc {
         };
         (kb("VmRSS:"), kb("VmHWM:"))
     }
+    /// Whether the process is gone (or a zombie: it exited and was not waited for).
+    fn exited(&self) -> bool {
+        let s = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        s.rsplit_once(") ")
+            .is_none_or(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
+    }
+    /// Where its output goes.
+    fn log_path(&self) -> std::path::PathBuf {
+        log_path(self.metrics_addr.rsplit(':').next().unwrap_or_default())
+    }
     /// User + system CPU seconds.
     pub fn cpu(&self) -> f64 {
         let s = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
@@ -94,6 +101,11 @@ impl Proc {
                 return t.elapsed();
             }
             assert!(
+                !self.exited(),
+                "the controller exited before it was ready; its log: {}",
+                self.log_path().display()
+            );
+            assert!(
                 t.elapsed() < Duration::from_secs(600),
                 "controller not ready after 10 minutes"
             );
@@ -115,4 +127,9 @@ impl Proc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The file a controller serving metrics on `port` writes its output to.
+fn log_path(port: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("scale-controller-{port}.log"))
 }

@@ -177,8 +177,9 @@ pub(super) fn same_but_status(old: &Value, new: &Value) -> bool {
             o.remove("status");
         }
         if let Some(m) = v["metadata"].as_object_mut() {
-            m.remove("resourceVersion");
-            m.remove("managedFields");
+            for k in crate::render::view::STATUS_WRITE_METADATA {
+                m.remove(k);
+            }
         }
         v
     };

@@ -93,7 +93,14 @@ impl Cluster {
         self.metrics.status_writes.fetch_add(1, Ordering::Relaxed);
         if tracing::enabled!(tracing::Level::DEBUG) {
             let changed = crate::plan::progress::changed_paths(&strip_times(&current), &compared);
-            tracing::debug!(gateway = %key, ?changed, "writing the Gateway status");
+            // What it says now, when that is not Programmed: the reason is in the message.
+            let programmed = desired
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == "Programmed" && c.status != "True")
+                .map(|c| format!("{}: {}", c.reason, c.message));
+            tracing::debug!(gateway = %key, ?changed, ?programmed, "writing the Gateway status");
         }
         self.own_status.expect(own, &compared);
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);

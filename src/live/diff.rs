@@ -272,9 +272,10 @@ pub fn compare(snap: &Snapshot, plans: &[(Key, Plan)], now: &Time) -> Vec<Change
 pub fn content(v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        for k in ["resourceVersion", "managedFields", "generation"] {
+        for k in crate::render::view::STATUS_WRITE_METADATA {
             m.remove(k);
         }
+        m.remove("generation");
     }
     if let Some(o) = v.as_object_mut() {
         o.remove("status");
