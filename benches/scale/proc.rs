@@ -59,9 +59,13 @@ impl Proc {
     }
     /// Whether the process is gone (or a zombie: it exited and was not waited for).
     fn exited(&self) -> bool {
-        let s = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
-        s.rsplit_once(") ")
-            .is_none_or(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
+        self.stat()
+            .is_none_or(|rest| rest.starts_with('Z') || rest.starts_with('X'))
+    }
+    /// `/proc/PID/stat` after "comm) ": the state first (`None` once the process is gone).
+    fn stat(&self) -> Option<String> {
+        let s = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).ok()?;
+        s.rsplit_once(") ").map(|(_, r)| r.to_owned())
     }
     /// Where its output goes.
     fn log_path(&self) -> std::path::PathBuf {
@@ -69,8 +73,7 @@ impl Proc {
     }
     /// User + system CPU seconds.
     pub fn cpu(&self) -> f64 {
-        let s = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
-        let rest = s.rsplit_once(") ").map_or("", |(_, r)| r);
+        let rest = self.stat().unwrap_or_default();
         let f: Vec<&str> = rest.split_whitespace().collect();
         let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
         // After "comm) ": state is field 0, utime 11, stime 12 (clock ticks of 1/100 s).

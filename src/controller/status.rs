@@ -98,7 +98,9 @@ impl Cluster {
                 .conditions
                 .iter()
                 .flatten()
-                .find(|c| c.type_ == "Programmed" && c.status != "True")
+                .find(|c| {
+                    c.type_ == crate::gateway::conditions::types::PROGRAMMED && c.status != "True"
+                })
                 .map(|c| format!("{}: {}", c.reason, c.message));
             tracing::debug!(gateway = %key, ?changed, ?programmed, "writing the Gateway status");
         }
