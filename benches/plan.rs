@@ -136,7 +136,7 @@ fn bench_plan() {
     for _ in 0..4 {
         let p = gatewright::plan::plan(&loaded.snapshot, &key).unwrap();
         for c in p.children() {
-            let mut obj = c.object.clone();
+            let mut obj = serde_json::Value::clone(&c.object);
             // As the API server stores it.
             obj["metadata"]["generation"] = 1.into();
             if let Some(status) = gatewright::simulate::ready_status(&obj) {

@@ -84,11 +84,11 @@ fn render_snapshot(
         match plan(snap, key) {
             Ok(p) => {
                 report(&mut out, key, &p);
-                docs.extend(p.children().map(|c| c.object.clone()));
+                docs.extend(p.children().map(|c| Value::clone(&c.object)));
                 let gw_json = &p.gateway.context.gateway;
                 claims.extend(p.gateway.children.iter().map(|c| Claim {
                     key: c.key.clone(),
-                    object: c.object.clone(),
+                    object: Value::clone(&c.object),
                     rank: rank(gw_json, gw_json),
                 }));
                 warnings.extend(p.gateway.warnings.iter().cloned());
@@ -96,7 +96,7 @@ fn render_snapshot(
                     if let Some(route) = snap.route(&rp.route) {
                         claims.extend(rp.children.iter().map(|c| Claim {
                             key: c.key.clone(),
-                            object: c.object.clone(),
+                            object: Value::clone(&c.object),
                             rank: rank(&route.json(), gw_json),
                         }));
                     }

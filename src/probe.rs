@@ -118,7 +118,7 @@ pub fn tenancy(mut snap: Snapshot, blueprint: &str) -> Option<Vec<String>> {
             .children
             .iter()
             .chain(plan.routes.iter().flat_map(|r| r.children.iter()))
-            .map(|c| c.object.clone())
+            .map(|c| serde_json::Value::clone(&c.object))
             .collect();
         if previous.as_ref() == Some(&children) {
             break;

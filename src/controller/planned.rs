@@ -4,18 +4,16 @@
 //! with our finalizer and no longer ours, what its teardown needs.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use gateway_api::apis::standard::gateways::Gateway;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use serde_json::Value;
 
 use crate::plan::Plan;
 use crate::plan::gateway::OutOfScope;
 use crate::render::labels;
 use crate::render::labels::GATEWAY_FINALIZER;
-use crate::snapshot::{Key, Snapshot};
+use crate::snapshot::{Key, Live, Snapshot};
 
 use crate::kinds::KindKey;
 
@@ -34,8 +32,9 @@ pub(super) enum Read {
 pub(crate) struct Planned {
     pub(crate) plan: Plan,
     pub(super) gateway: Gateway,
-    /// The live object of each child of [`Plan::children`], in the same order.
-    pub(crate) live: Vec<Option<Arc<Value>>>,
+    /// The live object of each child of [`Plan::children`], in the same order: a route
+    /// child's parsed only if this pass reads it.
+    pub(crate) live: Vec<Option<Live>>,
     /// The child kinds the Gateway uses: what it renders, and what it still owns (to
     /// prune or tear down).
     pub(super) kinds: BTreeSet<KindKey>,
@@ -50,16 +49,16 @@ pub(super) fn read_and_plan(snap: &Snapshot, key: &Key, memo: &mut crate::plan::
             let Some(gateway) = snap.gateway(key).map(|g| g.typed.clone()) else {
                 return Read::Nothing;
             };
-            // The live objects the route plans read (a reused plan's are still current).
-            let live: Vec<Option<Arc<Value>>> = plan
+            // The live objects the plans read (a reused plan's are still current).
+            let live: Vec<Option<Live>> = plan
                 .gateway
                 .live_children
                 .iter()
-                .cloned()
+                .map(|l| l.clone().map(Live::parsed))
                 .chain(
                     plan.routes
                         .iter()
-                        .flat_map(|r| r.live_children.iter().cloned()),
+                        .flat_map(|r| r.live_children.iter().map(|l| l.clone().map(Live::text))),
                 )
                 .collect();
             let g = &plan.gateway;

@@ -26,7 +26,7 @@ use crate::plan::replacement::{self, Progress};
 use crate::plan::{GatewayStatusPlan, Plan, Replacement, is_subset};
 use crate::render::TemplateSet;
 use crate::render::labels::GATEWAY_FINALIZER;
-use crate::snapshot::{Key, ObjectKey};
+use crate::snapshot::{Key, Live, ObjectKey};
 
 /// Requests one reconcile sends at the same time (child applies, then route status
 /// writes): a Gateway with many routes is not one request after the other.
@@ -402,18 +402,24 @@ impl Cluster {
         // Route plans with a child held back: not all their children were looked at.
         let mut held_routes = BTreeSet::new();
         for ((c, live), owner) in p.plan.children().zip(&p.live).zip(owners) {
+            // A route plan reused from the memo whose children were all found to hold
+            // what it renders: same objects, same live objects, same verdict (its live
+            // objects are not parsed again).
+            let applied = owner.is_some_and(|i| p.plan.routes[i].applied.get());
             if hold.contains(&c.key) {
                 if let Some(i) = owner {
                     held_routes.insert(i);
-                    if !live.as_deref().is_some_and(|l| is_subset(&c.object, l)) {
+                    let holds = applied
+                        || live
+                            .as_ref()
+                            .is_some_and(|l| is_subset(&c.object, l.value()));
+                    if !holds {
                         out.routes_waiting.insert(p.plan.routes[i].route.clone());
                     }
                 }
                 continue;
             }
-            // A route plan reused from the memo whose children were all found to hold
-            // what it renders: same objects, same live objects, same verdict.
-            if owner.is_some_and(|i| p.plan.routes[i].applied.get()) {
+            if applied {
                 continue;
             }
             let at = match self.target(&c.key) {
@@ -437,7 +443,7 @@ impl Cluster {
             todo.iter().map(|(c, live, owner)| {
                 (
                     instead.get(&c.key).unwrap_or(&c.object),
-                    live.as_deref(),
+                    live.as_ref().map(Live::value),
                     *owner,
                 )
             }),
@@ -471,7 +477,7 @@ impl Cluster {
             .map(|(c, live, owner)| {
                 let obj = instead.get(&c.key).unwrap_or(&c.object);
                 let quiet = !replans(*owner, &c.template, &read);
-                self.apply_child(&c.key, obj, live.as_deref(), quiet)
+                self.apply_child(&c.key, obj, live.as_ref().map(Live::value), quiet)
             })
             .collect();
         let results: Vec<_> = futures::stream::iter(applies)

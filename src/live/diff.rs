@@ -194,14 +194,14 @@ pub fn compare(snap: &Snapshot, plans: &[(Key, Plan)], now: &Time) -> Vec<Change
                     gateway: key.clone(),
                     template: c.template.clone(),
                     key: c.key.clone(),
-                    planned: c.object.clone(),
+                    planned: Value::clone(&c.object),
                 }),
                 Some(live) if !is_subset(&c.object, &live) => out.push(Change::Update {
                     gateway: key.clone(),
                     template: c.template.clone(),
                     key: c.key.clone(),
                     live: live.as_ref().clone(),
-                    planned: c.object.clone(),
+                    planned: Value::clone(&c.object),
                 }),
                 Some(_) => {}
             }

@@ -88,11 +88,13 @@ impl GatewayPlan {
             && self.held.is_empty()
             && self.states.iter().all(|s| s.readiness.is_ready())
     }
+}
 
+impl GatewayPlan {
     /// Whether its plans read live children parsed once and kept in the snapshot
     /// ([`Snapshot::children_of_kept`]): a Gateway with as many accepted routes as
-    /// [`KEEP_PARSED_MIN_ROUTES`], whose route plans the controller remembers, and with
-    /// them its children parsed. Below, a plan parses them anew, and nothing is kept.
+    /// [`KEEP_PARSED_MIN_ROUTES`], whose plans the controller remembers. Below, a plan
+    /// parses them anew, and nothing is kept.
     #[must_use]
     pub fn keeps_parsed(&self) -> bool {
         keeps_parsed(self.context.route_entries.len())
@@ -100,8 +102,10 @@ impl GatewayPlan {
 }
 
 /// The fewest accepted routes a Gateway has for its live children to be kept parsed in
-/// the snapshot: the same as the controller's fewest for remembering its route plans
-/// (`controller::MEMO_MIN_ROUTES`), since those plans hold the children parsed anyway.
+/// the snapshot: the same as the controller's fewest for remembering its plans
+/// (`controller::MEMO_MIN_ROUTES`). Its own children stay kept (its remembered plan holds
+/// them parsed anyway); a route's, until the route's remembered plan is found applied
+/// (see [`super::memo`]).
 pub const KEEP_PARSED_MIN_ROUTES: usize = 16;
 
 /// See [`GatewayPlan::keeps_parsed`].

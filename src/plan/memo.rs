@@ -28,6 +28,13 @@
 //! Nothing else reaches the templates or the readiness rules; the property tests check,
 //! over random sequences of changes, that a plan made with the memo equals one made
 //! without it.
+//!
+//! **What a remembered plan holds.** A route plan whose children were all found to hold
+//! what it renders (its [`RoutePlan::applied`] mark, set by the controller) is reused
+//! without being applied, so nothing reads its objects: the memo keeps them as their JSON
+//! text ([`super::set::ChildObject::compact`]), and its live objects are held as the
+//! snapshot's text anyway ([`crate::snapshot::LiveText`]). At 5,000 routes on one Gateway
+//! both sides parsed were about 94 MB (see "Memory" in docs/architecture.md).
 
 use std::cmp::Ordering;
 use std::sync::{Arc, Weak};
@@ -138,6 +145,8 @@ struct Entry {
     live: u64,
     holders: Vec<Option<u64>>,
     plan: Arc<RoutePlan>,
+    /// Whether [`Entry::compact`] was done.
+    compacted: bool,
 }
 
 /// The remembered route plans of one Gateway. Keep one per Gateway and pass it to
@@ -219,6 +228,9 @@ impl PlanMemo {
         let children = snap.gateway_children_stamp(&gw.uid);
         let children_same = std::mem::replace(&mut self.gateway_children, children) == children;
         let mut before = before.into_iter().peekable();
+        // Whether a reused plan found applied may keep its objects as text: not while a
+        // route template drains (each pass's narrowing reads every route child).
+        let compacts = gw.blueprint.as_deref().is_some_and(|b| !b.route_drains());
         for (i, rkey) in gw.context.routes.iter().enumerate() {
             // The Gateway's plan holds the accepted routes' entries beside their keys.
             let entry = gw.context.route_entries.get(i);
@@ -230,6 +242,10 @@ impl PlanMemo {
                         && old.still_holds(snap, gw, entry, &context, accepted, children_same)
                     {
                         self.last.reused += 1;
+                        let mut old = old;
+                        if compacts {
+                            old.compact(snap, &gw.uid);
+                        }
                         out.push(Arc::clone(&old.plan));
                         self.routes.push((key, old));
                         continue;
@@ -254,6 +270,7 @@ impl PlanMemo {
                     live: snap.children_stamp(&entry.uid),
                     holders: held_keys(&plan).map(|k| snap.holder_stamp(k)).collect(),
                     plan: Arc::clone(&plan),
+                    compacted: false,
                 };
                 self.routes
                     .push((key.unwrap_or_else(|| rkey.clone()), made));
@@ -302,6 +319,27 @@ fn held_keys(plan: &RoutePlan) -> impl Iterator<Item = &crate::snapshot::ObjectK
 }
 
 impl Entry {
+    /// Keeps the objects of a plan found applied as their text ([`ChildObject`]), and lets
+    /// the snapshot's kept parses of its live children go (it holds their text): while it
+    /// is reused, no pass reads them (its applies are skipped). Only once the memo alone
+    /// holds the plan: the pass that applied it is over.
+    ///
+    /// [`ChildObject`]: super::set::ChildObject
+    fn compact(&mut self, snap: &Snapshot, gateway_uid: &str) {
+        // Once per plan: every pass reuses thousands of them.
+        if self.compacted || !self.plan.applied.get() {
+            return;
+        }
+        let Some(plan) = Arc::get_mut(&mut self.plan) else {
+            return;
+        };
+        for c in &mut plan.children {
+            c.object.compact();
+        }
+        snap.forget_parsed_under(&plan.uid, gateway_uid);
+        self.compacted = true;
+    }
+
     fn still_holds(
         &self,
         snap: &Snapshot,

@@ -27,7 +27,7 @@ use crate::api::Drain;
 use crate::render::TemplateSet;
 use crate::render::labels;
 use crate::render::prepared::Prepared;
-use crate::snapshot::ObjectKey;
+use crate::snapshot::{Live, ObjectKey};
 
 /// Seconds after which a Gateway whose child is draining is looked at again without news:
 /// the child's own changes (the downstream controller's status) wake it sooner through
@@ -93,7 +93,7 @@ pub fn drain_of_live<'a>(
 #[must_use]
 pub fn narrowing(
     plan: &Plan,
-    live: &[Option<Arc<Value>>],
+    live: &[Option<Live>],
     child: &dyn Fn(&ObjectKey) -> Option<Arc<Value>>,
     now: Timestamp,
 ) -> Narrowing {
@@ -116,7 +116,9 @@ pub fn narrowing(
         gateway_children
     };
     for (i, (c, live)) in plan.children().zip(live).enumerate().take(children) {
-        let Some(live) = live else { continue };
+        let Some(live) = live.as_ref().map(Live::object) else {
+            continue;
+        };
         let set = if i < gateway_children {
             TemplateSet::Gateway
         } else {

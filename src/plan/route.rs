@@ -10,7 +10,7 @@ use super::templates::{prune_list, render_set};
 use crate::render::context::{AttachmentVar, RouteVars};
 use crate::render::labels::Owner;
 use crate::render::{RenderError, TemplateSet};
-use crate::snapshot::{ObjectKey, RouteKey, Snapshot};
+use crate::snapshot::{LiveText, ObjectKey, RouteKey, Snapshot};
 
 /// The children of one route under one Gateway.
 #[derive(Debug, Default, PartialEq)]
@@ -35,8 +35,10 @@ pub struct RoutePlan {
     pub warnings: Vec<String>,
     /// Objects it renders that another parent already holds (see the errors).
     pub conflicts: Vec<ObjectKey>,
-    /// The live object of each child, in `children` order, as the plan read it.
-    pub live_children: Vec<Option<Arc<Value>>>,
+    /// The live object of each child, in `children` order, as the plan read it: its text
+    /// (shared with the snapshot), for a remembered plan holds it between passes, and most
+    /// are never read again (see [`AppliedMark`]).
+    pub live_children: Vec<Option<LiveText>>,
     /// Set by whoever applies the plan once every child was found to hold what it
     /// renders: while the plan is reused (the same objects and the same live objects),
     /// nothing needs to be applied (see [`super::memo`]).
@@ -76,11 +78,9 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
         };
     };
     let uid = entry.uid.clone();
-    let live: Vec<Arc<Value>> = if gw.keeps_parsed() {
-        snap.children_of_under_kept(&uid, &gw.uid).collect()
-    } else {
-        snap.children_of_under(&uid, &gw.uid).collect()
-    };
+    let (live, texts): (Vec<Arc<Value>>, Vec<LiveText>) = snap
+        .children_of_under_texts(&uid, &gw.uid, gw.keeps_parsed())
+        .unzip();
     let mut plan = RoutePlan {
         route: route.clone(),
         uid: uid.clone(),
@@ -150,7 +150,16 @@ pub fn plan_route(snap: &Snapshot, gw: &GatewayPlan, route: &RouteKey) -> RouteP
     plan.rollouts = result.rollouts;
     plan.warnings = result.warnings;
     plan.conflicts = result.conflicts;
-    plan.live_children = super::set::live_of(&plan.children, &live);
+    plan.live_children = plan
+        .children
+        .iter()
+        .map(|c| {
+            live.iter()
+                .zip(&texts)
+                .find(|(l, _)| ObjectKey::of(l) == c.key)
+                .map(|(_, text)| text.clone())
+        })
+        .collect();
     plan
 }
 
@@ -198,7 +207,7 @@ fn child_gateways<'a>(gw: &'a GatewayPlan, live: &'a [Arc<Value>]) -> Vec<&'a Va
         .children
         .iter()
         .filter(|c| c.key.kind == "Gateway" && crate::gateway::boundary::is_gateway(&c.object))
-        .map(|c| &c.object)
+        .map(|c| &*c.object)
         .collect();
     for l in live {
         let same = |g: &&Value| {

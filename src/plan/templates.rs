@@ -263,7 +263,7 @@ fn take_objects(
         out.children.push(DesiredChild {
             template: name.clone(),
             key,
-            object: obj,
+            object: obj.into(),
         });
     }
     taken

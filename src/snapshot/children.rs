@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::entries::{ChildEntry, next_stamp};
-use super::{Key, ObjectKey, RouteKey, Snapshot, names};
+use super::{Key, LiveText, ObjectKey, RouteKey, Snapshot, names};
 
 impl Snapshot {
     /// Records a kind's scope (from discovery or a CRD); whether it changed what was known.
@@ -197,15 +197,33 @@ impl Snapshot {
         self.entries_under(parent_uid, gateway_uid)
             .map(ChildEntry::object)
     }
-    /// [`Snapshot::children_of_under`], each parsed once per version and kept (see
-    /// [`Snapshot::children_of_kept`]).
-    pub fn children_of_under_kept<'a>(
+    /// [`Snapshot::children_of_under`], each beside its text (what a remembered plan
+    /// holds of it between passes), parsed once per version and kept when `keep` (see
+    /// `ChildEntry`) until [`Snapshot::forget_parsed_under`].
+    pub fn children_of_under_texts<'a>(
         &'a self,
         parent_uid: &str,
         gateway_uid: &'a str,
-    ) -> impl Iterator<Item = Arc<Value>> + 'a {
+        keep: bool,
+    ) -> impl Iterator<Item = (Arc<Value>, LiveText)> + 'a {
+        self.entries_under(parent_uid, gateway_uid).map(move |c| {
+            let object = if keep { c.object_kept() } else { c.object() };
+            (object, c.live_text())
+        })
+    }
+    /// How many of the children labelled with this parent uid and this Gateway uid hold a
+    /// kept parse.
+    #[cfg(test)]
+    pub(crate) fn kept_parses_under(&self, parent_uid: &str, gateway_uid: &str) -> usize {
         self.entries_under(parent_uid, gateway_uid)
-            .map(ChildEntry::object_kept)
+            .filter(|c| c.is_kept())
+            .count()
+    }
+    /// Lets go of the kept parses of the children labelled with this parent uid and this
+    /// Gateway uid: a remembered plan that holds them as text alone reads them no more.
+    pub fn forget_parsed_under(&self, parent_uid: &str, gateway_uid: &str) {
+        self.entries_under(parent_uid, gateway_uid)
+            .for_each(ChildEntry::forget_parse);
     }
     /// Live children labelled with this Gateway uid (its own and its routes'), parsed.
     pub fn children_by_gateway<'a>(

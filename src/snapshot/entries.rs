@@ -181,13 +181,17 @@ pub(super) fn parse(text: &str) -> Value {
 /// Kubernetes object takes 8 to 20 times its text (every map is a B-tree node of 11
 /// slots), and a fleet's children are most of what the controller holds; a plan parses
 /// the few it reads. The children of a Gateway with many routes are parsed once per
-/// version and kept beside the text (shared, `Arc`): the plans the controller remembers
-/// for such a Gateway hold them parsed anyway (see "Memory" in docs/architecture.md).
+/// version and kept beside the text (shared, `Arc`) while a plan reads them: its own
+/// children, which its remembered plan holds parsed anyway, and a route's until the
+/// route's remembered plan is found applied, which then holds their text alone
+/// ([`LiveText`]) and lets the parse go ([`ChildEntry::forget_parse`]; see "Memory" in
+/// docs/architecture.md).
 #[derive(Debug)]
 pub(super) struct ChildEntry {
-    pub(super) text: Box<str>,
-    /// The text parsed, once a plan that keeps it read it ([`ChildEntry::object_kept`]).
-    parsed: std::sync::OnceLock<Arc<Value>>,
+    pub(super) text: Arc<str>,
+    /// The text parsed, once a plan that keeps it read it ([`ChildEntry::object_kept`]),
+    /// until it is let go.
+    parsed: std::sync::Mutex<Option<Arc<Value>>>,
     pub(super) parent_uid: Option<String>,
     pub(super) gateway_uid: Option<String>,
     pub(super) resource_version: Option<String>,
@@ -210,10 +214,8 @@ impl ChildEntry {
     pub(super) fn new(obj: &Value) -> Self {
         let s = |v: Option<&str>| v.map(str::to_owned);
         Self {
-            text: serde_json::to_string(obj)
-                .unwrap_or_default()
-                .into_boxed_str(),
-            parsed: std::sync::OnceLock::new(),
+            text: serde_json::to_string(obj).unwrap_or_default().into(),
+            parsed: std::sync::Mutex::new(None),
             parent_uid: s(labels::parent_uid(obj)),
             gateway_uid: s(labels::gateway_uid(obj)),
             resource_version: s(obj["metadata"]["resourceVersion"].as_str()),
@@ -225,13 +227,93 @@ impl ChildEntry {
     /// The object, parsed (it was serialized from a `Value`, so it parses): the kept
     /// parse when there is one, else parsed anew.
     pub(super) fn object(&self) -> Arc<Value> {
-        self.parsed
-            .get()
+        self.kept()
+            .as_ref()
             .map_or_else(|| Arc::new(parse(&self.text)), Arc::clone)
     }
 
-    /// The object, parsed once and kept for every later read of this version.
+    /// The object, parsed once and kept for every later read of this version (until
+    /// [`ChildEntry::forget_parse`]).
     pub(super) fn object_kept(&self) -> Arc<Value> {
-        Arc::clone(self.parsed.get_or_init(|| Arc::new(parse(&self.text))))
+        Arc::clone(
+            self.kept()
+                .get_or_insert_with(|| Arc::new(parse(&self.text))),
+        )
+    }
+
+    /// Lets the kept parse go: the next read parses anew.
+    pub(super) fn forget_parse(&self) {
+        self.kept().take();
+    }
+
+    /// Whether it holds a kept parse.
+    #[cfg(test)]
+    pub(super) fn is_kept(&self) -> bool {
+        self.kept().is_some()
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, Option<Arc<Value>>> {
+        self.parsed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The object's text, shared.
+    pub(super) fn live_text(&self) -> LiveText {
+        LiveText(Arc::clone(&self.text))
+    }
+}
+
+/// A live child as a remembered plan holds it: the snapshot's text of the version the plan
+/// read (shared with the snapshot, so holding it costs nothing), parsed when read. Two are
+/// equal when their texts are (the same object serialized the same way).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveText(Arc<str>);
+
+impl LiveText {
+    /// The object, parsed anew.
+    #[must_use]
+    pub fn parse(&self) -> Arc<Value> {
+        Arc::new(parse(&self.0))
+    }
+}
+
+/// A live child as one pass reads it: parsed at most once in the pass, and dropped with it.
+#[derive(Debug)]
+pub struct Live {
+    text: Option<LiveText>,
+    parsed: std::sync::OnceLock<Arc<Value>>,
+}
+
+impl Live {
+    /// One already parsed.
+    #[must_use]
+    pub fn parsed(object: Arc<Value>) -> Self {
+        Self {
+            text: None,
+            parsed: std::sync::OnceLock::from(object),
+        }
+    }
+    /// One to parse from its text, if it is read.
+    #[must_use]
+    pub fn text(text: LiveText) -> Self {
+        Self {
+            text: Some(text),
+            parsed: std::sync::OnceLock::new(),
+        }
+    }
+    /// The object (parsed on the first read).
+    #[must_use]
+    pub fn object(&self) -> &Arc<Value> {
+        self.parsed.get_or_init(|| {
+            self.text
+                .as_ref()
+                .map_or_else(|| Arc::new(Value::Null), LiveText::parse)
+        })
+    }
+    /// [`Live::object`], borrowed.
+    #[must_use]
+    pub fn value(&self) -> &Value {
+        self.object()
     }
 }

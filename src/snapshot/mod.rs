@@ -35,8 +35,8 @@ use crate::gateway::{SecretInfo, routes::RouteView};
 
 use entries::ChildEntry;
 pub use entries::{
-    BlueprintEntry, GatewayEntry, ListenerSetEntry, ObjectKey, PreviousEntry, RevisionEntry,
-    RouteEntry,
+    BlueprintEntry, GatewayEntry, ListenerSetEntry, Live, LiveText, ObjectKey, PreviousEntry,
+    RevisionEntry, RouteEntry,
 };
 pub use keys::{Key, RouteKey, RouteKeyParts};
 

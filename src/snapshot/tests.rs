@@ -252,7 +252,7 @@ fn a_kept_parse_is_shared_until_the_child_changes() {
     let a = s.children_of("p").next().unwrap();
     assert!(!Arc::ptr_eq(&a, &s.children_of("p").next().unwrap()));
     // Kept: every later read of this version shares it.
-    let kept = s.children_of_under_kept("p", "g").next().unwrap();
+    let kept = s.children_of_kept("p").next().unwrap();
     assert_eq!(kept, a);
     assert!(Arc::ptr_eq(&kept, &s.children_of_kept("p").next().unwrap()));
     assert!(Arc::ptr_eq(&kept, &s.children_of("p").next().unwrap()));
@@ -262,4 +262,33 @@ fn a_kept_parse_is_shared_until_the_child_changes() {
     let now = s.children_of_kept("p").next().unwrap();
     assert_eq!(now["metadata"]["resourceVersion"], "2");
     assert!(!Arc::ptr_eq(&kept, &now));
+}
+
+#[test]
+fn a_route_childs_text_is_shared_and_its_kept_parse_let_go() {
+    let mut s = Snapshot::default();
+    let child = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "a", "resourceVersion": "1", "labels": {"gatewright.dev/parent-uid": "p", "gatewright.dev/gateway-uid": "g"}}});
+    s.put_child(child.clone());
+    let entry = |s: &Snapshot| s.kept_parses_under("p", "g") == 1;
+    // Not kept: parsed anew.
+    let (parsed, text) = s.children_of_under_texts("p", "g", false).next().unwrap();
+    assert_eq!(*parsed, child);
+    assert!(!entry(&s));
+    assert_eq!(*text.parse(), child);
+    assert!(!Arc::ptr_eq(&text.parse(), &text.parse()));
+    // Kept: shared by every later read, until let go.
+    let (kept, _) = s.children_of_under_texts("p", "g", true).next().unwrap();
+    assert!(entry(&s));
+    assert!(Arc::ptr_eq(&kept, &s.children_of("p").next().unwrap()));
+    s.forget_parsed_under("p", "h");
+    assert!(entry(&s), "another Gateway's: kept");
+    s.forget_parsed_under("p", "g");
+    assert!(!entry(&s));
+    assert!(!Arc::ptr_eq(&kept, &s.children_of("p").next().unwrap()));
+    // One pass's read parses once.
+    let live = crate::snapshot::Live::text(text);
+    assert!(Arc::ptr_eq(live.object(), live.object()));
+    assert_eq!(**live.object(), child);
+    // Under another Gateway: none.
+    assert!(s.children_of_under_texts("p", "h", true).next().is_none());
 }

@@ -266,6 +266,12 @@ fn compare(snap: &Snapshot, memos: &mut BTreeMap<Key, PlanMemo>) -> Result<usize
                         fresh.status, with.status
                     ));
                 }
+                // As the controller does once it found a plan's children holding what it
+                // renders: the memo keeps a reused one's objects as text from then on,
+                // which the next comparison reads back.
+                for r in &with.routes {
+                    r.applied.set();
+                }
             }
             (Err(a), Err(b)) if a == b => {}
             (a, b) => {

@@ -52,7 +52,7 @@ fn check_plan(whole: &Plan) -> Result<usize, String> {
         .children
         .iter()
         .filter(|c| c.key.kind == "Gateway")
-        .map(|c| &c.object)
+        .map(|c| &*c.object)
         .collect();
     let spec: &Value = &p.context.gateway;
     let parent_listeners: BTreeMap<&str, &Value> = spec["spec"]["listeners"]

@@ -71,7 +71,7 @@ fn plan_route_renders_for_an_accepted_route_and_prunes_for_one_no_longer_accepte
     assert_eq!(copy["metadata"]["labels"][labels::PARENT_UID], "uid-a");
     assert_eq!(copy["metadata"]["labels"][labels::GATEWAY_UID], "uid-gw");
     assert_eq!(copy["metadata"]["ownerReferences"][0]["kind"], "HTTPRoute");
-    w.snap.put_child(copy.clone());
+    w.snap.put_child(Value::clone(copy));
     // The route moves to a hostname the listener does not take: its child goes.
     let a = w.route("a", &["a.other.org"], &["gw"]);
     let gp = plan_gateway(&w.snap, &key).unwrap();
@@ -130,5 +130,79 @@ fn children_are_kept_parsed_where_the_controller_remembers_route_plans() {
     assert_eq!(
         super::super::gateway::KEEP_PARSED_MIN_ROUTES,
         crate::controller::MEMO_MIN_ROUTES
+    );
+}
+
+#[test]
+fn a_remembered_plan_found_applied_keeps_its_objects_as_text() {
+    let mut w = World::new();
+    w.blueprint(&[("cm", GW_TEMPLATE)], &[("copy", ROUTE_TEMPLATE)], None);
+    let gw = w.gateway("g", "c", &[("http", None)]);
+    // As many routes as keep their children's parses in the snapshot.
+    let n = super::super::gateway::KEEP_PARSED_MIN_ROUTES;
+    let mut routes: Vec<String> = (1..=n).map(|i| format!("r{i}")).collect();
+    // In the order of the plan's routes.
+    routes.sort();
+    for r in &routes {
+        w.route(r, &[&format!("{r}.example.com")], &["g"]);
+    }
+    w.make_live(&gw);
+    // Of each route plan, whether its object is held parsed; of each route, how many of
+    // its live children's parses the snapshot keeps.
+    let parsed = |p: &crate::plan::Plan| -> Vec<bool> {
+        p.routes
+            .iter()
+            .map(|r| r.children[0].object.is_parsed())
+            .collect()
+    };
+    let kept = |w: &World| -> Vec<usize> {
+        routes
+            .iter()
+            .map(|r| w.snap.kept_parses_under(&format!("uid-{r}"), "uid-g"))
+            .collect()
+    };
+    // All but the last route's plan found applied.
+    fn but_last<T: Clone>(n: usize, yes: T, no: T) -> Vec<T> {
+        (1..=n)
+            .map(|i| if i < n { yes.clone() } else { no.clone() })
+            .collect()
+    }
+    let mut memo = crate::plan::PlanMemo::default();
+    let first = crate::plan::plan_with(&w.snap, &gw, &mut memo).unwrap();
+    assert_eq!(kept(&w), vec![1; n]);
+    for r in &first.routes[..n - 1] {
+        r.applied.set();
+    }
+    // While the pass that applied them holds the plans, nothing is let go.
+    let held = crate::plan::plan_with(&w.snap, &gw, &mut memo).unwrap();
+    assert_eq!(memo.last.reused, n);
+    assert_eq!(parsed(&held), vec![true; n]);
+    drop((first, held));
+    let second = crate::plan::plan_with(&w.snap, &gw, &mut memo).unwrap();
+    assert_eq!(memo.last.reused, n);
+    assert_eq!(parsed(&second), but_last(n, false, true));
+    assert_eq!(kept(&w), but_last(n, 0, 1));
+    // Read all the same, they are what a plan without the memo renders.
+    let fresh = crate::plan::plan(&w.snap, &gw).unwrap();
+    for (r, f) in second.routes.iter().zip(&fresh.routes) {
+        assert_eq!(r.children, f.children);
+        assert_eq!(r.live_children, f.live_children);
+        assert!(r.live_children.iter().all(Option::is_some));
+    }
+    assert_eq!(parsed(&second), vec![true; n], "read: parsed again");
+    // A plan made again (its route changed) holds its objects parsed until it is found
+    // applied again.
+    drop((second, fresh));
+    w.route("r1", &["r1.example.org"], &["g"]);
+    let third = crate::plan::plan_with(&w.snap, &gw, &mut memo).unwrap();
+    assert_eq!(memo.last.reused, n - 1);
+    assert!(third.routes[0].children[0].object.is_parsed());
+    third.routes[0].applied.set();
+    drop(third);
+    let fourth = crate::plan::plan_with(&w.snap, &gw, &mut memo).unwrap();
+    assert!(!fourth.routes[0].children[0].object.is_parsed());
+    assert_eq!(
+        fourth.routes[0].children[0].object["metadata"]["name"],
+        "r1-copy"
     );
 }

@@ -116,7 +116,7 @@ impl World {
     fn make_live(&mut self, key: &Key) {
         let p = plan(&self.snap, key).unwrap();
         for c in p.children() {
-            self.snap.put_child(c.object.clone());
+            self.snap.put_child(Value::clone(&c.object));
         }
     }
 }

@@ -1,13 +1,11 @@
 //! Narrowing and draining decided for one pass ([`crate::plan::narrowing`]): which child
 //! goes first and alone, what the others wait for, which prunes drain first.
 
-use std::sync::Arc;
-
 use k8s_openapi::jiff::Timestamp;
 
 use super::*;
 use crate::plan::narrowing::{DRAIN_LOOK_AGAIN, Narrowing, narrowing};
-use crate::snapshot::ObjectKey;
+use crate::snapshot::{Live, ObjectKey};
 
 const OTHER: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ gateway.metadata.name ~ \"-other\" }}\n";
 
@@ -49,7 +47,10 @@ fn b_removed(route_drains: bool) -> (World, Key) {
 /// This pass's narrowing of `key`'s plan against the snapshot's live children.
 fn pass(w: &World, key: &Key, now: Timestamp) -> Narrowing {
     let p = plan(&w.snap, key).unwrap();
-    let live: Vec<Option<Arc<Value>>> = p.children().map(|c| w.snap.child(&c.key)).collect();
+    let live: Vec<Option<Live>> = p
+        .children()
+        .map(|c| w.snap.child(&c.key).map(Live::parsed))
+        .collect();
     narrowing(&p, &live, &|k| w.snap.child(k), now)
 }
 

@@ -71,7 +71,7 @@ fn a_child_an_earlier_release_named_otherwise_serves_until_replaced_then_is_prun
     let reader_of = |p: &crate::plan::Plan| -> (Value, String) {
         let r = p.children().find(|c| c.template == "reader").unwrap();
         let s = r.object["data"]["secrets"].as_str().unwrap().to_owned();
-        (r.object.clone(), s)
+        (Value::clone(&r.object), s)
     };
     let new_name = format!("gw-tls-0-{version}");
     let new_secret = format!("gw-tls-0-{version}");
@@ -172,7 +172,7 @@ fn a_renamed_child_of_a_template_versioned_as_a_whole_is_pruned_once_not_read() 
         .or(reader.as_ref())
         .unwrap()
         .clone();
-    w.snap.put_child(reader.object);
+    w.snap.put_child(reader.object.into_value());
     let p = plan(&w.snap, &gw).unwrap();
     assert_eq!(p.gateway.prune, [old]);
 }
