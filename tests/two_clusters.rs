@@ -857,6 +857,66 @@ fn fleet_mode_serves_the_members_its_cluster_profiles_list() {
             listed().await.is_empty().then_some(())
         })
         .await;
+
+        // A member with no class of ours watches no route: a route there that is not ours,
+        // under the name a placed route copy takes, is not overwritten (its empty route
+        // cache says nothing of which names are taken, so the controller reads first). The
+        // second member alone is placed in now (the first one's profile, made again, has
+        // no label).
+        let route_ar = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute"),
+            "httproutes",
+        );
+        let member2_routes: Api<DynamicObject> =
+            Api::namespaced_with(third.clone(), &ns.name, &route_ar);
+        assert!(
+            !ctl.cluster(&id2).unwrap().primary_watches().iter().any(|w| w == "HTTPRoute"),
+            "the second member watches no route"
+        );
+        apply_yaml(
+            &third,
+            &format!(
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: cart-pub2-istio, namespace: {}}}\nspec:\n  parentRefs: [{{name: theirs}}]\n  hostnames: [theirs.example.org]\n",
+                ns.name
+            ),
+        )
+        .await;
+        let theirs = member2_routes.get("cart-pub2-istio").await.unwrap();
+        apply_yaml(
+            &main,
+            &format!(
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: pub2, namespace: {ns}}}\nspec:\n  gatewayClassName: {placing}\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP, hostname: \"*.example.com\"}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: cart, namespace: {ns}}}\nspec:\n  parentRefs: [{{name: pub2}}]\n  hostnames: [cart.example.com]\n  rules: [{{backendRefs: [{{name: svc, port: 80}}]}}]\n",
+                ns = ns.name
+            ),
+        )
+        .await;
+        let hub_statuses = || async {
+            let g = serde_json::to_value(hub_gws.get("pub2").await.ok()?).ok()?;
+            let r = serde_json::to_value(
+                Api::<gateway_api::apis::standard::httproutes::HttpRoute>::namespaced(
+                    main.clone(),
+                    &ns.name,
+                )
+                .get("cart")
+                .await
+                .ok()?,
+            )
+            .ok()?;
+            Some(format!("{} {}", g["status"], r["status"]))
+        };
+        let said = wait_for("the hub naming the route it will not overwrite", T, || async {
+            hub_statuses()
+                .await
+                .filter(|s| s.contains("not managed by gatewright"))
+        })
+        .await;
+        assert!(said.contains("cart-pub2-istio"), "{said}");
+        let after = member2_routes.get("cart-pub2-istio").await.unwrap();
+        assert_eq!(
+            after.metadata.resource_version, theirs.metadata.resource_version,
+            "the route that is not ours was written to: {:?}",
+            after.data
+        );
         assert!(ctl.shutdown(Duration::from_secs(10)).await);
     });
     drop(member);

@@ -133,6 +133,13 @@ impl Cluster {
             .force()
             .validation_strict();
         self.metrics.applies.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            child = %key,
+            differs_at = live.map_or_else(|| "(not in the cache)".to_owned(), |l| {
+                crate::plan::unheld_path(obj, l).unwrap_or_default()
+            }),
+            "applying a child"
+        );
         let applied = match api.patch(&key.name, &pp, &Patch::Apply(obj)).await {
             Ok(a) => a,
             // The kind went away (CRD deleted): look it up again from scratch.
@@ -189,16 +196,22 @@ impl Cluster {
         key: &ObjectKey,
         obj: &Value,
     ) -> Result<bool, Error> {
-        // Gateways and HTTPRoutes are watched in full (and the kind's child watch has
-        // listed before anything of it is applied): when neither cache knows the name,
-        // nothing of it exists, and the read is saved (a fleet's cold start makes one per
-        // child otherwise). A create racing ours is as possible as after a read.
-        if self
-            .snapshot
-            .read()
-            .ok()
-            .and_then(|s| s.foreign_object_exists(key))
-            == Some(false)
+        // Gateways and routes are watched in full (and the kind's child watch has listed
+        // before anything of it is applied): when neither cache knows the name, nothing
+        // of it exists, and the read is saved (a fleet's cold start makes one per child
+        // otherwise). A create racing ours is as possible as after a read. Not in a
+        // member whose watch of the kind has not listed (or, with no class of ours
+        // there, does not run): its empty cache says nothing, and a route of the same
+        // name that is not ours would be overwritten.
+        let gateway_api =
+            crate::kinds::group_of(&key.api_version) == crate::gateway::GATEWAY_API_GROUP;
+        if (!gateway_api || self.primary_kind_listed(&key.kind))
+            && self
+                .snapshot
+                .read()
+                .ok()
+                .and_then(|s| s.foreign_object_exists(key))
+                == Some(false)
         {
             return Ok(true);
         }

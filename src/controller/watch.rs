@@ -397,6 +397,30 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// Whether this cluster's primary watch of the Gateway API kind `kind` has listed, so
+    /// that its cache knows every object of the kind by name. Always on the local cluster
+    /// (nothing is planned before its caches are synced); on a fleet member, the watches
+    /// [`watched_first`] names once they have listed, and the rest (routes) only once a
+    /// GatewayClass or Gateway of ours there started them and they have listed: a hub
+    /// Gateway places objects in a member that watches no route.
+    pub(super) fn primary_kind_listed(&self, kind: &str) -> bool {
+        if !self.is_member() {
+            return true;
+        }
+        let first = matches!(
+            kind,
+            "GatewayClass" | "Gateway" | crate::gateway::listenersets::KIND
+        );
+        if first {
+            self.unsynced_watches.load(Ordering::SeqCst) == 0
+        } else {
+            self.rest_started.load(Ordering::SeqCst)
+                && self.unsynced_rest.load(Ordering::SeqCst) == 0
+        }
+    }
+}
+
 /// Starts the primary watches a fleet member left for later (see
 /// [`start_primary_watches`]); once they have all listed, every parent of the cluster is
 /// planned again.

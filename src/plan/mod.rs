@@ -39,7 +39,9 @@ pub use class::{ClassPlan, plan_class};
 pub use gateway::{GatewayPlan, plan_gateway};
 pub use memo::PlanMemo;
 pub use route::{RoutePlan, plan_route};
-pub use set::{ChildState, DesiredChild, Held, Replacement, ReplacementPhase, is_subset};
+pub use set::{
+    ChildState, DesiredChild, Held, Replacement, ReplacementPhase, is_subset, unheld_path,
+};
 pub use status::{GatewayStatusPlan, Plan, PlanStatus, RouteParents, plan, plan_with};
 pub use templates::{held_by_another, holder};
 pub use versions::VERSION_PLACEHOLDER;

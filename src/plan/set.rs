@@ -309,6 +309,44 @@ pub fn is_subset(desired: &Value, live: &Value) -> bool {
     }
 }
 
+/// Where `live` first fails to hold `desired` ([`is_subset`]), as a dotted path (`.` for
+/// the whole object; list items by index); `None` when it holds everything. For the logs:
+/// what an apply changes.
+#[must_use]
+pub fn unheld_path(desired: &Value, live: &Value) -> Option<String> {
+    fn walk(desired: &Value, live: &Value, at: &mut Vec<String>) -> bool {
+        match (desired, live) {
+            (Value::Object(d), Value::Object(l)) => d.iter().all(|(k, v)| {
+                at.push(k.clone());
+                let held = l.get(k).is_some_and(|lv| walk(v, lv, at));
+                if held {
+                    at.pop();
+                }
+                held
+            }),
+            (Value::Array(d), Value::Array(l)) if d.len() == l.len() => {
+                d.iter().zip(l).enumerate().all(|(i, (a, b))| {
+                    at.push(i.to_string());
+                    let held = walk(a, b, at);
+                    if held {
+                        at.pop();
+                    }
+                    held
+                })
+            }
+            _ => is_subset(desired, live),
+        }
+    }
+    let mut at = Vec::new();
+    if walk(desired, live, &mut at) {
+        None
+    } else if at.is_empty() {
+        Some(".".to_owned())
+    } else {
+        Some(at.join("."))
+    }
+}
+
 /// Whether `live` holds what a merge `patch` sets (a drain's, an adoption's release): every field of the patch the same in
 /// `live`, where an empty list or null in the patch also matches a field `live` leaves out.
 #[must_use]
@@ -322,6 +360,29 @@ pub fn drained(patch: &Value, live: &Value) -> bool {
             live.is_null() || live.as_array().is_some_and(Vec::is_empty)
         }
         other => is_subset(other, live),
+    }
+}
+
+#[cfg(test)]
+mod unheld_tests {
+    use super::unheld_path;
+    use serde_json::json;
+
+    #[test]
+    fn names_where_the_live_object_first_differs() {
+        let desired = json!({"spec": {"rules": [{"port": 80}, {"port": 81}], "a": 1}});
+        assert_eq!(unheld_path(&desired, &desired), None);
+        let live = json!({"spec": {"rules": [{"port": 80}, {"port": 82}], "a": 1}, "x": 2});
+        assert_eq!(
+            unheld_path(&desired, &live).as_deref(),
+            Some("spec.rules.1.port")
+        );
+        let shorter = json!({"spec": {"rules": [{"port": 80}], "a": 1}});
+        assert_eq!(
+            unheld_path(&desired, &shorter).as_deref(),
+            Some("spec.rules")
+        );
+        assert_eq!(unheld_path(&desired, &json!(3)).as_deref(), Some("."));
     }
 }
 
