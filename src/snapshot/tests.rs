@@ -159,6 +159,19 @@ fn the_fleet_stamp_moves_with_the_fleet_and_only_with_it() {
     assert_ne!(s.fleet_stamp(), third, "placement turned on");
 }
 
+/// The children of Gateway uid `u` in `s`, as sorted (cluster, name) pairs.
+fn children_of_u(s: &Snapshot) -> Vec<(String, String)> {
+    let mut n: Vec<(String, String)> = s
+        .children_by_gateway("u")
+        .map(|o| {
+            let k = ObjectKey::of(&o);
+            (k.cluster, k.name)
+        })
+        .collect();
+    n.sort();
+    n
+}
+
 #[test]
 fn a_members_relist_drops_only_its_own_placed_objects_from_the_mirror() {
     let mut s = Snapshot::new("sys");
@@ -173,16 +186,8 @@ fn a_members_relist_drops_only_its_own_placed_objects_from_the_mirror() {
         s.retain_listed_placed("fleet/eu", "ConfigMap", "v1", &seen),
         1
     );
-    let mut left: Vec<(String, String)> = s
-        .children_by_gateway("u")
-        .map(|o| {
-            let k = ObjectKey::of(&o);
-            (k.cluster, k.name)
-        })
-        .collect();
-    left.sort();
     assert_eq!(
-        left,
+        children_of_u(&s),
         [
             (String::new(), "y".to_owned()),
             ("fleet/eu".to_owned(), "x".to_owned()),
@@ -205,17 +210,6 @@ fn the_hubs_own_relist_leaves_what_it_mirrors_of_its_members() {
         }
         v
     };
-    let names = |s: &Snapshot| {
-        let mut n: Vec<(String, String)> = s
-            .children_by_gateway("u")
-            .map(|o| {
-                let k = ObjectKey::of(&o);
-                (k.cluster, k.name)
-            })
-            .collect();
-        n.sort();
-        n
-    };
     let mut hub = Snapshot::new("sys");
     hub.allow_placement();
     hub.put_child(child("x", None));
@@ -224,13 +218,16 @@ fn the_hubs_own_relist_leaves_what_it_mirrors_of_its_members() {
     // The hub's ConfigMap watch relisted (or stopped) seeing none: its own go, the
     // member's copy stays.
     assert_eq!(hub.retain_listed("ConfigMap", "v1", &BTreeSet::new()), 2);
-    assert_eq!(names(&hub), [("fleet/eu".to_owned(), "x".to_owned())]);
+    assert_eq!(
+        children_of_u(&hub),
+        [("fleet/eu".to_owned(), "x".to_owned())]
+    );
     // A member's snapshot holds what was placed in it as its own: a relist drops it.
     let mut member = Snapshot::new("sys");
     member.put_child(child("x", None));
     member.put_child(child("z", Some("fleet/eu")));
     assert_eq!(member.retain_listed("ConfigMap", "v1", &BTreeSet::new()), 2);
-    assert!(names(&member).is_empty());
+    assert!(children_of_u(&member).is_empty());
 }
 
 #[test]
