@@ -27,6 +27,18 @@ fn refused(s: &kube::core::Status) -> bool {
         || (s.code == 500 && s.message.contains("failed to create typed patch object"))
 }
 
+/// Whether a 404 to an apply says the kind itself is not served (its CRD deleted), not
+/// that the object (its name in the message) or its namespace (`namespaces "x" not
+/// found`, a member where it was never made) is missing: only then is the kind looked up
+/// again from scratch.
+fn kind_gone(s: &kube::core::Status, name: &str) -> bool {
+    s.code == 404
+        && s.reason == "NotFound"
+        && !s.message.contains(name)
+        && s.details.as_ref().is_none_or(|d| d.kind != "namespaces")
+        && !s.message.starts_with("namespaces ")
+}
+
 /// The route plans (indexes) a pass leaves for the next one: once the route children to
 /// write (`(object, live, owner route)`, `None` for the Gateway's own, which are never
 /// held) reach `budget` writes, every other route plan with a write waits whole.
@@ -143,9 +155,7 @@ impl Cluster {
         let applied = match api.patch(&key.name, &pp, &Patch::Apply(obj)).await {
             Ok(a) => a,
             // The kind went away (CRD deleted): look it up again from scratch.
-            Err(kube::Error::Api(s))
-                if s.code == 404 && s.reason == "NotFound" && !s.message.contains(&key.name) =>
-            {
+            Err(kube::Error::Api(s)) if kind_gone(&s, &key.name) => {
                 self.kinds.forget(&key.api_version, &key.kind);
                 if let Ok(mut s) = self.snapshot.write() {
                     let group = crate::kinds::group_of(&key.api_version);
@@ -335,6 +345,35 @@ impl Cluster {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn not_found(message: &str, details_kind: Option<&str>) -> kube::core::Status {
+        let mut s = kube::core::Status::failure(message, "NotFound").with_code(404);
+        s.details = details_kind.map(|k| serde_json::from_value(json!({"kind": k})).unwrap());
+        s
+    }
+
+    #[test]
+    fn only_a_missing_resource_type_makes_the_kind_gone() {
+        // What the API server answers for a resource type it does not serve.
+        assert!(kind_gone(
+            &not_found("the server could not find the requested resource", None),
+            "pub-tls"
+        ));
+        // A namespace that is not there (a member where it was never made): not the kind.
+        assert!(!kind_gone(
+            &not_found("namespaces \"team-a\" not found", Some("namespaces")),
+            "pub-tls"
+        ));
+        assert!(!kind_gone(
+            &not_found("namespaces \"team-a\" not found", None),
+            "pub-tls"
+        ));
+        // The object itself.
+        assert!(!kind_gone(
+            &not_found("certificates.cert-manager.io \"pub-tls\" not found", None),
+            "pub-tls"
+        ));
+    }
 
     #[test]
     fn subset_ignores_fields_only_live_has() {
