@@ -61,14 +61,6 @@ impl Cluster {
                 s.retain_listed(&kind, &api_version, &std::collections::BTreeSet::new());
                 s.names_mut().forget(group, &kind);
             });
-            // A member: the hub's mirror of what it placed here of the kind goes with the
-            // watch that kept it (the hub's own relists leave mirrors alone).
-            if let Some(hub) = self.hub() {
-                let me = self.id().as_str().to_owned();
-                with_snapshot(&hub, |s| {
-                    s.retain_listed_placed(&me, &kind, &api_version, &Default::default())
-                });
-            }
             tracing::info!(%kind, %api_version, "no Gateway uses this child kind any more; stopped watching it");
         }
     }

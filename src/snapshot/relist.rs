@@ -8,7 +8,6 @@ use super::{Key, RouteKey, SECRET_METADATA, Snapshot};
 impl Snapshot {
     /// After a watch relisted every object of `kind`, drops what the list no longer had
     /// (objects deleted while the watch was down). `seen` holds (namespace, name) pairs.
-    /// In the hub, the children mirrored from members are not this watch's: left alone.
     /// Returns how many entries were dropped.
     pub fn retain_listed(&mut self, kind: &str, api_version: &str, seen: &BTreeSet<Key>) -> usize {
         let keep = |k: &Key| seen.contains(k);
@@ -63,13 +62,8 @@ impl Snapshot {
                     s.retain(|k| keep(k));
                 }
             }
-            // The hub's mirrors of what its members hold are kept by the members' watches
-            // (`retain_listed_placed`, `forget_cluster`): a relist of the hub's own watch
-            // of the kind, or the kind no longer watched in the hub, leaves them (they
-            // would not come back, and its Gateways would write them again).
             _ => {
-                let only = self.places.then_some("");
-                self.retain_children(kind, api_version, only, seen);
+                self.retain_children(kind, api_version, None, seen);
             }
         }
         before.saturating_sub(self.len_of(kind, api_version))

@@ -202,35 +202,6 @@ fn a_members_relist_drops_only_its_own_placed_objects_from_the_mirror() {
 }
 
 #[test]
-fn the_hubs_own_relist_leaves_what_it_mirrors_of_its_members() {
-    let child = |name: &str, cluster: Option<&str>| {
-        let mut v = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "a", "labels": {"gatewright.dev/parent-uid": "u", "gatewright.dev/gateway-uid": "u"}}});
-        if let Some(c) = cluster {
-            v["metadata"]["annotations"] = json!({"gatewright.dev/cluster": c});
-        }
-        v
-    };
-    let mut hub = Snapshot::new("sys");
-    hub.allow_placement();
-    hub.put_child(child("x", None));
-    hub.put_child(child("y", None));
-    hub.put_child(child("x", Some("fleet/eu")));
-    // The hub's ConfigMap watch relisted (or stopped) seeing none: its own go, the
-    // member's copy stays.
-    assert_eq!(hub.retain_listed("ConfigMap", "v1", &BTreeSet::new()), 2);
-    assert_eq!(
-        children_of_u(&hub),
-        [("fleet/eu".to_owned(), "x".to_owned())]
-    );
-    // A member's snapshot holds what was placed in it as its own: a relist drops it.
-    let mut member = Snapshot::new("sys");
-    member.put_child(child("x", None));
-    member.put_child(child("z", Some("fleet/eu")));
-    assert_eq!(member.retain_listed("ConfigMap", "v1", &BTreeSet::new()), 2);
-    assert!(children_of_u(&member).is_empty());
-}
-
-#[test]
 fn only_gateway_api_objects_are_known_foreign_from_the_cache_by_their_group() {
     let key = |api: &str, kind: &str| ObjectKey {
         api_version: api.into(),
