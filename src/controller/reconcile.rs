@@ -118,7 +118,7 @@ impl Cluster {
             return Ok(Some(wait));
         }
         let started = Instant::now();
-        let listings = self.kinds.listings();
+        let listings = self.kind_listings();
         let mut memo = self.take_plan_memo(key);
         // The snapshot is read once for the plan and what narrowing asks of it (the live
         // children, before any write of this pass).
@@ -255,7 +255,7 @@ impl Cluster {
         key: &Key,
         p: &Planned,
         part: Part,
-        listings: u64,
+        listings: (u64, u64),
     ) -> Option<Option<Duration>> {
         // Another replica leads: nothing to do here for a Gateway that places nothing
         // (and no kind of its to watch).
@@ -281,8 +281,11 @@ impl Cluster {
         if !self.register_kinds(key, &p.kinds, &p.plan) {
             return Some(None);
         }
-        if self.kinds.listings() != listings {
-            // A kind finished listing while we planned: plan again from the full cache.
+        let now = self.kind_listings();
+        if now.0 != listings.0 || (p.plan.gateway.placement.is_some() && now.1 != listings.1) {
+            // A kind finished listing while we planned (here, or in a member it places
+            // in, whose objects then reached the hub's mirror after the plan read it):
+            // plan again from the full cache.
             return Some(Some(Duration::from_millis(50)));
         }
         None

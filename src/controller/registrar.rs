@@ -52,6 +52,16 @@ impl Cluster {
             .all(|(v, k)| !matches!(self.ensure_kind(v, k), KindState::Pending))
     }
 
+    /// How many child kinds have finished listing here, and in the members (summed): read
+    /// before a plan reads the snapshot, compared after. A kind that lists meanwhile may
+    /// have left the plan reading an empty cache (a member's: the hub's mirror of it).
+    pub(super) fn kind_listings(&self) -> (u64, u64) {
+        (
+            self.kinds.listings(),
+            self.members().iter().map(|m| m.kinds.listings()).sum(),
+        )
+    }
+
     /// Sets the kinds `gateway` uses ([`ChildKinds::use_kinds`](super::child_kinds::ChildKinds::use_kinds)); the objects of a kind no
     /// Gateway uses any more are dropped from the snapshot.
     pub(super) fn use_kinds(&self, gateway: &Key, kinds: std::collections::BTreeSet<KindKey>) {
