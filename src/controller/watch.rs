@@ -395,9 +395,7 @@ impl Cluster {
         }
         self.unsynced_rest.load(std::sync::atomic::Ordering::SeqCst) == 0
     }
-}
 
-impl Cluster {
     /// Whether this cluster's primary watch of the Gateway API kind `kind` has listed, so
     /// that its cache knows every object of the kind by name. Always on the local cluster
     /// (nothing is planned before its caches are synced); on a fleet member, the watches
