@@ -35,7 +35,6 @@ fn kind_gone(s: &kube::core::Status, name: &str) -> bool {
     s.code == 404
         && s.reason == "NotFound"
         && !s.message.contains(name)
-        && s.details.as_ref().is_none_or(|d| d.kind != "namespaces")
         && !s.message.starts_with("namespaces ")
 }
 
@@ -215,7 +214,7 @@ impl Cluster {
         // name that is not ours would be overwritten.
         let gateway_api =
             crate::kinds::group_of(&key.api_version) == crate::gateway::GATEWAY_API_GROUP;
-        if (!gateway_api || self.primary_kind_listed(&key.kind))
+        if (!gateway_api || self.primary_kind_listed(key))
             && self
                 .snapshot
                 .read()

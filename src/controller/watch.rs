@@ -396,25 +396,25 @@ impl Cluster {
         self.unsynced_rest.load(std::sync::atomic::Ordering::SeqCst) == 0
     }
 
-    /// Whether this cluster's primary watch of the Gateway API kind `kind` has listed, so
-    /// that its cache knows every object of the kind by name. Always on the local cluster
-    /// (nothing is planned before its caches are synced); on a fleet member, the watches
+    /// Whether this cluster's primary watch of `key`'s kind has listed, so that its cache
+    /// knows every object of the kind by name. Always on the local cluster (nothing is
+    /// planned before its caches are synced); on a fleet member, the watches
     /// [`watched_first`] names once they have listed, and the rest (routes) only once a
     /// GatewayClass or Gateway of ours there started them and they have listed: a hub
-    /// Gateway places objects in a member that watches no route.
-    pub(super) fn primary_kind_listed(&self, kind: &str) -> bool {
+    /// Gateway places objects in a member that watches no route. A kind no primary watch
+    /// reads: false.
+    pub(super) fn primary_kind_listed(&self, key: &crate::snapshot::ObjectKey) -> bool {
         if !self.is_member() {
             return true;
         }
-        let first = matches!(
-            kind,
-            "GatewayClass" | "Gateway" | crate::gateway::listenersets::KIND
-        );
-        if first {
-            self.unsynced_watches.load(Ordering::SeqCst) == 0
-        } else {
-            self.rest_started.load(Ordering::SeqCst)
-                && self.unsynced_rest.load(Ordering::SeqCst) == 0
+        let doc = serde_json::json!({"apiVersion": key.api_version, "kind": key.kind});
+        match ingest::kind_of(&doc) {
+            Some(kind) if watched_first(&kind) => self.unsynced_watches.load(Ordering::SeqCst) == 0,
+            Some(_) => {
+                self.rest_started.load(Ordering::SeqCst)
+                    && self.unsynced_rest.load(Ordering::SeqCst) == 0
+            }
+            None => false,
         }
     }
 }
